@@ -1,0 +1,39 @@
+# The whole set-up lives here so that a fresh machine needs nothing but Python 3.10+, a C compiler and make.
+#   make demo   — create .venv, install, build the Cython core, run the demo
+#   make test   — the same set-up, then the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.kip714-installed
+EXTRAS ?= test
+
+.PHONY: all setup build test demo bench bench-quick clean
+
+all: test
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel "Cython>=3.1,<4"
+	$(PY) -m pip install --quiet --no-build-isolation -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Recompile the extensions in place (cythonize only rebuilds what changed).
+build: $(STAMP)
+	$(PY) setup.py --quiet build_ext --inplace
+
+test: build
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: build
+	$(VENV)/bin/kip714 demo $(DEMO_ARGS)
+
+bench: build
+	$(PY) -m pytest bench --benchmark-only $(PYTEST_ARGS)
+
+bench-quick: build
+	$(VENV)/bin/kip714 bench --quick
+
+clean:
+	rm -rf build src/kip714/*.so src/_native/*.c src/_native/*.html

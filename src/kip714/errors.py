@@ -1,0 +1,84 @@
+"""The kip714 exception hierarchy.
+
+Every exception kip714 raises for bad input is a :class:`Kip714Error` and carries the Kafka error code
+an Apache Kafka broker would answer with (``.error_code``, a :class:`~kip714.ErrorCode`).
+"""
+
+from __future__ import annotations
+
+from ._enums import ErrorCode
+
+__all__ = [
+    "Kip714Error",
+    "MalformedFrameError",
+    "FrameTooLargeError",
+    "UnsupportedApiKeyError",
+    "UnsupportedVersionError",
+    "InvalidRequestError",
+    "InvalidConfigError",
+    "UnsupportedCompressionTypeError",
+    "CorruptPayloadError",
+    "TelemetryTooLargeError",
+]
+
+
+class Kip714Error(Exception):
+    """Base class. ``error_code`` is the Kafka error a broker would answer this input with."""
+
+    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", error_code: ErrorCode | int | None = None) -> None:
+        super().__init__(message)
+        if error_code is not None:
+            self.error_code = ErrorCode(error_code)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r}, error_code={self.error_code.name})"
+
+
+class InvalidRequestError(Kip714Error):
+    """A request Kafka would refuse as INVALID_REQUEST (42)."""
+
+    error_code = ErrorCode.INVALID_REQUEST
+
+
+class MalformedFrameError(InvalidRequestError):
+    """Bytes that do not parse as the Kafka message they claim to be (truncated, bad lengths, bad tags)."""
+
+
+class FrameTooLargeError(MalformedFrameError):
+    """A size prefix over the frame limit (Kafka's ``socket.request.max.bytes``); nothing was allocated."""
+
+
+class UnsupportedApiKeyError(InvalidRequestError):
+    """A request header naming an API key kip714 does not decode."""
+
+
+class UnsupportedVersionError(Kip714Error):
+    """An API version outside what kip714 (and Kafka) support for that key: UNSUPPORTED_VERSION (35)."""
+
+    error_code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class InvalidConfigError(Kip714Error):
+    """A configuration value Kafka rejects as INVALID_CONFIG (40)."""
+
+    error_code = ErrorCode.INVALID_CONFIG
+
+
+class UnsupportedCompressionTypeError(Kip714Error):
+    """A compression type id outside 0..4: UNSUPPORTED_COMPRESSION_TYPE (76)."""
+
+    error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+class CorruptPayloadError(Kip714Error):
+    """A payload that does not decompress or decode: INVALID_RECORD (87)."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class TelemetryTooLargeError(Kip714Error):
+    """A payload over the size limit (wire or decompressed): TELEMETRY_TOO_LARGE (118)."""
+
+    error_code = ErrorCode.TELEMETRY_TOO_LARGE
