@@ -17,3 +17,34 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+
+from ._protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FinalizedFeature,
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    Message,
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+    Request,
+    RequestHeader,
+    Response,
+    ResponseHeader,
+    SupportedFeature,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    message_class,
+    split_frames,
+)
