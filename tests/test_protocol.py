@@ -510,3 +510,43 @@ def test_random_garbage_and_every_decoder():
             kip714.decode_request(blob)
         except Kip714Error:
             pass
+
+
+# ----------------------------------------------------------------------------- kafka-python too
+
+def _kafka_python_classes():
+    import kp_schemas  # the four KIP-714 message schemas, in kafka-python's JSON schema format
+    from kafka.protocol.api_message import ApiMessage
+
+    return {name: type(name, (ApiMessage,), {}, load_json=kp_schemas) for name in (
+        "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse",
+        "PushTelemetryRequest", "PushTelemetryResponse")}
+
+
+KP = _kafka_python_classes()
+
+
+def _snake(msg) -> dict:
+    d = msg.to_dict()
+    d.pop("unknown_tagged_fields", None)
+    if isinstance(d.get("metrics"), memoryview):
+        d["metrics"] = d["metrics"].tobytes()
+    return d
+
+
+@pytest.mark.parametrize("cls", [GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse,
+                                 PushTelemetryRequest, PushTelemetryResponse], ids=lambda c: c.__name__)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_telemetry_bodies_agree_with_kafka_python(cls, data):
+    msg = data.draw(strategy(cls, 0))
+    kp_cls = KP[cls.__name__]
+    ours = msg.encode()
+    expected = _snake(msg)
+    theirs_obj = kp_cls.decode(ours, version=0)
+    got = {k: getattr(theirs_obj, k) for k in expected}
+    got = {k: (ZERO if v is None and k == "client_instance_id" else v) for k, v in got.items()}
+    assert got == expected
+    theirs = bytes(kp_cls(**{k: v for k, v in expected.items()}).encode(version=0))
+    assert theirs == ours
+    assert _snake(cls.decode(theirs)) == expected
