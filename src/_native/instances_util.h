@@ -1,0 +1,50 @@
+/* Small portable helpers for kip714._instances (header-only).
+ *
+ * - k714i_hash: a seeded 128 -> 64 bit mix of a client instance id. Client instance ids are chosen by
+ *   clients, so the bucket index must not be predictable without the per-table secret (k0, k1).
+ *   Two rounds of the murmur3/splitmix64 finaliser; not a cryptographic PRF, but without the secret an
+ *   attacker cannot line ids up in one chain.
+ * - k714i_wsub: Java's long subtraction (two's complement wrap-around, no C undefined behaviour).
+ * - k714i_sat_add: a + b saturated to the int64 range (deadlines never wrap).
+ * - k714i_prefetch: a read prefetch hint where the compiler has one, else nothing.
+ */
+#ifndef KIP714_INSTANCES_UTIL_H
+#define KIP714_INSTANCES_UTIL_H
+
+#include <stdint.h>
+
+#define K714I_NIL 0xFFFFFFFFu
+
+static inline uint64_t k714i_fmix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static inline uint64_t k714i_hash(uint64_t msb, uint64_t lsb, uint64_t k0, uint64_t k1) {
+    return k714i_fmix64(k714i_fmix64(msb ^ k0) ^ lsb ^ k1);
+}
+
+static inline int64_t k714i_wsub(int64_t a, int64_t b) {
+    return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+static inline int64_t k714i_sat_add(int64_t a, int64_t b) {
+    /* b >= 0 in every caller */
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    return a + b;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define k714i_prefetch(p) __builtin_prefetch((const void *)(p), 1, 3)
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <xmmintrin.h>
+#define k714i_prefetch(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#else
+#define k714i_prefetch(p) ((void)(p))
+#endif
+
+#endif

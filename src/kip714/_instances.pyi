@@ -1,0 +1,90 @@
+"""Typing stub for the native per-client-instance state table (kip714._instances)."""
+
+from typing import Final, TypedDict
+
+from typing_extensions import Buffer
+
+LOOKUP_LIVE: Final[int]  # 0
+LOOKUP_ABSENT: Final[int]  # 1: absent, expired or evicted
+LOOKUP_STALE: Final[int]  # 2: built from an older subscription version
+
+def java_uuid_hash(id16: Buffer) -> int: ...
+
+class InstanceState(TypedDict):
+    instance_id: bytes
+    last_get_ms: int
+    last_push_ms: int
+    push_interval_ms: int
+    subscription_id: int
+    subscription_version: int
+    terminating: bool
+    last_known_error: int
+    ttl_ms: int
+    expires_at_ms: int
+    last_request_ms: int
+
+class InstanceTable:
+    def __init__(self, max_instances: int = 16384, cache_expiry_ms: int = 60000) -> None: ...
+    @property
+    def max_instances(self) -> int: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def cache_expiry_ms(self) -> int: ...
+    @property
+    def now_ms(self) -> int | None: ...
+    @property
+    def evictions(self) -> int: ...
+    @property
+    def expirations(self) -> int: ...
+    def memory_bytes(self) -> int: ...
+    @staticmethod
+    def entry_size() -> int: ...
+    def __len__(self) -> int: ...
+    def expire(self, now_ms: int) -> int: ...
+    def clear(self) -> None: ...
+    def lookup(self, id16: bytes, now_ms: int, subscription_version: int) -> int: ...
+    def create(
+        self, id16: bytes, now_ms: int, subscription_version: int, subscription_id: int, push_interval_ms: int
+    ) -> None: ...
+    def decide_get(self, id16: bytes, now_ms: int) -> int: ...
+    def decide_push(
+        self,
+        id16: bytes,
+        now_ms: int,
+        subscription_id: int,
+        terminating: bool,
+        compression_type: int,
+        wire_size: int,
+        telemetry_max_bytes: int,
+    ) -> int: ...
+    def set_last_error(self, id16: bytes, code: int) -> None: ...
+    def get_state(self, id16: bytes) -> InstanceState | None: ...
+    def remove(self, id16: bytes) -> bool: ...
+    def decide_pushes(
+        self,
+        ids: Buffer,
+        now_ms: Buffer,
+        subscription_ids: Buffer,
+        terminating: Buffer,
+        compression_types: Buffer,
+        wire_sizes: Buffer,
+        out: Buffer,
+        *,
+        subscription_version: int,
+        crc_base: int,
+        push_interval_ms: int,
+        telemetry_max_bytes: int,
+    ) -> int: ...
+    def decide_gets(
+        self,
+        ids: Buffer,
+        now_ms: Buffer,
+        out: Buffer,
+        *,
+        subscription_version: int,
+        crc_base: int,
+        push_interval_ms: int,
+    ) -> int: ...
+    def _lru_ids(self) -> list[bytes]: ...
+    def _check(self) -> None: ...

@@ -1,0 +1,259 @@
+"""TelemetryBroker: the cases of Kafka's ClientMetricsManagerTest and the 4.1+ rules, on a fake clock."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+import kip714
+from kip714 import (
+    ClientInfo,
+    ErrorCode,
+    GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest,
+    SubscriptionRegistry,
+    TelemetryBroker,
+)
+
+E = ErrorCode
+DEFAULT_METRICS = "org.apache.kafka.client.producer.partition.queue.,org.apache.kafka.client.producer.partition.latency"
+CLIENT = ClientInfo(client_id="producer-1", client_software_name="apache-kafka-java",
+                    client_software_version="3.5.2", client_source_address="127.0.0.1", client_source_port=56078)
+
+
+class Recorder:
+    def __init__(self, fail=False):
+        self.payloads = []
+        self.fail = fail
+
+    def export_metrics(self, context, payload):
+        if self.fail:
+            raise RuntimeError("plugin failure")
+        self.payloads.append((context, payload))
+
+
+def make_broker(registry=None, **kw):
+    kw.setdefault("telemetry_max_bytes", 100)
+    kw.setdefault("cache_expiry_ms", 100)
+    return TelemetryBroker(registry or SubscriptionRegistry(), **kw)
+
+
+def subscribed(interval=30000):
+    r = SubscriptionRegistry()
+    r.set("sub-1", {"metrics": DEFAULT_METRICS, "interval.ms": str(interval),
+                    "match": "client_software_name=apache-kafka-java,client_software_version=3.5.*"})
+    return r
+
+
+# Kafka's timestamps start at 0 and are compared with wall-clock "now", so times are offsets from an epoch.
+T0 = 1_763_700_000_000
+
+
+def get(broker, instance=None, now=0, client=CLIENT):
+    resp, payload = broker.handle(GetTelemetrySubscriptionsRequest(instance), client, T0 + now)
+    assert payload is None
+    return resp
+
+
+def push(broker, instance, sid, now=0, terminating=False, ctype=0, metrics=b"", client=CLIENT):
+    return broker.handle(PushTelemetryRequest(instance, sid, terminating, ctype, metrics), client, T0 + now)
+
+
+def test_get_without_subscriptions():
+    b = make_broker()
+    resp = get(b, now=1000)
+    assert resp.error_code == 0 and resp.throttle_time_ms == 0
+    assert resp.push_interval_ms == 300000 and resp.requested_metrics == []
+    assert resp.accepted_compression_types == [4, 3, 1, 2] and resp.delta_temporality is True
+    assert resp.telemetry_max_bytes == 100 and resp.subscription_id != 0
+    assert resp.client_instance_id != uuid.UUID(int=0)
+    assert kip714.kafka_uuid_string(resp.client_instance_id)[0] != "-"
+    assert b.metrics()["instance-count"] == 1
+
+
+def test_get_with_a_matching_subscription():
+    b = make_broker(subscribed())
+    resp = get(b, now=1000)
+    assert resp.push_interval_ms == 30000
+    assert resp.requested_metrics == ["org.apache.kafka.client.producer.partition.latency",
+                                      "org.apache.kafka.client.producer.partition.queue."]
+    assert resp.subscription_id == kip714.compute_subscription_id(resp.requested_metrics, 30000,
+                                                                  resp.client_instance_id)
+    other = get(b, now=1000, client=ClientInfo(client_software_name="librdkafka"))
+    assert other.requested_metrics == [] and other.push_interval_ms == 300000
+
+
+def test_two_gets_in_a_row_are_throttled():
+    b = make_broker(subscribed())
+    first = get(b, now=1000)
+    second = get(b, first.client_instance_id, now=1001)
+    assert second.error_code == E.THROTTLING_QUOTA_EXCEEDED
+    # an error response carries the generated defaults, including the zero id
+    assert second.client_instance_id == uuid.UUID(int=0) and second.requested_metrics == []
+    assert b.metrics()["throttle-count"] == 1
+    assert get(b, first.client_instance_id, now=1000 + 30000).error_code == 0
+
+
+def test_push_then_get_on_a_new_server_is_throttled():
+    a, b = make_broker(subscribed()), make_broker(subscribed())
+    resp = get(a, now=1000)
+    r, _ = push(b, resp.client_instance_id, resp.subscription_id, now=2000)
+    assert r.error_code == 0  # a broker that never saw the client recreates the instance: same id
+    assert get(b, resp.client_instance_id, now=2001).error_code == E.THROTTLING_QUOTA_EXCEEDED
+
+
+def test_get_push_push():
+    b = make_broker(subscribed())
+    resp = get(b, now=1000)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    assert push(b, inst, sid, now=1000 + 24000)[0].error_code == 0   # early first push after a Get: accepted
+    assert push(b, inst, sid, now=1000 + 25000)[0].error_code == E.THROTTLING_QUOTA_EXCEEDED
+    assert b.instances.get_state(inst.bytes)["last_known_error"] == E.THROTTLING_QUOTA_EXCEEDED
+    assert push(b, inst, sid, now=1000 + 24000 + 30000)[0].error_code == 0
+
+
+def test_push_then_terminating_push_then_anything_is_invalid():
+    b = make_broker(subscribed())
+    resp = get(b, now=1000)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    assert push(b, inst, sid, now=2000)[0].error_code == 0
+    assert push(b, inst, sid, now=2001, terminating=True)[0].error_code == 0  # bypasses the rate limit
+    assert push(b, inst, sid, now=40000, terminating=True)[0].error_code == E.INVALID_REQUEST
+    # Kafka's finally-block quirk: a rejected terminating=false push resets the flag ...
+    assert push(b, inst, sid, now=80000)[0].error_code == E.INVALID_REQUEST
+    # ... so the push after it is processed normally
+    assert push(b, inst, sid, now=120000)[0].error_code == 0
+
+
+def test_unknown_subscription_id_and_the_41_get_exemption():
+    b = make_broker(subscribed())
+    resp = get(b, now=1000)
+    inst = resp.client_instance_id
+    assert push(b, inst, 1234, now=2000)[0].error_code == E.UNKNOWN_SUBSCRIPTION_ID
+    assert b.metrics()["unknown-subscription-request-count"] == 1
+    # Kafka 4.1+: an immediate Get after UNKNOWN_SUBSCRIPTION_ID is not throttled
+    again = get(b, inst, now=2001)
+    assert again.error_code == 0 and again.subscription_id == resp.subscription_id
+
+
+def test_unsupported_compression_and_too_large_and_empty():
+    b = make_broker(subscribed(), receivers=[rec := Recorder()])
+    resp = get(b, now=1000)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    assert push(b, inst, sid, now=2000, ctype=100)[0].error_code == E.UNSUPPORTED_COMPRESSION_TYPE
+    # 4.1 exemption applies to 76 as well
+    assert get(b, inst, now=2001).error_code == 0
+    # the exempted Get did not move last_get, so the next push waits a full interval after the last one
+    assert push(b, inst, sid, now=3000, metrics=None)[0].error_code == E.THROTTLING_QUOTA_EXCEEDED
+    r, payload = push(b, inst, sid, now=32000, metrics=None)
+    assert r.error_code == 0 and payload is None and rec.payloads == []  # null metrics: no export
+    b2 = make_broker(subscribed(), telemetry_max_bytes=1)
+    resp = get(b2, now=1000)
+    r, _ = push(b2, resp.client_instance_id, resp.subscription_id, now=2000, metrics=b"ab")
+    assert r.error_code == E.TELEMETRY_TOO_LARGE
+
+
+@pytest.mark.parametrize("bad", [uuid.UUID(int=0), uuid.UUID(int=1)])
+def test_push_with_reserved_ids_is_invalid(bad):
+    b = make_broker()
+    r, payload = push(b, bad, 0, now=1000)
+    assert r.error_code == E.INVALID_REQUEST and payload is None
+    assert b.metrics()["instance-count"] == 0
+
+
+def test_get_after_a_subscription_update_gets_a_new_id():
+    reg = subscribed()
+    b = make_broker(reg)
+    resp = get(b, now=1000)
+    reg.set("sub-1", {"metrics": "org.apache.kafka.producer.", "interval.ms": "30000"})
+    again = get(b, resp.client_instance_id, now=1001)  # rebuilt instance: rate-limit state is gone
+    assert again.error_code == 0 and again.subscription_id != resp.subscription_id
+    assert again.requested_metrics == ["org.apache.kafka.producer."]
+    # the old id is now unknown
+    assert push(b, resp.client_instance_id, resp.subscription_id, now=2000)[0].error_code == E.UNKNOWN_SUBSCRIPTION_ID
+
+
+def test_expiry_after_max_of_cache_expiry_and_three_intervals():
+    reg = SubscriptionRegistry()
+    reg.set("s", {"metrics": "x.", "interval.ms": "100"})
+    b = make_broker(reg)
+    resp = get(b, now=1000)
+    inst = resp.client_instance_id
+    assert b.instances.get_state(inst.bytes) is not None
+    assert b.instances.lookup(inst.bytes, T0 + 1000 + 299, reg.version) == 0
+    assert b.instances.lookup(inst.bytes, T0 + 1000 + 300, reg.version) == 1  # max(100, 3 x 100) = 300 ms
+    # with Kafka's 60 s default and a 30 s interval: 90 s
+    b2 = TelemetryBroker(subscribed(30000))
+    resp = get(b2, now=0)
+    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 89_999, b2.registry.version) == 0
+    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 90_000, b2.registry.version) == 1
+
+
+def test_accepted_push_decompresses_and_labels():
+    rec = Recorder()
+    b = TelemetryBroker(subscribed(), node_id=7, receivers=[rec])
+    resp = get(b, now=1000)
+    otlp = b"\x0a\x00" * 50
+    wire = kip714.compress(otlp, 4)
+    r, payload = push(b, resp.client_instance_id, resp.subscription_id, now=2000, ctype=4, metrics=wire)
+    assert r.error_code == 0
+    assert payload.data == otlp and payload.content_type == "OTLP" and payload.terminating is False
+    assert payload.labels == {
+        "client_instance_id": kip714.kafka_uuid_string(resp.client_instance_id), "client_id": "producer-1",
+        "client_software_name": "apache-kafka-java", "client_software_version": "3.5.2",
+        "client_source_address": "127.0.0.1", "client_source_port": "56078", "principal": "User:ANONYMOUS",
+        "node_id": "7"}
+    assert rec.payloads[0][1] is payload and b.metrics()["plugin-export-count"] == 1
+
+
+def test_decompression_failure_and_plugin_failure_are_invalid_record():
+    b = TelemetryBroker(subscribed(), receivers=[Recorder(fail=True)])
+    resp = get(b, now=1000)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    r, _ = push(b, inst, sid, now=2000, ctype=4, metrics=b"not zstd")
+    assert r.error_code == E.INVALID_RECORD
+    r, _ = push(b, inst, sid, now=2000 + 30000, ctype=0, metrics=b"\x0a\x00")
+    assert r.error_code == E.INVALID_RECORD
+    assert b.metrics()["plugin-error-count"] == 2
+
+
+def test_decompressed_size_over_the_limit_is_too_large():
+    b = TelemetryBroker(subscribed(), telemetry_max_bytes=1000)
+    resp = get(b, now=1000)
+    bomb = kip714.compress(bytes(100_000), 4)
+    assert len(bomb) < 1000
+    r, payload = push(b, resp.client_instance_id, resp.subscription_id, now=2000, ctype=4, metrics=bomb)
+    assert r.error_code == E.TELEMETRY_TOO_LARGE and payload is None
+
+
+def test_lru_capacity_bounds_instances():
+    b = TelemetryBroker(SubscriptionRegistry(), max_instances=50)
+    ids = [get(b, now=1000 + i).client_instance_id for i in range(200)]
+    assert b.metrics()["instance-count"] == 50
+    assert b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != 1 and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == 1
+
+
+def test_threads_share_a_broker():
+    b = TelemetryBroker(subscribed(), max_instances=100_000)
+    results = []
+
+    def client(k):
+        codes = []
+        resp = get(b, now=1000)
+        for i in range(200):
+            r, _ = push(b, resp.client_instance_id, resp.subscription_id, now=2000 + i * 15000)
+            codes.append(r.error_code)
+        results.append(codes)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 8
+    for codes in results:  # pushes every 15 s with a 30 s interval: accept, throttle, accept, ...
+        assert codes[0] == 0 and codes.count(0) == 100 and codes.count(89) == 100
+    m = b.metrics()
+    assert m["push-request-count"] == 1600 and m["throttle-count"] == 800 and m["instance-count"] == 8
