@@ -1,0 +1,265 @@
+"""kip714 serve against a client nobody here wrote: librdkafka 2.16 through confluent-kafka.
+
+Loopback only; every client runs a few seconds at most and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import kip714
+from kip714 import SubscriptionRegistry, TelemetryBroker, otlp_pb
+from kip714.recorder import ParquetRecorder, read_recording
+from kip714.server import TelemetryServer, java_host_address
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+INTERVAL = "500"
+
+
+class ServerThread:
+    """A TelemetryServer on 127.0.0.1 (free port) running its own event loop in a thread."""
+
+    def __init__(self, registry=None, accepted=(4, 3, 1, 2), record_dir=None, **kw):
+        self.registry = registry or sub(metrics="*")
+        self.broker = TelemetryBroker(self.registry, accepted_compression_types=accepted, node_id=1)
+        self.recorder = ParquetRecorder(record_dir, flush_interval_s=0.2) if record_dir else None
+        self.server = TelemetryServer(self.broker, "127.0.0.1", 0, recorder=self.recorder, **kw)
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self._ready.wait(10), "server did not start"
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.start())
+        self._ready.set()
+        self.loop.run_forever()
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.server.port}"
+
+    def wait_for(self, predicate, timeout=8.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def sub(metrics="*", interval=INTERVAL, match=None):
+    r = SubscriptionRegistry()
+    cfg = {"metrics": metrics, "interval.ms": interval}
+    if match:
+        cfg["match"] = match
+    r.set("test", cfg)
+    return r
+
+
+def run_producer(srv, seconds=2.5, **conf):
+    p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
+                                  "client.id": "kip714-test-producer", "log_level": 0, **conf})
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        p.poll(0.05)
+    del p  # rd_kafka_destroy: sends the terminating push (waits up to 1 s)
+    gc.collect()
+
+
+@pytest.fixture
+def server(tmp_path):
+    servers = []
+
+    def make(**kw):
+        s = ServerThread(record_dir=tmp_path / f"rec{len(servers)}", **kw)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()
+
+
+def recorded(srv):
+    srv.recorder.flush()
+    return read_recording(srv.recorder.directory).to_pylist()
+
+
+def decoded_names(row):
+    data = kip714.decompress(row["payload"], row["compression_type"], 1 << 20)
+    return {r["metric"] for r in otlp_pb.flatten(data)}
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "snappy", "gzip", "none"])
+def test_producer_pushes_with_each_codec(server, codec):
+    ctype = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
+    srv = server(accepted=() if codec == "none" else (ctype,))
+    run_producer(srv)
+    assert srv.wait_for(lambda: any(r["terminating"] for r in recorded(srv)))
+    rows = recorded(srv)
+    accepted = [r for r in rows if r["error_code"] == 0]
+    assert len(accepted) >= 2
+    assert {r["compression_type"] for r in accepted} == {ctype}
+    assert sum(r["terminating"] for r in rows) == 1 and rows[-1]["terminating"]
+    r0 = accepted[0]
+    assert r0["client_software_name"] == "confluent-kafka-python"
+    assert r0["client_software_version"].startswith("2.") and "rdkafka" in r0["client_software_version"]
+    assert r0["client_id"] == "kip714-test-producer" and r0["client_source_address"] == "127.0.0.1"
+    assert len(r0["client_instance_id"]) == 22 and r0["node_id"] == "1"
+    names = decoded_names(r0)
+    assert "org.apache.kafka.producer.node.request.latency.avg" in names
+    assert "org.apache.kafka.producer.connection.creation.total" in names
+    assert srv.broker.metrics()["plugin-export-count"] >= 2
+
+
+def test_consumer_with_a_group_pushes(server):
+    srv = server()
+    c = confluent_kafka.Consumer({"bootstrap.servers": srv.bootstrap, "group.id": "kip714-test-group",
+                                  "client.id": "kip714-test-consumer", "log_level": 0})
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:
+        c.poll(0.05)
+    c.close()
+    del c
+    gc.collect()
+    assert srv.wait_for(lambda: any(r["terminating"] for r in recorded(srv)))
+    rows = [r for r in recorded(srv) if r["error_code"] == 0]
+    assert rows and {r["compression_type"] for r in rows} == {4}
+    data = kip714.decompress(rows[0]["payload"], 4, 1 << 20)
+    flat = otlp_pb.flatten(data)
+    assert "org.apache.kafka.consumer.node.request.latency.avg" in {r["metric"] for r in flat}
+    assert flat[0]["resource"].get("group_id") == "kip714-test-group"
+
+
+def test_metrics_push_disabled_sends_nothing(server):
+    srv = server()
+    run_producer(srv, seconds=1.5, **{"enable.metrics.push": False})
+    time.sleep(0.3)
+    assert srv.server.stats["gets"] == 0 and srv.server.stats["pushes"] == 0
+
+
+def test_empty_subscription_keeps_the_client_polling(server):
+    r = SubscriptionRegistry()
+    r.set("none", {"metrics": "", "interval.ms": INTERVAL})  # matches the client, requests no metric
+    srv = server(registry=r)
+    run_producer(srv, seconds=2.5)
+    assert srv.server.stats["gets"] >= 3 and srv.server.stats["pushes"] == 0
+
+
+def test_metric_that_matches_nothing_gets_empty_pushes(server):
+    srv = server(registry=sub(metrics="does.not.exist"))
+    run_producer(srv)
+    rows = recorded(srv)
+    assert rows and all(r["payload"] == b"" and r["compression_type"] == 0 for r in rows)
+    assert all(r["error_code"] == 0 for r in rows)
+
+
+def test_prefix_subscription_only_sends_matching_metrics(server):
+    srv = server(registry=sub(metrics="org.apache.kafka.producer.node."))
+    run_producer(srv)
+    rows = [r for r in recorded(srv) if r["error_code"] == 0 and r["payload"]]
+    assert rows
+    for row in rows:
+        names = decoded_names(row)
+        assert names and all(n.startswith("org.apache.kafka.producer.node.") for n in names)
+
+
+def test_config_change_makes_the_client_resubscribe(server):
+    reg = sub(metrics="*")
+    srv = server(registry=reg)
+    p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
+                                  "log_level": 0})
+    deadline = time.monotonic() + 5.0
+    changed = False
+    while time.monotonic() < deadline:
+        p.poll(0.05)
+        if not changed and srv.server.push_codes[0] >= 1:
+            reg.set("test", {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL})
+            changed = True
+    del p
+    gc.collect()
+    assert changed
+    codes = srv.server.push_codes
+    assert codes[int(kip714.ErrorCode.UNKNOWN_SUBSCRIPTION_ID)] >= 1
+    ids = {r["subscription_id"] for r in recorded(srv) if r["error_code"] == 0}
+    assert len(ids) == 2, "pushes before and after the change carry different SubscriptionIds"
+
+
+def test_malformed_bytes_from_a_raw_socket_do_not_hurt_the_server(server):
+    srv = server()
+    for junk in (b"\x00\x00\x00\x05hello", struct.pack(">i", 2**31 - 1), b"\xff" * 64,
+                 struct.pack(">ihhi", 10, 0, 0, 1) + b"\x00\x00",       # Produce: not served
+                 struct.pack(">ihhih", 10, 72, 0, 9, -7)):              # bad client id length
+        with socket.create_connection(("127.0.0.1", srv.server.port), timeout=2) as s:
+            s.sendall(junk)
+            s.settimeout(2)
+            try:
+                assert s.recv(100) == b""  # the server disconnects
+            except ConnectionResetError:
+                pass
+    # an ApiVersions v5 (unknown version) gets the v0-format UNSUPPORTED_VERSION reply
+    with socket.create_connection(("127.0.0.1", srv.server.port), timeout=2) as s:
+        s.sendall(struct.pack(">ihhih", 10, 18, 5, 42, 0))
+        reply = s.recv(100)
+    resp = kip714.decode_response(reply[4:], 18, 0)
+    assert resp.correlation_id == 42 and resp.body.error_code == 35
+    assert srv.server.stats["protocol_errors"] >= 5
+    run_producer(srv, seconds=2.0)
+    assert srv.server.push_codes[0] >= 1
+
+
+def test_java_host_address():
+    assert java_host_address("127.0.0.1") == "127.0.0.1"
+    assert java_host_address("::1") == "0:0:0:0:0:0:0:1"
+    assert java_host_address("fe80::1%eth0") == "fe80:0:0:0:0:0:0:1%eth0"
+    assert java_host_address("::ffff:10.0.0.1") == "10.0.0.1"
+
+
+def test_serve_command_line(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rec = tmp_path / "rec"
+    proc = subprocess.Popen([sys.executable, "-m", "kip714", "serve", "--port", str(port), "--metrics", "*",
+                             "--interval-ms", INTERVAL, "--record", str(rec), "--duration", "6",
+                             "--summary-interval", "1", "--accepted-compression", "lz4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+        class Srv:
+            bootstrap = f"127.0.0.1:{port}"
+
+        run_producer(Srv, seconds=2.5)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "event=listening" in err and "event=summary" in err
+    assert "pushes=" in out
+    rows = read_recording(rec).to_pylist()
+    assert any(r["terminating"] for r in rows) and {r["compression_type"] for r in rows if r["payload"]} == {3}
