@@ -134,6 +134,8 @@ cdef struct Table:
     uint64_t k1
     uint64_t evictions
     uint64_t expirations
+    uint64_t push_codes[128]  # decisions by result code (all Kafka codes used here are < 128)
+    uint64_t get_codes[128]
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -433,11 +435,14 @@ cdef inline int16_t _get_core(Table* t, uint32_t i, int64_t now) noexcept nogil:
     if k714i_wsub(now, last) >= ep.interval:
         ep.last_get = now
         ep.last_error = E_NONE
+        t.get_codes[E_NONE] += 1
         return E_NONE
     if ep.last_error == E_UNKNOWN_SUBSCRIPTION_ID or ep.last_error == E_UNSUPPORTED_COMPRESSION_TYPE:
         # 4.1+ exemption: allowed, lastGet not moved; the Get still completes, so lastKnownError = NONE
         ep.last_error = E_NONE
+        t.get_codes[E_NONE] += 1
         return E_NONE
+    t.get_codes[E_THROTTLING_QUOTA_EXCEEDED] += 1
     return E_THROTTLING_QUOTA_EXCEEDED
 
 
@@ -468,6 +473,7 @@ cdef inline int16_t _push_core(Table* t, uint32_t i, int64_t now, int32_t sub_id
     ep.terminating = 1 if terminating else 0
     if err != E_NONE:
         ep.last_error = err
+    t.push_codes[err] += 1
     return err
 
 
@@ -726,6 +732,8 @@ cdef class InstanceTable:
                 fresh.clock = self.t.clock
                 fresh.evictions = self.t.evictions
                 fresh.expirations = self.t.expirations
+                fresh.push_codes = self.t.push_codes
+                fresh.get_codes = self.t.get_codes
                 _table_free(&self.t)
                 self.t = fresh
         if rc != 0:
@@ -813,6 +821,70 @@ cdef class InstanceTable:
         if r < 0:
             raise KeyError(id16)
         return r
+
+    def try_push(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
+                 bint terminating, int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes):
+        """The broker's one-call push path: -3 for a reserved id (ZERO or ONE: the caller answers
+        INVALID_REQUEST, nothing is touched); -1 when the instance is absent or expired and -2 when its
+        subscription_version is older (nothing is touched: the caller creates it, then calls decide_push);
+        otherwise ``decide_push``'s result. An accepted push with ``wire_size == 0`` also sets the last
+        error to NONE, since no export follows."""
+        cdef uint64_t msb, lsb, h
+        cdef uint32_t i
+        cdef int r
+        _key(id16, &msb, &lsb)
+        if msb == 0 and lsb <= 1:
+            return -3
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            _advance(&self.t, now_ms)
+            _reclaim(&self.t, RECLAIM_PER_OP)
+            i = _find(&self.t, msb, lsb, h)
+            if i == NIL or self.t.e[i].deadline <= self.t.clock:
+                r = -1
+            elif self.t.e[i].sub_version < subscription_version:
+                r = -2
+            else:
+                r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
+                               wire_size, telemetry_max_bytes)
+                if r == E_NONE and wire_size == 0:
+                    self.t.e[i].last_error = E_NONE
+        return r
+
+    def try_get(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version):
+        """The broker's one-call Get path: -1 (absent/expired) or -2 (stale) without touching anything,
+        else ``decide_get``'s result."""
+        cdef uint64_t msb, lsb, h
+        cdef uint32_t i
+        cdef int r
+        _key(id16, &msb, &lsb)
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            _advance(&self.t, now_ms)
+            _reclaim(&self.t, RECLAIM_PER_OP)
+            i = _find(&self.t, msb, lsb, h)
+            if i == NIL or self.t.e[i].deadline <= self.t.clock:
+                r = -1
+            elif self.t.e[i].sub_version < subscription_version:
+                r = -2
+            else:
+                r = _get_core(&self.t, i, now_ms)
+        return r
+
+    def decision_counts(self):
+        """{"push": {code: n}, "get": {code: n}}: every decision the table made, by result code."""
+        cdef int c
+        push, get = {}, {}
+        self._need()
+        with self._lock:
+            for c in range(128):
+                if self.t.push_codes[c]:
+                    push[c] = self.t.push_codes[c]
+                if self.t.get_codes[c]:
+                    get[c] = self.t.get_codes[c]
+        return {"push": push, "get": get}
 
     def set_last_error(self, bytes id16 not None, code):
         """Set the instance's lastKnownError (an int16 Kafka error code). KeyError if absent or expired."""

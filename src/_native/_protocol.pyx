@@ -776,6 +776,15 @@ cdef class PushTelemetryRequest(Message):
             return self._m_len
         return 0 if self._metrics is None else len(memoryview(self._metrics).cast("B"))
 
+    def decision_fields(self):
+        """``(client_instance_id_bytes, subscription_id, terminating, compression_type, metrics_size)``
+        in one call: what a broker needs to decide the push, without materialising the UUID or the view."""
+        cdef unsigned char b[16]
+        kb_store_be64(b, self._msb)
+        kb_store_be64(b + 8, self._lsb)
+        return (PyBytes_FromStringAndSize(<const char*>b, 16), self.subscription_id, self.terminating,
+                self.compression_type, self._m_len if self._src is not None else self.metrics_size)
+
     cdef int _write(self, KWriter* w, int version) except -1:
         kw_uuid(w, self._msb, self._lsb)
         kw_i32(w, self.subscription_id)

@@ -56,8 +56,7 @@ log = logging.getLogger("kip714.broker")
 DEFAULT_ACCEPTED_COMPRESSION_TYPES = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy: what Kafka advertises
 _ZERO = uuid.UUID(int=0)
 _ONE = uuid.UUID(int=1)
-_ZERO_B = bytes(16)
-_ONE_B = (1).to_bytes(16, "big")
+_ANONYMOUS = ClientInfo()
 
 _NONE = int(ErrorCode.NONE)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
@@ -203,10 +202,9 @@ class TelemetryBroker:
         self.delta_temporality = delta_temporality
         self.instances = InstanceTable(max_instances=max_instances, cache_expiry_ms=cache_expiry_ms)
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(
-            ("get-requests", "push-requests", "unknown-subscription-request", "throttle", "plugin-export",
-             "plugin-error", "invalid-request", "too-large", "accepted-empty"), 0)
-        self._errors: dict[int, int] = {}
+        # Decisions are counted natively by the instance table; these count what happens around them.
+        self._counts = dict.fromkeys(("invalid-request", "plugin-export", "plugin-error", "decompression-error",
+                                      "decompressed-too-large"), 0)
         self._export_time_total = 0.0
         self._export_time_max = 0.0
 
@@ -216,73 +214,56 @@ class TelemetryBroker:
         """Decide one request body (GetTelemetrySubscriptionsRequest or PushTelemetryRequest)."""
         if now_ms is None:
             now_ms = self.clock()
-        if client_info is None:
-            client_info = ClientInfo()
         if type(body) is PushTelemetryRequest:
             return self._push(body, client_info, now_ms)
         if type(body) is GetTelemetrySubscriptionsRequest:
             return self._get(body, client_info, now_ms), None
         raise TypeError(f"TelemetryBroker handles telemetry request bodies, not {type(body).__name__}")
 
-    def _instance(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo, now_ms: int):
-        """Kafka's clientInstance(): create, or rebuild when the subscription changed. Returns the
-        resolution when (re)built, else None."""
-        version = self.registry.version
-        if self.instances.lookup(id16, now_ms, version) == 0:
-            return None
-        res = self.registry.resolve(client_info, instance)
+    def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, now_ms: int):
+        """Kafka's clientInstance() for a new or stale instance: resolve and (re)create it."""
+        res = self.registry.resolve(client_info or _ANONYMOUS, instance)
         self.instances.create(id16, now_ms, res.version, res.subscription_id, res.push_interval_ms)
         return res
 
-    def _get(self, body: GetTelemetrySubscriptionsRequest, client_info: ClientInfo, now_ms: int):
-        self._count("get-requests")
+    def _get(self, body: GetTelemetrySubscriptionsRequest, client_info: ClientInfo | None, now_ms: int):
         instance = body.client_instance_id
         if instance == _ZERO:
             instance = _random_instance_id(self.instances, now_ms)
         id16 = instance.bytes
-        res = self._instance(id16, instance, client_info, now_ms)
-        code = self.instances.decide_get(id16, now_ms)
+        res = None
+        code = self.instances.try_get(id16, now_ms, self.registry.version)
+        if code < 0:
+            res = self._create(id16, instance, client_info, now_ms)
+            code = self.instances.decide_get(id16, now_ms)
         if code:
-            self._count("throttle")
-            self._error(code)
-            return GetTelemetrySubscriptionsResponse(error_code=code)
+            return GetTelemetrySubscriptionsResponse(0, code)
         if res is None:
-            res = self.registry.resolve(client_info, instance)
+            res = self.registry.resolve(client_info or _ANONYMOUS, instance)
         return GetTelemetrySubscriptionsResponse(
-            throttle_time_ms=0, error_code=0, client_instance_id=instance, subscription_id=res.subscription_id,
-            accepted_compression_types=self.accepted_compression_types, push_interval_ms=res.push_interval_ms,
-            telemetry_max_bytes=self.telemetry_max_bytes, delta_temporality=self.delta_temporality,
-            requested_metrics=list(res.requested_metrics))
+            0, 0, instance, res.subscription_id, self.accepted_compression_types, res.push_interval_ms,
+            self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
 
-    def _push(self, body: PushTelemetryRequest, client_info: ClientInfo, now_ms: int):
-        self._count("push-requests")
-        id16 = body.client_instance_id_bytes
-        if id16 == _ZERO_B or id16 == _ONE_B:
-            self._count("invalid-request")
-            self._error(_INVALID_REQUEST)
-            return PushTelemetryResponse(error_code=_INVALID_REQUEST), None
-        instance = body.client_instance_id
-        self._instance(id16, instance, client_info, now_ms)
-        size = body.metrics_size
-        code = self.instances.decide_push(id16, now_ms, body.subscription_id, body.terminating,
-                                          body.compression_type, size, self.telemetry_max_bytes)
+    def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int):
+        id16, sid, terminating, ctype, size = body.decision_fields()
+        table = self.instances
+        code = table.try_push(id16, now_ms, self.registry.version, sid, terminating, ctype, size,
+                              self.telemetry_max_bytes)
+        if code < 0:
+            if code == -3:  # ZERO or ONE: INVALID_REQUEST before any instance is touched
+                self._count("invalid-request")
+                return PushTelemetryResponse(0, _INVALID_REQUEST), None
+            self._create(id16, body.client_instance_id, client_info, now_ms)
+            code = table.decide_push(id16, now_ms, sid, terminating, ctype, size, self.telemetry_max_bytes)
+            if code == 0 and size == 0:
+                table.set_last_error(id16, _NONE)
+        if code or size == 0:
+            return PushTelemetryResponse(0, code), None
+        payload, code = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms)
+        table.set_last_error(id16, code)
         if code:
-            if code == _UNKNOWN_SUB:
-                self._count("unknown-subscription-request")
-            elif code == _THROTTLED:
-                self._count("throttle")
-            self._error(code)
-            return PushTelemetryResponse(error_code=code), None
-        if size == 0:
-            self.instances.set_last_error(id16, _NONE)
-            self._count("accepted-empty")
-            return PushTelemetryResponse(), None
-        payload, code = self._export(body, instance, client_info, now_ms)
-        self.instances.set_last_error(id16, code)
-        if code:
-            self._error(code)
-            return PushTelemetryResponse(error_code=code), None
-        return PushTelemetryResponse(), payload
+            return PushTelemetryResponse(0, code), None
+        return PushTelemetryResponse(0, 0), payload
 
     def _export(self, body: PushTelemetryRequest, instance: uuid.UUID, client_info: ClientInfo, now_ms: int):
         started = time.perf_counter()
@@ -293,10 +274,10 @@ class TelemetryBroker:
             else:
                 data = bytes(body.metrics)
         except TelemetryTooLargeError:
-            self._count("too-large")
+            self._count("decompressed-too-large")
             return None, _TOO_LARGE
         except Kip714Error:
-            self._count("plugin-error")
+            self._count("decompression-error")
             return None, _INVALID_RECORD
         payload = TelemetryPayload(
             client_instance_id=instance, terminating=body.terminating, content_type="OTLP", data=data,
@@ -340,27 +321,35 @@ class TelemetryBroker:
         with self._lock:
             self._counts[name] += 1
 
-    def _error(self, code: int) -> None:
-        with self._lock:
-            self._errors[code] = self._errors.get(code, 0) + 1
-
     def metrics(self) -> dict[str, Any]:
-        """Kafka's ``client-metrics`` group (as totals) plus kip714's own counters."""
+        """Kafka's ``client-metrics`` group (as broker-wide totals) plus kip714's own counters.
+
+        ``push-results`` / ``get-results`` count every answer by error code name."""
+        decisions = self.instances.decision_counts()
         with self._lock:
             counts = dict(self._counts)
-            exports = counts["plugin-export"]
-            out: dict[str, Any] = {
-                "instance-count": len(self.instances),
-                "unknown-subscription-request-count": counts["unknown-subscription-request"],
-                "throttle-count": counts["throttle"],
-                "plugin-export-count": exports,
-                "plugin-export-time-avg": self._export_time_total / exports if exports else 0.0,
-                "plugin-export-time-max": self._export_time_max,
-                "plugin-error-count": counts["plugin-error"],
-                "get-request-count": counts["get-requests"],
-                "push-request-count": counts["push-requests"],
-                "errors-by-code": {ErrorCode(c).name: n for c, n in sorted(self._errors.items())},
-                "instance-evictions": self.instances.evictions,
-                "instance-expirations": self.instances.expirations,
-            }
-        return out
+            export_total, export_max = self._export_time_total, self._export_time_max
+        push = dict(decisions["push"])
+        # pushes the table accepted but that failed afterwards, and pushes refused before the table
+        failed_after = counts["decompression-error"] + counts["plugin-error"] + counts["decompressed-too-large"]
+        push[0] = push.get(0, 0) - failed_after
+        push[_INVALID_RECORD] = push.get(_INVALID_RECORD, 0) + counts["decompression-error"] + counts["plugin-error"]
+        push[_TOO_LARGE] = push.get(_TOO_LARGE, 0) + counts["decompressed-too-large"]
+        push[_INVALID_REQUEST] = push.get(_INVALID_REQUEST, 0) + counts["invalid-request"]
+        get = decisions["get"]
+        exports = counts["plugin-export"]
+        return {
+            "instance-count": len(self.instances),
+            "unknown-subscription-request-count": push.get(_UNKNOWN_SUB, 0),
+            "throttle-count": push.get(_THROTTLED, 0) + get.get(_THROTTLED, 0),
+            "plugin-export-count": exports,
+            "plugin-export-time-avg": export_total / exports if exports else 0.0,
+            "plugin-export-time-max": export_max,
+            "plugin-error-count": counts["plugin-error"] + counts["decompression-error"],
+            "get-request-count": sum(get.values()),
+            "push-request-count": sum(push.values()),
+            "push-results": {ErrorCode(c).name: n for c, n in sorted(push.items()) if n},
+            "get-results": {ErrorCode(c).name: n for c, n in sorted(get.items()) if n},
+            "instance-evictions": self.instances.evictions,
+            "instance-expirations": self.instances.expirations,
+        }
