@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import socket
 import struct
@@ -263,3 +264,24 @@ def test_serve_command_line(tmp_path):
     assert "pushes=" in out
     rows = read_recording(rec).to_pylist()
     assert any(r["terminating"] for r in rows) and {r["compression_type"] for r in rows if r["payload"]} == {3}
+
+
+def test_subscription_file_reload_bumps_subscription_ids(tmp_path):
+    from kip714.server import SubscriptionFileWatcher, load_subscription_file
+
+    path = tmp_path / "subs.conf"
+    path.write_text("# name config\nall metrics=[*],interval.ms=500\n"
+                    "java metrics=[org.apache.kafka.producer.],match=[client_software_name=apache-kafka-java]\n")
+    reg = SubscriptionRegistry()
+    watcher = SubscriptionFileWatcher(reg, path)
+    assert len(reg) == 2 and reg.version == 2
+    before = reg.resolve(kip714.ClientInfo()).subscription_id
+    assert watcher.reload() is False  # unchanged file: nothing happens
+    path.write_text("all metrics=[org.apache.kafka.consumer.],interval.ms=1000\n")
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert watcher.reload() is True
+    assert len(reg) == 1 and reg.version == 4  # one changed, one deleted
+    res = reg.resolve(kip714.ClientInfo())
+    assert res.subscription_id != before and res.push_interval_ms == 1000
+    (tmp_path / "subs.json").write_text(json.dumps({"a": {"metrics": ["x.", "y."], "interval.ms": 200}}))
+    assert load_subscription_file(tmp_path / "subs.json") == {"a": {"metrics": "x.,y.", "interval.ms": "200"}}
