@@ -1,0 +1,408 @@
+"""Bulk decoding of KIP-714 telemetry on Apache Spark (PySpark ≥ 4.1), on local Spark or any cluster.
+
+The heavy lifting runs on the executors in kip714's native code: frames are split and decoded, payloads
+decompressed, and OTLP ``MetricsData`` walked straight into Arrow columns. Spark receives those columns
+through the Arrow paths that let one input row become many output rows: ``mapInArrow`` for the DataFrame
+API and an Arrow Python UDTF for SQL.
+
+- :func:`decode_payloads` — recorded rows (the ``kip714 serve --record`` schema: ``payload`` and
+  ``compression_type`` plus label columns) → one row per data point, the other input columns carried along.
+- :func:`decode_frames` — PushTelemetry request frames (size-prefixed, several per value, or bare) → points,
+  with the request's header fields.
+- :func:`register` — SQL: the table function ``kip714_points(TABLE(...))`` and vectorised scalar functions
+  ``kip714_decompress``, ``kip714_payload_error``, ``kip714_frame_header``, ``kip714_subscription_id`` and
+  ``kip714_metric_name``.
+
+Both decoders return a :class:`DecodeResult`: ``points`` and ``errors`` DataFrames split from one pass.
+Rows that cannot be decoded are never dropped and never fail the job: they appear in ``errors`` with the
+source columns, the input bytes, the Kafka error code a broker would answer with and the reason.
+Call ``result.persist()`` before using both halves, so the input is decoded once.
+
+On a cluster, every executor needs kip714 installed (``pip install kip714`` on the nodes, or ship a packed
+virtual environment with ``spark-submit --archives venv.tar.gz#venv`` and
+``spark.pyspark.python=./venv/bin/python``): it contains compiled extensions, so ``--py-files`` is not
+enough.
+"""
+
+
+
+from typing import Iterable, Iterator, NamedTuple, Sequence
+
+import pyarrow as pa
+
+from . import _otlp
+from ._codec import decompress
+from ._protocol import PushTelemetryRequest, decode_request, split_frames
+from .errors import Kip714Error
+
+__all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
+           "DEFAULT_MAX_OUTPUT"]
+
+#: Largest decompressed payload accepted per row (Kafka's default telemetry.max.bytes).
+DEFAULT_MAX_OUTPUT = 1 << 20
+ERROR_CODE, ERROR, ERROR_STAGE = "error_code", "error", "error_stage"
+FRAME_COLUMNS = ("client_id", "correlation_id", "client_instance_id", "subscription_id", "terminating",
+                 "compression_type")
+
+
+class DecodeResult(NamedTuple):
+    """``points`` (one row per data point) and ``errors`` (inputs that could not be decoded), both from
+    ``combined`` (the single decoding pass; error rows have ``error_code`` set)."""
+
+    points: "DataFrame"  # noqa: F821
+    errors: "DataFrame"  # noqa: F821
+    combined: "DataFrame"  # noqa: F821
+
+    def persist(self) -> "DecodeResult":
+        self.combined.persist()
+        return self
+
+    def unpersist(self) -> "DecodeResult":
+        self.combined.unpersist()
+        return self
+
+
+def points_schema() -> pa.Schema:
+    """The Arrow schema of decoded points (the columns of :func:`kip714.decode_metrics`)."""
+    return _otlp.output_schema()
+
+
+def _to_spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+# ------------------------------------------------------------------------------ the Arrow workers
+
+def _kafka_uuid(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _combined_arrow_schema(carry: pa.Schema, input_field: pa.Field, extra: Sequence[pa.Field] = ()) -> pa.Schema:
+    fields = list(points_schema()) + list(extra) + list(carry)
+    fields += [input_field, pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
+               pa.field(ERROR_STAGE, pa.string())]
+    return pa.schema(fields)
+
+
+def _assemble(schema: pa.Schema, points: pa.Table, src: pa.RecordBatch, rows: list[int],
+              extra: dict[str, list], errors: list[tuple[int, int, str, str]], input_col: str) -> pa.RecordBatch:
+    """One output batch: decoded points (with their source columns taken from ``src`` at ``rows``) followed
+    by error rows (source columns, input bytes, error code, reason)."""
+    n_points, n_err = points.num_rows, len(errors)
+    point_names = set(points.column_names)
+    idx = pa.array(rows, pa.int64())
+    err_idx = pa.array([e[0] for e in errors], pa.int64())
+    columns = []
+    for field in schema:
+        name = field.name
+        if name in point_names and name not in src.schema.names:
+            col = points.column(name).combine_chunks() if n_points else pa.array([], field.type)
+            columns.append(pa.concat_arrays([col.cast(field.type), pa.nulls(n_err, field.type)]))
+        elif name in extra:
+            columns.append(pa.concat_arrays([pa.array(extra[name][0], field.type),
+                                             pa.array(extra[name][1], field.type)]))
+        elif name == input_col:
+            taken = src.column(name).take(err_idx) if n_err else pa.array([], field.type)
+            columns.append(pa.concat_arrays([pa.nulls(n_points, field.type), taken.cast(field.type)]))
+        elif name == ERROR_CODE:
+            columns.append(pa.array([None] * n_points + [e[1] for e in errors], pa.int16()))
+        elif name == ERROR:
+            columns.append(pa.array([None] * n_points + [e[2] for e in errors], pa.string()))
+        elif name == ERROR_STAGE:
+            columns.append(pa.array([None] * n_points + [e[3] for e in errors], pa.string()))
+        else:  # a carried source column
+            col = src.column(name)
+            columns.append(pa.concat_arrays([col.take(idx), col.take(err_idx)]).cast(field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _decode_payload_batches(batches: Iterator[pa.RecordBatch], payload_col: str, compression_col: str | None,
+                            schema: pa.Schema, max_output: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        payloads = batch.column(payload_col).to_pylist()
+        ctypes = batch.column(compression_col).to_pylist() if compression_col else [0] * len(payloads)
+        good, good_rows, errors = [], [], []
+        for i, (data, ctype) in enumerate(zip(payloads, ctypes)):
+            if data is None or ctype is None:
+                errors.append((i, 87, "null payload or compression type", "input"))
+                continue
+            try:
+                raw = decompress(data, int(ctype), max_output) if data else b""
+            except Kip714Error as exc:
+                errors.append((i, int(exc.error_code), str(exc), "decompress"))
+                continue
+            good.append(raw)
+            good_rows.append(i)
+        table, bad = _otlp.decode_metrics_batch(good, errors="collect") if good else (
+            points_schema().empty_table(), [])
+        for index, code, message in bad:
+            errors.append((good_rows[index], int(code), message, "decode"))
+        errors.sort()
+        pidx = table.column("payload_index").to_numpy() if table.num_rows else []
+        rows = [good_rows[k] for k in pidx]
+        yield _assemble(schema, table, batch, rows, {}, errors, payload_col)
+
+
+def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, schema: pa.Schema,
+                          max_output: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        values = batch.column(frame_col).to_pylist()
+        payloads, payload_src, meta, errors = [], [], [], []
+        for i, value in enumerate(values):
+            if value is None:
+                errors.append((i, 42, "null frame", "frame"))
+                continue
+            try:
+                frames = _frames_of(value)
+                for frame in frames:
+                    req = decode_request(frame)
+                    body = req.body
+                    if type(body) is not PushTelemetryRequest:
+                        continue  # requests other than PushTelemetry carry no telemetry
+                    metrics = body.metrics
+                    raw = decompress(metrics, body.compression_type, max_output) if metrics else b""
+                    payloads.append(raw)
+                    payload_src.append(i)
+                    meta.append((req.header.client_id, req.correlation_id, _kafka_uuid(body.client_instance_id_bytes),
+                                 body.subscription_id, body.terminating, body.compression_type))
+            except Kip714Error as exc:
+                errors.append((i, int(exc.error_code), str(exc), "frame"))
+                continue
+        table, bad = _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (
+            points_schema().empty_table(), [])
+        for index, code, message in bad:
+            errors.append((payload_src[index], int(code), message, "decode"))
+        errors.sort()
+        pidx = table.column("payload_index").to_numpy() if table.num_rows else []
+        rows = [payload_src[k] for k in pidx]
+        extra = {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
+        yield _assemble(schema, table, batch, rows, extra, errors, frame_col)
+
+
+def _frames_of(value: bytes) -> list:
+    """A value holding one or more size-prefixed frames, or one bare frame."""
+    if len(value) >= 4 and int.from_bytes(value[:4], "big") <= len(value) - 4:
+        frames, consumed = split_frames(value)
+        if consumed == len(value) and frames:
+            return frames
+    return [value]
+
+
+# ------------------------------------------------------------------------------ DataFrame API
+
+def _carry_fields(df, exclude: Iterable[str], names: set[str]):
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for f in df.schema.fields:
+        if f.name in exclude:
+            continue
+        if f.name in names:
+            raise ValueError(f"input column {f.name!r} clashes with an output column; rename it first")
+        fields.append(pa.field(f.name, to_arrow_type(f.dataType)))
+    return pa.schema(fields)
+
+
+def _split(df, combined_schema: pa.Schema, input_col: str, carry: pa.Schema, mapper) -> DecodeResult:
+    from pyspark.sql import functions as F
+
+    combined = df.mapInArrow(mapper, _to_spark_schema(combined_schema))
+    point_cols = [f.name for f in combined_schema if f.name not in (input_col, ERROR_CODE, ERROR, ERROR_STAGE)]
+    points = combined.where(F.col(ERROR_CODE).isNull()).select(*point_cols)
+    errors = combined.where(F.col(ERROR_CODE).isNotNull()).select(
+        *carry.names, input_col, ERROR_CODE, ERROR, ERROR_STAGE)
+    return DecodeResult(points, errors, combined)
+
+
+def decode_payloads(df, payload_col: str = "payload", compression_col: str | None = "compression_type", *,
+                    max_output: int = DEFAULT_MAX_OUTPUT) -> DecodeResult:
+    """Decode recorded payloads: one output row per data point, every other input column carried along
+    (for a ``kip714 serve`` recording: the broker-added labels, ``received_at_ms``, ``subscription_id``…).
+
+    ``compression_col=None`` treats every payload as uncompressed OTLP."""
+    point_names = set(points_schema().names) | {ERROR_CODE, ERROR, ERROR_STAGE}
+    carry = _carry_fields(df, {payload_col}, point_names)
+    input_field = pa.field(payload_col, pa.binary())
+    schema = _combined_arrow_schema(carry, input_field)
+
+    def mapper(batches):
+        return _decode_payload_batches(batches, payload_col, compression_col, schema, max_output)
+
+    return _split(df, schema, payload_col, carry, mapper)
+
+
+def decode_frames(df, col: str = "frame", *, max_output: int = DEFAULT_MAX_OUTPUT) -> DecodeResult:
+    """Decode PushTelemetry request frames (size-prefixed — one or more per value — or bare): points with
+    the request's ``client_id``, ``correlation_id``, ``client_instance_id`` (Kafka's text form),
+    ``subscription_id``, ``terminating`` and ``compression_type``, plus the other input columns.
+    Frames of other requests (GetTelemetrySubscriptions, ApiVersions…) carry no telemetry and give no rows."""
+    extra = [pa.field("client_id", pa.string()), pa.field("correlation_id", pa.int32()),
+             pa.field("client_instance_id", pa.string()), pa.field("subscription_id", pa.int32()),
+             pa.field("terminating", pa.bool_()), pa.field("compression_type", pa.int8())]
+    names = set(points_schema().names) | {f.name for f in extra} | {ERROR_CODE, ERROR, ERROR_STAGE}
+    carry = _carry_fields(df, {col}, names)
+    schema = _combined_arrow_schema(carry, pa.field(col, pa.binary()), extra)
+
+    def mapper(batches):
+        return _decode_frame_batches(batches, col, schema, max_output)
+
+    return _split(df, schema, col, carry, mapper)
+
+
+# ------------------------------------------------------------------------------------------ SQL
+
+#: Columns of a ``kip714 serve`` recording that ``kip714_points`` carries along (null when absent).
+RECORDING_LABELS = ("received_at_ms", "client_instance_id", "client_id", "client_software_name",
+                    "client_software_version", "client_source_address", "client_source_port", "node_id",
+                    "subscription_id")
+
+
+def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
+    """Register kip714's SQL functions on ``spark``; returns their names.
+
+    - ``kip714_points(TABLE(t))``: table function over rows with ``payload`` and ``compression_type``
+      (and, when present, the recording's label columns); one row per data point, plus one row per bad
+      payload with ``error_code``/``error`` set.
+    - ``kip714_decompress(payload, compression_type)`` → binary (null when it fails),
+      ``kip714_payload_error(payload, compression_type)`` → the reason it fails (null when it decodes),
+    - ``kip714_frame_header(frame)`` → struct of the request's header and PushTelemetry fields,
+    - ``kip714_subscription_id(metrics, interval_ms, client_instance_id)`` → int (Kafka's id; the
+      instance id in Kafka's base64 text form or as a UUID string),
+    - ``kip714_metric_name(group, name)`` → Kafka's telemetry metric name."""
+    import pandas as pd
+    from pyspark.sql.functions import arrow_udtf, pandas_udf
+
+    from ._crc import compute_subscription_id
+    from .naming import telemetry_metric_name
+
+    label_fields = [pa.field("received_at_ms", pa.int64())] + [
+        pa.field(n, pa.int32() if n == "subscription_id" else pa.string()) for n in RECORDING_LABELS[1:]]
+    out_schema = pa.schema(list(points_schema()) + label_fields
+                           + [pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string())])
+    ddl = _to_spark_schema(out_schema)
+
+    class Kip714Points:
+        def eval(self, batch: pa.RecordBatch):
+            names = batch.schema.names
+            carry = [f for f in label_fields if f.name in names]
+            src_schema = pa.schema(carry)
+            combined = _combined_arrow_schema(src_schema, pa.field("payload", pa.binary()))
+            for out in _decode_payload_batches(iter([batch]), "payload",
+                                               "compression_type" if "compression_type" in names else None,
+                                               combined, max_output):
+                cols = []
+                for field in out_schema:
+                    if field.name in out.schema.names:
+                        cols.append(out.column(field.name).cast(field.type))
+                    else:
+                        cols.append(pa.nulls(out.num_rows, field.type))
+                yield pa.RecordBatch.from_arrays(cols, schema=out_schema)
+
+    spark.udtf.register("kip714_points", arrow_udtf(Kip714Points, returnType=ddl))
+
+    def _decompress_one(data, ctype):
+        if data is None or ctype is None or pd.isna(ctype):
+            return None, "null payload or compression type"
+        try:
+            return decompress(data, int(ctype), max_output), None
+        except Kip714Error as exc:
+            return None, f"{exc.error_code.name} ({int(exc.error_code)}): {exc}"
+
+    @pandas_udf("binary")
+    def kip714_decompress(payload: pd.Series, ctype: pd.Series) -> pd.Series:
+        return pd.Series([_decompress_one(p, c)[0] for p, c in zip(payload, ctype)], dtype=object)
+
+    @pandas_udf("string")
+    def kip714_payload_error(payload: pd.Series, ctype: pd.Series) -> pd.Series:
+        out = []
+        for p, c in zip(payload, ctype):
+            raw, err = _decompress_one(p, c)
+            if err is None:
+                try:
+                    _otlp.decode_metrics(raw)
+                except Kip714Error as exc:
+                    err = f"{exc.error_code.name} ({int(exc.error_code)}): {exc}"
+            out.append(err)
+        return pd.Series(out, dtype=object)
+
+    header_ddl = ("api_key int, api_version int, correlation_id int, client_id string, "
+                  "client_instance_id string, subscription_id int, terminating boolean, compression_type int, "
+                  "metrics_size int, error_code int, error string")
+
+    @pandas_udf(header_ddl)
+    def kip714_frame_header(frame: pd.Series) -> pd.DataFrame:
+        rows = []
+        for value in frame:
+            row = dict.fromkeys(("api_key", "api_version", "correlation_id", "client_id", "client_instance_id",
+                                 "subscription_id", "terminating", "compression_type", "metrics_size",
+                                 "error_code", "error"))
+            try:
+                if value is None:
+                    raise Kip714Error("null frame", 42)
+                req = decode_request(_frames_of(value)[0])
+                row.update(api_key=req.api_key, api_version=req.api_version, correlation_id=req.correlation_id,
+                           client_id=req.header.client_id)
+                body = req.body
+                if type(body) is PushTelemetryRequest:
+                    row.update(client_instance_id=_kafka_uuid(body.client_instance_id_bytes),
+                               subscription_id=body.subscription_id, terminating=body.terminating,
+                               compression_type=body.compression_type, metrics_size=body.metrics_size)
+            except Kip714Error as exc:
+                row.update(error_code=int(exc.error_code), error=str(exc))
+            rows.append(row)
+        return pd.DataFrame(rows, columns=[c.split()[0] for c in header_ddl.split(", ")])
+
+    @pandas_udf("int")
+    def kip714_subscription_id(metrics: pd.Series, interval: pd.Series, instance: pd.Series) -> pd.Series:
+        import base64
+        import uuid
+
+        out = []
+        for m, i, inst in zip(metrics, interval, instance):
+            if m is None or inst is None or pd.isna(i):
+                out.append(None)
+                continue
+            text = str(inst)
+            raw = uuid.UUID(text).bytes if len(text) == 36 else base64.urlsafe_b64decode(text + "==")
+            out.append(compute_subscription_id(list(m), int(i), raw))
+        return pd.Series(out, dtype="Int32")
+
+    @pandas_udf("string")
+    def kip714_metric_name(group: pd.Series, name: pd.Series) -> pd.Series:
+        return pd.Series([None if g is None or n is None else telemetry_metric_name(g, n)
+                          for g, n in zip(group, name)], dtype=object)
+
+    names = ["kip714_decompress", "kip714_payload_error", "kip714_frame_header", "kip714_subscription_id",
+             "kip714_metric_name"]
+    for fn in (kip714_decompress, kip714_payload_error, kip714_frame_header, kip714_subscription_id,
+               kip714_metric_name):
+        spark.udf.register(fn.__name__, fn)
+    return ["kip714_points"] + names
+
+
+# ------------------------------------------------------------------------------------- sessions
+
+def local_session(master: str | None = None, app_name: str = "kip714", partitions: int | None = None,
+                  progress: bool = False):
+    """A SparkSession for kip714 work: ``local[*]`` unless ``master`` names a cluster; Arrow enabled,
+    the UI off, quiet logs."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
+    builder = (SparkSession.builder.master(master or "local[*]").appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "true" if progress else "false")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", os.environ.get("KIP714_SPARK_DRIVER_MEMORY", "2g")))
+    if partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
