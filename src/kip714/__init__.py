@@ -48,3 +48,17 @@ from ._protocol import (
     message_class,
     split_frames,
 )
+from ._crc import compute_subscription_id, crc32c, uuid_hash
+from ._codec import compress, decompress
+from .subscriptions import ClientInfo, Resolution, Subscription, SubscriptionRegistry, kafka_uuid_string
+from ._instances import InstanceTable
+from .broker import BackgroundReceiver, ReceiverContext, TelemetryBroker, TelemetryPayload, TelemetryReceiver
+from .naming import telemetry_attribute_key, telemetry_attributes, telemetry_metric_key, telemetry_metric_name
+from .otlp_encode import MetricsCollector, MetricSelector
+from .client import (
+    ClientTelemetry,
+    ClientTelemetryState,
+    ClientTelemetrySubscription,
+    choose_compression,
+    compress_payload,
+)

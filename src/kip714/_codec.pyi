@@ -1,0 +1,62 @@
+"""Typing stub for the Cython codec dispatch (kip714._codec)."""
+
+from typing import Final, Literal
+
+from typing_extensions import Buffer
+
+__all__ = [
+    "decompress",
+    "compress",
+    "detect_framing",
+    "xxh32",
+    "NONE",
+    "GZIP",
+    "SNAPPY",
+    "LZ4",
+    "ZSTD",
+    "XERIAL_MAGIC",
+    "XERIAL_HEADER",
+    "XERIAL_BLOCK_SIZE",
+    "SNAPPY_FRAMING_MAGIC",
+    "LZ4_FRAME_MAGIC",
+    "ZSTD_FRAME_MAGIC",
+    "GZIP_MAGIC",
+]
+
+NONE: Final = 0
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
+
+XERIAL_MAGIC: Final[bytes]
+XERIAL_HEADER: Final[bytes]
+XERIAL_BLOCK_SIZE: Final[int]
+SNAPPY_FRAMING_MAGIC: Final[bytes]
+LZ4_FRAME_MAGIC: Final[bytes]
+ZSTD_FRAME_MAGIC: Final[bytes]
+GZIP_MAGIC: Final[bytes]
+
+_Framing = Literal[
+    "none", "empty", "gzip", "xerial", "snappy-framing", "raw", "lz4-frame", "zstd", "zstd-skippable", "unknown"
+]
+
+def decompress(data: Buffer, compression_type: int, max_output: int) -> bytes:
+    """Decompress a telemetry payload to at most ``max_output`` bytes.
+
+    Raises CorruptPayloadError (INVALID_RECORD), TelemetryTooLargeError (TELEMETRY_TOO_LARGE) or
+    UnsupportedCompressionTypeError (UNSUPPORTED_COMPRESSION_TYPE); ValueError for a negative ``max_output``.
+    """
+
+def compress(data: Buffer, compression_type: int, level: int | None = None) -> bytes:
+    """Compress with the framing Kafka's Java client writes (gzip member, xerial snappy, LZ4 frame, zstd)."""
+
+def detect_framing(data: Buffer, compression_type: int) -> _Framing:
+    """Name the framing of a payload from its first bytes, without decompressing it."""
+
+def xxh32(data: Buffer, seed: int = 0) -> int:
+    """XXH32 (the LZ4 frame checksum) of ``data``."""
+
+# test hooks
+def _lz4_block_size(block: Buffer, history: int = 0) -> int: ...
+def _use_cramjam_lz4(flag: bool) -> bool: ...
