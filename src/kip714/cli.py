@@ -171,9 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=lambda a: __import__("kip714.server", fromlist=["serve_main"]).serve_main(a))
 
+    from .pipeline import add_pipeline_parser
     from .simulate import add_simulate_parser
 
     add_simulate_parser(sub)
+    add_pipeline_parser(sub)
 
     p = sub.add_parser("demo", help="decode real librdkafka telemetry and show it", description=cmd_demo.__doc__)
     p.set_defaults(func=cmd_demo)

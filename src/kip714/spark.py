@@ -394,8 +394,13 @@ def local_session(master: str | None = None, app_name: str = "kip714", partition
 
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
-    builder = (SparkSession.builder.master(master or "local[*]").appName(app_name)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit: keep its master
+    if not under_submit:
+        os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master or not under_submit:
+        builder = builder.master(master or "local[*]")
+    builder = (builder
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "true" if progress else "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
