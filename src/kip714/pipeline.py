@@ -4,7 +4,8 @@ INPUT is a folder of frame files (``*.bin``, one or more size-prefixed request f
 recursively) or a ``kip714 serve --record`` recording (a folder of Parquet files). OUTPUT receives
 ``points/`` (Parquet, one row per OTLP data point, partitioned by ``date`` of the point's time, UTC) and
 ``errors/`` (Parquet, every input that could not be decoded, with its bytes, the Kafka error code and the
-reason). Runs on local Spark (``local[*]``) unless ``--master`` names a cluster; under ``spark-submit`` the
+reason). A recording's own ``error_code`` (what the broker answered) is kept as ``push_error_code``:
+rejected pushes are decoded too, since they carry real telemetry. Runs on local Spark (``local[*]``) unless ``--master`` names a cluster; under ``spark-submit`` the
 submitted master is used:
 
     spark-submit --master yarn --archives venv.tar.gz#venv \\
@@ -77,7 +78,9 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
               .option("pathGlobFilter", "*.bin").load(input_path).select(F.col("path").alias("source"),
                                                                          F.col("content").alias("frame")))
     else:
-        df = spark.read.parquet(input_path)
+        # the broker's answer to each recorded push; rejected pushes still carry real telemetry, so they are
+        # decoded too and keep this column to tell them apart
+        df = spark.read.parquet(input_path).withColumnRenamed("error_code", "push_error_code")
     if partitions:
         df = df.repartition(partitions)
     input_rows = df.count()
