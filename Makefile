@@ -5,13 +5,20 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
-EXTRAS ?= test
+EXTRAS ?= test,demo
 
-.PHONY: all setup build test demo bench bench-quick clean
+.PHONY: all setup build test demo bench bench-quick clean java
 
 all: test
 
-$(STAMP): pyproject.toml setup.py
+# Spark and the JDK differential test need a JDK (17+); install Debian's when none is on the machine.
+java:
+	@command -v javac >/dev/null 2>&1 || { \
+	  echo "installing a JDK (openjdk-17-jdk-headless) for Spark and the JDK tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    openjdk-17-jdk-headless >/dev/null; }
+
+$(STAMP): pyproject.toml setup.py | java
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel "Cython>=3.1,<4"
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[$(EXTRAS)]"

@@ -24,7 +24,7 @@ def test_help_lists_the_commands():
 
 
 def test_demo_decodes_the_bundled_captures():
-    out = kip714("demo").stdout
+    out = kip714("demo", "--captures").stdout
     assert "Per-node request latency" in out and "kip714-probe-consumer" in out
     assert "75 data points from 7 frames" in out
 

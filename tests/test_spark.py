@@ -151,3 +151,17 @@ def test_pipeline_command_on_a_recording(tmp_path):
     assert summary["input_kind"] == "recording" and summary["input_rows"] == stats.recorded_rows
     assert summary["errors"] == 0 and summary["clients"] == 10 and summary["points"] > 1000
     assert "decoding" in proc.stderr and "writing points" in proc.stderr
+
+
+def test_demo_end_to_end(spark, tmp_path, capsys):
+    """The README's main command: real librdkafka + simulated clients → serve → Spark → table and chart."""
+    from kip714.demo import run_demo
+
+    assert run_demo(str(tmp_path), seconds=3.0, simulated=4) == 0
+    out = capsys.readouterr().out
+    assert "real librdkafka" in out and "simulated" in out and "node 1" in out
+    png = tmp_path / "latency_by_node.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    points = spark.read.parquet(str(tmp_path / "points"))
+    assert points.where("client_id LIKE 'rdkafka-%'").count() > 0
+    assert points.where("client_software_name = 'apache-kafka-java'").count() > 0

@@ -100,7 +100,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Decode the bundled real librdkafka captures and show what the clients reported."""
+    """``kip714 demo --captures``: decode the bundled real librdkafka captures and show what they reported."""
     started = time.perf_counter()
     paths = sorted(SAMPLES.glob("*.bin"))
     print(f"kip714 {kip714.__version__}: decoding {len(paths)} real PushTelemetry frames captured from "
@@ -177,8 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_parser(sub)
     add_pipeline_parser(sub)
 
-    p = sub.add_parser("demo", help="decode real librdkafka telemetry and show it", description=cmd_demo.__doc__)
-    p.set_defaults(func=cmd_demo)
+    from .demo import add_demo_parser
+
+    add_demo_parser(sub, cmd_demo)
     return parser
 
 

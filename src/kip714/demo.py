@@ -1,0 +1,197 @@
+"""``kip714 demo``: real client telemetry, collected by ``kip714 serve`` and decoded on local Spark.
+
+1. Start a KIP-714 endpoint (:class:`~kip714.server.TelemetryServer`) on 127.0.0.1 that records every push.
+2. Point clients at it for a few seconds: real librdkafka producers and a consumer (confluent-kafka, when
+   installed) and a simulated fleet of Java- and librdkafka-style clients over TCP.
+3. Run the bulk pipeline on local Spark over the recording: ``points/`` and ``errors/`` in Parquet.
+4. Show per-client request latency by broker node and throttle/queue times as a table, and write a chart
+   (``latency_by_node.png``) next to the data.
+
+``--captures`` instead decodes the real librdkafka frames bundled with kip714, without Spark or network.
+"""
+
+import argparse
+import asyncio
+import gc
+import pathlib
+import sys
+import threading
+import time
+
+NODE_LATENCY = ".node.request.latency.avg"
+
+
+def _say(started: float, message: str) -> None:
+    print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+
+
+class _ServerThread:
+    def __init__(self, server) -> None:
+        self.server = server
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="kip714-demo-serve", daemon=True)
+        self.thread.start()
+        if not self.ready.wait(15):
+            raise RuntimeError("the telemetry endpoint did not start")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.start())
+        self.ready.set()
+        self.loop.run_forever()
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(15)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(15)
+
+
+def _librdkafka_clients(bootstrap: str, seconds: float, producers: int, consumers: int) -> int:
+    """Real librdkafka clients (confluent-kafka) polling for ``seconds``; returns how many ran."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return 0
+    clients = []
+    for i in range(producers):
+        clients.append(confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "client.id": f"rdkafka-producer-{i + 1}", "log_level": 0,
+            "enable.sparse.connections": False}))
+    for i in range(consumers):
+        clients.append(confluent_kafka.Consumer({
+            "bootstrap.servers": bootstrap, "group.id": "demo-group", "client.id": f"rdkafka-consumer-{i + 1}",
+            "log_level": 0}))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for c in clients:
+            c.poll(0.02)
+    for c in clients:
+        if isinstance(c, confluent_kafka.Consumer):
+            c.close()
+    n = len(clients)
+    del clients, c
+    gc.collect()  # destroying the clients sends their terminating pushes
+    return n
+
+
+def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str | None = None) -> int:
+    from . import SubscriptionRegistry, TelemetryBroker
+    from .pipeline import run_pipeline
+    from .recorder import ParquetRecorder
+    from .server import TelemetryServer
+    from .simulate import Fleet
+
+    started = time.perf_counter()
+    out = pathlib.Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    registry = SubscriptionRegistry()
+    registry.set("demo", {"metrics": "*", "interval.ms": "1000"})
+    broker = TelemetryBroker(registry, node_id=1)
+    recorder = ParquetRecorder(out / "recording")
+    server = TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder)
+    srv = _ServerThread(server)
+    bootstrap = f"127.0.0.1:{server.port}"
+    _say(started, f"kip714 serve listening on {bootstrap} (push interval 1 s, all metrics), recording to "
+                  f"{out / 'recording'}")
+    fleet = Fleet(simulated // 2, simulated - simulated // 2, seed=714, software="mix", codec="mixed")
+    fleet_result = {}
+    fleet_thread = threading.Thread(
+        target=lambda: fleet_result.setdefault("stats", fleet.run_tcp("127.0.0.1", server.port, seconds)),
+        daemon=True)
+    fleet_thread.start()
+    _say(started, f"{simulated} simulated clients (Java and librdkafka styles, mixed codecs) pushing for "
+                  f"{seconds:.0f} s")
+    real = _librdkafka_clients(bootstrap, seconds, producers=2, consumers=1)
+    _say(started, f"{real} real librdkafka clients (confluent-kafka) pushed for {seconds:.0f} s" if real
+         else "confluent-kafka is not installed: no real librdkafka clients this time")
+    fleet_thread.join(seconds + 30)
+    srv.stop()
+    _say(started, f"endpoint stopped: {server.summary()}")
+
+    summary = run_pipeline(str(out / "recording"), str(out), master=master, progress=True)
+    _say(started, f"pipeline: {summary.describe()}")
+    return _report(out, master, started)
+
+
+def _report(out: pathlib.Path, master: str | None, started: float) -> int:
+    from pyspark.sql import functions as F
+
+    from .cli import _table
+    from .spark import local_session
+
+    spark = local_session(master)
+    points = spark.read.parquet(str(out / "points"))
+    node = F.coalesce(F.col("attributes").getItem("node.id"),
+                      F.regexp_replace(F.col("attributes").getItem("node_id"), "^node-", ""))
+    origin = (F.when(F.col("client_id").startswith("rdkafka-"), F.lit("real librdkafka"))
+              .otherwise(F.concat(F.lit("simulated "), F.col("client_software_name"))))
+    # broker nodes only: coordinator connections show up as -1 (librdkafka) or 2^31-1-n (Java)
+    lat = (points.where(F.col("metric").endswith(NODE_LATENCY)).withColumn("node", node.cast("int"))
+           .where((F.col("node") >= 0) & (F.col("node") < 1_000_000)).withColumn("origin", origin))
+    nodes = sorted(r["node"] for r in lat.select("node").distinct().collect())
+    per_client = (lat.groupBy("origin", "client_id").pivot("node", nodes).agg(F.round(F.avg("value"), 2))
+                  .orderBy(F.col("origin").desc(), "client_id")).collect()
+    by_node = lat.groupBy("node", "origin").agg(F.avg("value").alias("avg_ms")).toPandas()
+    waits = (points.where(F.col("metric").rlike(r"(produce\.throttle\.time|record\.queue\.time)\.avg$"))
+             .withColumn("what", F.regexp_extract("metric", r"(throttle|queue)", 1))
+             .groupBy("client_id").pivot("what", ["throttle", "queue"]).agg(F.round(F.avg("value"), 3))
+             .orderBy(F.desc("queue"))).limit(8)
+    print("\nMean request latency (ms) to each broker node, per client (node.request.latency.avg):\n")
+    shown = [r for r in per_client if r["origin"] == "real librdkafka"] + \
+        [r for r in per_client if r["origin"] != "real librdkafka"][:16]
+    print(_table([(r["client_id"], r["origin"], *[r[str(n)] for n in nodes]) for r in shown],
+                 ("client", "origin", *[f"node {n}" for n in nodes])))
+    if len(per_client) > len(shown):
+        print(f"... and {len(per_client) - len(shown)} more clients in {out / 'points'}")
+    print("\nProducers with the longest record queue times (ms):\n")
+    print(_table([(r["client_id"], r["throttle"], r["queue"]) for r in waits.collect()],
+                 ("client", "throttle avg", "queue avg")))
+    chart = _chart(by_node, out / "latency_by_node.png")
+    print(f"\nchart: {chart}")
+    print(f"data:  {out / 'points'} (one row per data point), {out / 'errors'}")
+    _say(started, "demo finished")
+    return 0
+
+
+def _chart(frame, path: pathlib.Path) -> pathlib.Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nodes = sorted(frame["node"].unique())
+    software = sorted(frame["origin"].unique())
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    width = 0.8 / max(1, len(software))
+    for k, sw in enumerate(software):
+        sub = frame[frame["origin"] == sw].set_index("node")
+        xs = [i + k * width for i in range(len(nodes))]
+        ax.bar(xs, [float(sub["avg_ms"].get(n, 0.0)) for n in nodes], width, label=sw)
+    ax.set_xticks([i + width * (len(software) - 1) / 2 for i in range(len(nodes))])
+    ax.set_xticklabels([f"node {n}" for n in nodes])
+    ax.set_ylabel("mean node.request.latency.avg (ms)")
+    ax.set_title("Request latency by broker node, from KIP-714 client telemetry")
+    ax.legend(title="clients")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def add_demo_parser(subparsers, captures_func) -> None:
+    p = subparsers.add_parser("demo", help="real telemetry → kip714 serve → Spark pipeline → table and chart",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--output", default="demo-output", help="where the recording, points, errors and chart go")
+    p.add_argument("--seconds", type=float, default=8.0, help="how long the clients push (default 8)")
+    p.add_argument("--simulated", type=int, default=24, help="simulated clients (default 24)")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--captures", action="store_true",
+                   help="only decode the bundled librdkafka captures (no Spark, no network)")
+    p.set_defaults(func=lambda a: captures_func(a) if a.captures else run_demo(a.output, a.seconds, a.simulated,
+                                                                                 a.master))
+
+
+if __name__ == "__main__":
+    sys.exit(run_demo("demo-output"))
