@@ -62,3 +62,4 @@ from .client import (
     choose_compression,
     compress_payload,
 )
+from ._otlp import decode_metrics, decode_metrics_batch

@@ -15,7 +15,8 @@ str → str), ``scope_name``, ``scope_version``, ``start_time_unix_nano``, ``tim
 
 Attribute values are rendered as text: strings as they are, booleans ``true``/``false``, integers in
 decimal, doubles as Python's ``repr`` (shortest round-trip), bytes as base64, arrays and key-value lists
-as compact JSON of those renderings (an unset value is ``null``).
+as compact JSON of those renderings (an unset value is ``null``). ``string_value_strindex`` (an index
+into a Profiles string table, meaningless in metrics) renders like an unset value.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ COLUMNS = (
 
 def _json_value(v) -> Any:
     which = v.WhichOneof("value")
-    if which is None:
+    if which is None or which == "string_value_strindex":
         return None
     if which == "string_value":
         return v.string_value
@@ -79,7 +80,7 @@ def _dump(obj) -> str:
 def render_any_value(v) -> str | None:
     """An OTLP AnyValue as attribute text (see the module docstring)."""
     which = v.WhichOneof("value")
-    if which is None:
+    if which is None or which == "string_value_strindex":
         return None
     if which == "string_value":
         return v.string_value

@@ -1,0 +1,59 @@
+"""Typing stub for the native OTLP MetricsData decoder (kip714._otlp)."""
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Literal, overload
+
+import pyarrow as pa
+from typing_extensions import Buffer
+
+from ._enums import ErrorCode
+
+__all__ = ["decode_metrics", "decode_metrics_batch", "output_schema", "COLUMNS", "MAX_ROWS", "MAX_AMPLIFIED_BYTES"]
+
+COLUMNS: Final[tuple[str, ...]]  # == kip714.otlp_pb.COLUMNS
+MAX_ROWS: Final[int]  # 10_000_000 data points per payload
+MAX_AMPLIFIED_BYTES: Final[int]  # 2**30: metric/scope/resource bytes copied onto a payload's rows
+
+LabelValue = str | int | None
+Labels = Mapping[str, LabelValue]
+
+def decode_metrics(
+    otlp_bytes: Buffer,
+    labels: Labels | None = None,
+    *,
+    max_rows: int = ...,
+    max_amplified_bytes: int = ...,
+) -> pa.Table:
+    """One row per data point: the COLUMNS, then one constant column per label (str → string,
+    int → int64). Raises kip714.errors.CorruptPayloadError (INVALID_RECORD) for bytes upb refuses
+    and for payloads over the limits."""
+
+@overload
+def decode_metrics_batch(
+    payloads: Iterable[Buffer | None],
+    labels: Labels | Sequence[Labels | None] | None = None,
+    errors: Literal["raise"] = "raise",
+    *,
+    max_rows: int = ...,
+    max_amplified_bytes: int = ...,
+) -> pa.Table: ...
+@overload
+def decode_metrics_batch(
+    payloads: Iterable[Buffer | None],
+    labels: Labels | Sequence[Labels | None] | None = None,
+    *,
+    errors: Literal["collect"],
+    max_rows: int = ...,
+    max_amplified_bytes: int = ...,
+) -> tuple[pa.Table, list[tuple[int, ErrorCode, str]]]: ...
+@overload
+def decode_metrics_batch(
+    payloads: Iterable[Buffer | None],
+    labels: Labels | Sequence[Labels | None] | None,
+    errors: Literal["collect"],
+    *,
+    max_rows: int = ...,
+    max_amplified_bytes: int = ...,
+) -> tuple[pa.Table, list[tuple[int, ErrorCode, str]]]: ...
+def output_schema(labels: Labels | None = None, *, batch: bool = False) -> pa.Schema:
+    """The schema decode_metrics (or, with batch=True, decode_metrics_batch) returns for these labels."""
