@@ -257,3 +257,33 @@ def test_threads_share_a_broker():
         assert codes[0] == 0 and codes.count(0) == 100 and codes.count(89) == 100
     m = b.metrics()
     assert m["push-request-count"] == 1600 and m["throttle-count"] == 800 and m["instance-count"] == 8
+
+
+def test_background_receiver_never_blocks_and_never_loses_silently():
+    import time as _time
+
+    class Slow:
+        def __init__(self):
+            self.seen = []
+
+        def export_metrics(self, context, payload):
+            _time.sleep(0.02)
+            self.seen.append(payload.data)
+
+    slow = Slow()
+    bg = kip714.BackgroundReceiver(slow, max_queue=2)
+    b = TelemetryBroker(subscribed(), receivers=[bg])
+    resp = get(b, now=0)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    codes = []
+    started = _time.perf_counter()
+    for i in range(6):
+        codes.append(push(b, inst, sid, now=30000 * (i + 1), metrics=b"\x0a\x00" + bytes([i]))[0].error_code)
+    elapsed = _time.perf_counter() - started
+    assert elapsed < 0.1, "exporting must not wait for the slow receiver"
+    assert bg.flush(5)
+    accepted = codes.count(0)
+    # a full queue is refused as INVALID_RECORD (a failing receiver) and counted, never dropped silently
+    assert accepted == len(slow.seen) and accepted + bg.dropped == 6 and bg.dropped >= 1
+    assert codes.count(E.INVALID_RECORD) == bg.dropped
+    bg.close()

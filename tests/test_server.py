@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import json
 import os
 import socket
@@ -240,7 +241,7 @@ def test_serve_command_line(tmp_path):
         port = s.getsockname()[1]
     rec = tmp_path / "rec"
     proc = subprocess.Popen([sys.executable, "-m", "kip714", "serve", "--port", str(port), "--metrics", "*",
-                             "--interval-ms", INTERVAL, "--record", str(rec), "--duration", "6",
+                             "--interval-ms", INTERVAL, "--record", str(rec), "--duration", "60",
                              "--summary-interval", "1", "--accepted-compression", "lz4"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -256,6 +257,7 @@ def test_serve_command_line(tmp_path):
             bootstrap = f"127.0.0.1:{port}"
 
         run_producer(Srv, seconds=2.5)
+        proc.send_signal(signal.SIGTERM)  # a clean stop: every buffered row must reach the recording
         out, err = proc.communicate(timeout=15)
     finally:
         proc.kill()
