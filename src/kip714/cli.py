@@ -171,8 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=lambda a: __import__("kip714.server", fromlist=["serve_main"]).serve_main(a))
 
+    from .bench import add_bench_parser
     from .pipeline import add_pipeline_parser
     from .simulate import add_simulate_parser
+
+    add_bench_parser(sub)
 
     add_simulate_parser(sub)
     add_pipeline_parser(sub)

@@ -1,0 +1,116 @@
+"""``kip714 bench``: the table, the JSON, the plots, skipped peers and --only (run in-process, quick)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+
+import pytest
+
+from kip714 import bench
+
+pytest.importorskip("matplotlib")
+
+COLUMNS = ["operation", "kip714", "peer", "ratio", "goal", "met"]
+
+
+def _run(argv, capsys):
+    rc = bench.main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _table_header(out: str) -> list[str]:
+    for line in out.splitlines():
+        if line.startswith("operation"):
+            return line.split()
+    raise AssertionError(f"no table in:\n{out}")
+
+
+def test_quick_protocol_table_json_and_plots(tmp_path, capsys):
+    json_path, plot_dir = tmp_path / "r.json", tmp_path / "plots"
+    rc, out, err = _run(["--quick", "--only", "protocol", "--json", str(json_path), "--plot", str(plot_dir)], capsys)
+    assert rc == 0, out + err
+    assert _table_header(out) == COLUMNS
+    assert "decode PushTelemetry request, header + body, 4 KB payload" in out
+    assert "[protocol]" in err  # a progress line per measurement on stderr
+
+    data = json.loads(json_path.read_text())
+    assert data["mode"] == "quick" and data["groups"] == ["protocol"]
+    m = data["machine"]
+    for key in ("platform", "python", "cpu_count", "kip714", "versions"):
+        assert m[key] is not None
+    assert "kio" in m["versions"]
+    rows = {r["id"]: r for r in data["rows"]}
+    decode = rows["decode-push-4KB"]
+    assert decode["ratio"] > 0 and decode["goal"]["value"] == 10 and decode["met"] in (True, False)
+    for side in ("kip714", "peer"):
+        stats = decode[side]
+        assert stats["min"] <= stats["median"] <= stats["max"] and stats["rounds"] >= 3
+        assert stats["calls_per_round"] >= 1
+    assert rows["encode-gts-frame"]["ratio"] > 0
+    assert all(r["ratio"] is None or r["ratio"] > 0 for r in data["rows"])
+    assert data["errors"] == []
+
+    pngs = sorted(plot_dir.glob("*.png"))
+    assert [p.name for p in pngs] == ["protocol.png"]
+    assert pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pngs[0].stat().st_size > 5_000
+
+
+def test_missing_peer_is_skipped_not_faked(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "kio", None)  # `import kio` now raises ImportError
+    json_path = tmp_path / "r.json"
+    rc, out, err = _run(["--quick", "--only", "protocol", "--json", str(json_path)], capsys)
+    assert rc == 0, out + err
+    data = json.loads(json_path.read_text())
+    kio_rows = [r for r in data["rows"] if r["id"] in ("decode-push-4KB", "decode-push-4KB-touch", "encode-gts-frame")]
+    assert len(kio_rows) == 3
+    for r in kio_rows:
+        assert r["peer"] is None and r["ratio"] is None and r["met"] is None
+        assert r["peer_skipped"].startswith("skipped: kio not installed")
+        assert r["kip714"]["median"] > 0  # kip714's own side is still measured
+    assert any(s["peer"] == "kio" for s in data["skipped"])
+    assert "kio" not in data["curves"]["protocol_decode"]["series"]
+    assert "skipped: kio not installed" in out and "note: [protocol] peer kio skipped" in out
+    # goals that need the missing peer are neither met nor missed
+    assert "0 of 0 goals met" in out
+
+
+def test_only_validation(capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--only", "nope"])
+    assert exc.value.code == 2
+    assert "unknown group nope" in capsys.readouterr().err
+    assert bench._groups("protocol,crc") == ["protocol", "crc"]
+    with pytest.raises(argparse.ArgumentTypeError):
+        bench._groups(",")
+
+
+def test_parser_hooks_into_a_cli():
+    parser = argparse.ArgumentParser(prog="kip714")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench.add_bench_parser(sub)
+    args = parser.parse_args(["bench", "--quick", "--only", "codec,otlp", "--json", "f.json", "--plot", "d"])
+    assert args.func is bench.cmd_bench and args.quick and args.only == ["codec", "otlp"]
+    assert args.json == "f.json" and args.plot == "d"
+
+
+def test_interleaved_summaries_and_goal_checks():
+    calls = []
+    stats = bench.interleaved([(calls.append, ("a",)), (calls.append, ("b",))], rounds=4, target_ns=20_000)
+    assert len(stats) == 2 and all(s["rounds"] == 4 and s["median"] > 0 for s in stats)
+    assert stats[0]["paired_ratio_median"] > 0
+    assert calls.count("a") > 4 and calls.count("b") > 4
+    b = bench.Bench(quick=True, groups=[], log=io.StringIO())
+    fast, slow = {"median": 100.0}, {"median": 109.0}
+    assert b.add_row("codec", "x", "x", slow, fast, "direct", goal={"kind": "within", "value": 0.1, "text": ""})["met"]
+    assert not b.add_row("codec", "y", "y", {"median": 120.0}, fast, "direct",
+                         goal={"kind": "within", "value": 0.1, "text": ""})["met"]
+    assert b.add_row("otlp", "z", "z", fast, {"median": 900.0}, "pb", goal={"kind": "ratio", "value": 8,
+                                                                            "text": ""})["ratio"] == 9
+    assert not b.add_row("limiter", "r", "r", {"median": 250.0}, None, goal={"kind": "rate", "value": 5e6,
+                                                                             "text": ""}, unit="rate")["met"]
+    assert b.add_row("limiter", "m", "m", {"value": 92.0}, unit="bytes",
+                     goal={"kind": "max_bytes", "value": 128, "text": ""})["met"]
