@@ -102,13 +102,7 @@ from kip714._enums import ErrorCode
 __all__ = ["decode_metrics", "decode_metrics_batch", "output_schema", "COLUMNS", "MAX_ROWS",
            "MAX_AMPLIFIED_BYTES"]
 
-COLUMNS = (
-    "metric", "description", "unit", "kind", "temporality", "monotonic", "attributes", "resource",
-    "scope_name", "scope_version", "start_time_unix_nano", "time_unix_nano", "value", "value_int",
-    "count", "sum", "min", "max", "bucket_counts", "explicit_bounds", "scale", "zero_count",
-    "positive_offset", "positive_bucket_counts", "negative_offset", "negative_bucket_counts",
-    "quantiles", "flags", "exemplar_count",
-)
+from kip714.otlp_pb import COLUMNS  # the column contract is defined once, by the reference flattening
 globals()["MAX_ROWS"] = MAX_ROWS
 globals()["MAX_AMPLIFIED_BYTES"] = MAX_AMPLIFIED_BYTES
 

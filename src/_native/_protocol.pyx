@@ -245,7 +245,9 @@ cdef int kw_tags(KWriter* w, object tags) except -1:
     cdef object tag
     cdef Py_buffer view
     for tag in sorted(tags):
-        if not 0 <= tag <= 0x7FFFFFFF:
+        # a tag is an unsigned varint of 32 bits on the wire (Kafka's readUnsignedVarint): every tag the
+        # decoder accepts must encode again
+        if not 0 <= tag <= 0xFFFFFFFF:
             raise ValueError(f"tag {tag} is out of range")
         kw_uvarint(w, <uint32_t>tag)
         PyObject_GetBuffer(tags[tag], &view, PyBUF_SIMPLE)
@@ -541,29 +543,18 @@ cdef class Response:
 
 # --------------------------------------------------------------------------------- KIP-714 messages
 
-@cython.final
-cdef class GetTelemetrySubscriptionsRequest(Message):
-    """GetTelemetrySubscriptions request v0 (key 71): ``client_instance_id`` (zero on first contact)."""
-
-    API_KEY = K_GET_TELEMETRY_SUBSCRIPTIONS
-    IS_REQUEST = True
-    MIN_VERSION = 0
-    MAX_VERSION = 0
-    FIELDS = ("client_instance_id", "unknown_tagged_fields")
+cdef class _InstanceMessage(Message):
+    """Base of the messages that carry a ClientInstanceId: stored as two C integers, exposed as a
+    ``uuid.UUID`` built on first access, or as 16 raw bytes."""
 
     cdef uint64_t _msb
     cdef uint64_t _lsb
     cdef object _uuid
-    cdef public object unknown_tagged_fields
-
-    def __init__(self, client_instance_id=None, unknown_tagged_fields=None):
-        _uuid_halves(client_instance_id, &self._msb, &self._lsb)
-        self._uuid = None
-        self.unknown_tagged_fields = unknown_tagged_fields
 
     @property
     def client_instance_id(self):
-        """The instance id as ``uuid.UUID`` (all zeros means "assign me one")."""
+        """The instance id as ``uuid.UUID`` (in a GetTelemetrySubscriptions request, all zeros asks the
+        broker to assign one)."""
         if self._uuid is None:
             self._uuid = _make_uuid(self._msb, self._lsb)
         return self._uuid
@@ -581,6 +572,24 @@ cdef class GetTelemetrySubscriptionsRequest(Message):
         kb_store_be64(b + 8, self._lsb)
         return PyBytes_FromStringAndSize(<const char*>b, 16)
 
+
+@cython.final
+cdef class GetTelemetrySubscriptionsRequest(_InstanceMessage):
+    """GetTelemetrySubscriptions request v0 (key 71): ``client_instance_id`` (zero on first contact)."""
+
+    API_KEY = K_GET_TELEMETRY_SUBSCRIPTIONS
+    IS_REQUEST = True
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIELDS = ("client_instance_id", "unknown_tagged_fields")
+
+    cdef public object unknown_tagged_fields
+
+    def __init__(self, client_instance_id=None, unknown_tagged_fields=None):
+        _uuid_halves(client_instance_id, &self._msb, &self._lsb)
+        self._uuid = None
+        self.unknown_tagged_fields = unknown_tagged_fields
+
     cdef int _write(self, KWriter* w, int version) except -1:
         kw_uuid(w, self._msb, self._lsb)
         kw_tags(w, self.unknown_tagged_fields)
@@ -596,7 +605,7 @@ cdef object _dec_gts_request(KReader* r, int version):
 
 
 @cython.final
-cdef class GetTelemetrySubscriptionsResponse(Message):
+cdef class GetTelemetrySubscriptionsResponse(_InstanceMessage):
     """GetTelemetrySubscriptions response v0: the subscription a broker hands a client."""
 
     API_KEY = K_GET_TELEMETRY_SUBSCRIPTIONS
@@ -609,9 +618,6 @@ cdef class GetTelemetrySubscriptionsResponse(Message):
 
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
-    cdef uint64_t _msb
-    cdef uint64_t _lsb
-    cdef object _uuid
     cdef public int32_t subscription_id
     cdef public list accepted_compression_types
     cdef public int32_t push_interval_ms
@@ -634,24 +640,6 @@ cdef class GetTelemetrySubscriptionsResponse(Message):
         self.delta_temporality = delta_temporality
         self.requested_metrics = list(requested_metrics or ())
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    @property
-    def client_instance_id(self):
-        if self._uuid is None:
-            self._uuid = _make_uuid(self._msb, self._lsb)
-        return self._uuid
-
-    @client_instance_id.setter
-    def client_instance_id(self, value):
-        _uuid_halves(value, &self._msb, &self._lsb)
-        self._uuid = None
-
-    @property
-    def client_instance_id_bytes(self):
-        cdef unsigned char b[16]
-        kb_store_be64(b, self._msb)
-        kb_store_be64(b + 8, self._lsb)
-        return PyBytes_FromStringAndSize(<const char*>b, 16)
 
     cdef int _write(self, KWriter* w, int version) except -1:
         cdef object t
@@ -701,7 +689,7 @@ cdef object _dec_gts_response(KReader* r, int version):
 
 
 @cython.final
-cdef class PushTelemetryRequest(Message):
+cdef class PushTelemetryRequest(_InstanceMessage):
     """PushTelemetry request v0 (key 72).
 
     ``metrics`` is the (possibly compressed) OTLP payload. On a decoded request it is a read-only
@@ -715,9 +703,6 @@ cdef class PushTelemetryRequest(Message):
     FIELDS = ("client_instance_id", "subscription_id", "terminating", "compression_type", "metrics",
               "unknown_tagged_fields")
 
-    cdef uint64_t _msb
-    cdef uint64_t _lsb
-    cdef object _uuid
     cdef public int32_t subscription_id
     cdef public bint terminating
     cdef public int8_t compression_type
@@ -737,24 +722,6 @@ cdef class PushTelemetryRequest(Message):
         self._metrics = metrics
         self._src = None
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    @property
-    def client_instance_id(self):
-        if self._uuid is None:
-            self._uuid = _make_uuid(self._msb, self._lsb)
-        return self._uuid
-
-    @client_instance_id.setter
-    def client_instance_id(self, value):
-        _uuid_halves(value, &self._msb, &self._lsb)
-        self._uuid = None
-
-    @property
-    def client_instance_id_bytes(self):
-        cdef unsigned char b[16]
-        kb_store_be64(b, self._msb)
-        kb_store_be64(b + 8, self._lsb)
-        return PyBytes_FromStringAndSize(<const char*>b, 16)
 
     @property
     def metrics(self):

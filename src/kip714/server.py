@@ -36,8 +36,9 @@ from ._protocol import (
     split_frames,
 )
 from .broker import TelemetryBroker
+from .recorder import push_row
 from .errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
-from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string, parse_config_string
+from .subscriptions import ClientInfo, SubscriptionRegistry, parse_config_string
 
 __all__ = ["TelemetryServer", "ADVERTISED_APIS", "java_host_address", "load_subscription_file"]
 
@@ -47,6 +48,7 @@ log = logging.getLogger("kip714.server")
 ADVERTISED_APIS = ((int(ApiKey.METADATA), 0, 12), (int(ApiKey.API_VERSIONS), 0, 4),
                    (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), 0, 0), (int(ApiKey.PUSH_TELEMETRY), 0, 0))
 UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
 
 
 def java_host_address(host: str) -> str:
@@ -112,8 +114,17 @@ class _Connection(asyncio.Protocol):
         self.server.connections.discard(self)
         log.debug("event=disconnect peer=%s:%s", self.address, self.port)
 
+    # Flow control: a client that sends requests without reading the answers would otherwise make the
+    # transport buffer every response; stop reading while the write buffer is above its high-water mark.
+    def pause_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
     def data_received(self, data: bytes) -> None:
-        self.last_activity = time.monotonic()
         self.buffer += data
         try:
             frames, consumed = split_frames(self.buffer, self.server.max_frame_bytes)
@@ -121,11 +132,20 @@ class _Connection(asyncio.Protocol):
             self._drop(f"bad frame: {exc}")
             return
         if consumed:
+            # Idle time counts from the last *complete* request: bytes trickling into a frame that never
+            # completes (slow loris) do not keep the connection open.
+            self.last_activity = time.monotonic()
             del self.buffer[:consumed]
         for frame in frames:
             if self.transport is None or self.transport.is_closing():
                 return
-            self._handle(frame)
+            try:
+                self._handle(frame)
+            except Exception:  # a bug must cost this connection, not escape into the event loop
+                log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
+                self.server.stats["internal_errors"] += 1
+                self._drop("internal error")
+                return
 
     # request handling
     def _drop(self, reason: str) -> None:
@@ -192,6 +212,10 @@ class _Connection(asyncio.Protocol):
                                        api_keys=[ApiVersion(*a) for a in ADVERTISED_APIS] if not error else [])
             self.transport.write(encode_response(req.correlation_id, resp, version))
         elif type(body) is MetadataRequest:
+            if version < 12 and any(t.name is None for t in body.topics or ()):
+                # Kafka: "Topic name can not be null for version 10/11" (InvalidRequestException)
+                self._drop(f"Metadata v{version} request with a null topic name")
+                return
             self.transport.write(encode_response(req.correlation_id, server.metadata(body), version))
 
 
@@ -268,8 +292,9 @@ class TelemetryServer:
     def metadata(self, request: MetadataRequest) -> MetadataResponse:
         topics = []
         for t in request.topics or ():
-            topics.append(MetadataResponseTopic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=t.name,
-                                                topic_id=t.topic_id))
+            # a topic asked for by id alone (v12+, name null) is an unknown topic id, as in Kafka
+            code = UNKNOWN_TOPIC_OR_PARTITION if t.name is not None else UNKNOWN_TOPIC_ID
+            topics.append(MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id))
         me = MetadataResponseBroker(self.node_id, self.advertised_host or self.host,
                                     self.advertised_port or self.port, None)
         return MetadataResponse(brokers=[me], cluster_id=self.cluster_id, controller_id=self.node_id,
@@ -280,23 +305,7 @@ class TelemetryServer:
         self.push_codes[error_code] += 1
 
     def record(self, body: PushTelemetryRequest, info: ClientInfo, error_code: int, now_ms: int) -> None:
-        metrics = body.metrics
-        self.recorder.record({
-            "received_at_ms": now_ms,
-            "client_instance_id": kafka_uuid_string(body.client_instance_id),
-            "client_id": info.client_id,
-            "client_software_name": info.client_software_name,
-            "client_software_version": info.client_software_version,
-            "client_source_address": info.client_source_address,
-            "client_source_port": str(info.client_source_port),
-            "principal": info.principal,
-            "node_id": str(self.node_id),
-            "subscription_id": body.subscription_id,
-            "terminating": body.terminating,
-            "compression_type": body.compression_type,
-            "error_code": error_code,
-            "payload": None if metrics is None else bytes(metrics),
-        })
+        self.recorder.record(push_row(body, info, self.node_id, error_code, now_ms))
 
     def summary(self) -> str:
         codes = " ".join(f"{ErrorCode(c).name if c in ErrorCode._value2member_map_ else c}={n}"

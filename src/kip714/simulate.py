@@ -69,7 +69,8 @@ from .client import ALL_COMPRESSION_TYPES, INT_MAX, ClientTelemetry
 from .errors import Kip714Error
 from .naming import telemetry_metric_key
 from .otlp_encode import MetricsCollector
-from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
+from .recorder import push_row
+from .subscriptions import ClientInfo, SubscriptionRegistry
 
 __all__ = [
     "SOFTWARE_JAVA",
@@ -1357,24 +1358,7 @@ class _RunContext:
             fleet._count_response("GetTelemetrySubscriptions", code, client)
 
     def record(self, body: PushTelemetryRequest, client: SimClient, code: int, now: int) -> None:
-        info = client.client_info
-        metrics = body.metrics
-        self.recorder.record({
-            "received_at_ms": now,
-            "client_instance_id": kafka_uuid_string(body.client_instance_id),
-            "client_id": info.client_id,
-            "client_software_name": info.client_software_name,
-            "client_software_version": info.client_software_version,
-            "client_source_address": info.client_source_address,
-            "client_source_port": str(info.client_source_port),
-            "principal": info.principal,
-            "node_id": self.node_id,
-            "subscription_id": body.subscription_id,
-            "terminating": body.terminating,
-            "compression_type": body.compression_type,
-            "error_code": code,
-            "payload": None if metrics is None else bytes(metrics),
-        })
+        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now))
         self.fleet.stats.recorded_rows += 1
 
     def close_client(self, client: SimClient) -> None:
