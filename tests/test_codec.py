@@ -1104,3 +1104,34 @@ def test_module_constants():
     assert _codec.LZ4_FRAME_MAGIC == b"\x04\x22\x4d\x18"
     assert _codec.ZSTD_FRAME_MAGIC == b"\x28\xb5\x2f\xfd"
     assert set(_codec.__all__) <= set(dir(_codec))
+
+
+# ---- regressions found by the fuzzers (fuzz/corpus/*/regress-*) --------------------------------------
+
+def test_lz4_block_needing_slack_is_decoded_like_kafka():
+    # A block that breaks LZ4's end-of-block rule: liblz4 decodes it only with room past its 651 bytes.
+    # Kafka's reader gives every block its full capacity, so it accepts it, whatever the limit.
+    data = bytes.fromhex("04224d18604082110000007f6b695537ce34200700ffff703731342000000000")
+    assert len(decompress(data, 3, 1 << 20)) == 651
+    assert decompress(data, 3, 651) == decompress(data, 3, 1 << 20)
+    with pytest.raises(TelemetryTooLargeError):
+        decompress(data, 3, 650)
+
+
+def test_lz4_payload_just_over_the_limit_is_too_large_not_corrupt():
+    import lz4.frame as lf
+
+    raw = bytes(range(256)) * 9 + b"x" * 52  # 2356 bytes
+    data = lf.compress(raw, block_linked=False, content_checksum=False, store_size=False)
+    assert decompress(data, 3, 2356) == raw
+    for limit in (2355, 2353, 2000):
+        with pytest.raises(TelemetryTooLargeError):
+            decompress(data, 3, limit)
+
+
+def test_zstd_frame_shorter_than_its_declared_size_is_corrupt():
+    data = bytes.fromhex("28b52ffda000810b00010000")
+    with pytest.raises(CorruptPayloadError, match="declares 753920"):
+        decompress(data, 4, 1 << 20)
+    with pytest.raises(TelemetryTooLargeError):
+        decompress(data, 4, 0)

@@ -586,6 +586,27 @@ cdef Py_ssize_t _lz4_decode_block(const unsigned char* p, Py_ssize_t q, uint32_t
         return -1
 
 
+cdef Py_ssize_t _LZ4_SLACK = 1024  # room past the exact output that liblz4's safe decoder may want
+
+
+cdef Py_ssize_t _lz4_decode_full(const unsigned char* p, Py_ssize_t q, uint32_t size, Py_ssize_t block_max,
+                                 object out, Py_ssize_t opos, Py_ssize_t room, Py_ssize_t history) except -4:
+    """liblz4 (python-lz4) decode of one block into a whole block's capacity, as Kafka's Lz4BlockInputStream
+    (lz4-java) does; copies the result to out[opos:]. Returns its size, -1 if corrupt, -3 if more than room."""
+    cdef object chunk
+    cdef Py_ssize_t n
+    try:
+        chunk = _lz4_block_decompress(_read_slice(p, q, size), block_max, False,
+                                      _write_view(out, opos - history, history).toreadonly() if history else None)
+    except _LZ4_ERRORS:
+        return -1
+    n = len(chunk)
+    if n > room:
+        return -3
+    memcpy(PyBytes_AS_STRING(out) + opos, PyBytes_AS_STRING(chunk), n)
+    return n
+
+
 cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py_ssize_t budget):
     """Decompress the frame described by ``f`` (already validated) with at most ``budget`` bytes of output."""
     cdef Py_ssize_t cap, opos = 0, q, room, written, history
@@ -635,18 +656,33 @@ cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py
             history = 0 if f.independent else (opos if opos < _LZ4_WINDOW else _LZ4_WINDOW)
             written = _lz4_decode_block(p, q, size, out, opos, room, history)
             if written < 0:
-                # Corrupt, or the block decodes to more than the room left under the limit (or the declared
-                # content size): the block walk tells which, without decoding anything.
-                if size >= _NOGIL_THRESHOLD:
-                    with nogil:
+                # The fast decoder refused the block: it is corrupt, it decodes to more than the room left
+                # under the limit, or it is one of the blocks liblz4 decodes only with room to spare past
+                # their end (Kafka's reader always gives a whole block's capacity, so it accepts those).
+                # 1. liblz4 with a little slack past the room left: the last case, when it fits.
+                written = _lz4_decode_full(p, q, size, min(f.block_max, room + _LZ4_SLACK), out, opos, room,
+                                           history)
+                if written < 0:
+                    # 2. the block walk: a valid block bigger than the room is too large, found without
+                    #    allocating anything (decompression bombs end here).
+                    if size >= _NOGIL_THRESHOLD:
+                        with nogil:
+                            exact = kc_lz4_block_size(p + q, size, history)
+                    else:
                         exact = kc_lz4_block_size(p + q, size, history)
-                else:
-                    exact = kc_lz4_block_size(p + q, size, history)
-                if exact < 0 or exact <= room or exact > f.block_max:
+                    if exact > room and exact <= f.block_max:
+                        written = -3
+                    elif exact >= 0:
+                        written = -1
+                    else:
+                        # 3. a block the format forbids: decode it exactly as Kafka's reader would
+                        written = _lz4_decode_full(p, q, size, f.block_max, out, opos, room, history)
+                if written == -1:
                     _raise_corrupt("lz4", f"corrupt block at offset {q - 4}")
-                if f.has_size:
-                    _raise_corrupt("lz4", f"frame at offset {start} holds more data than its content size")
-                _raise_too_large("lz4", f"more than {budget}", budget)
+                if written < 0:
+                    if f.has_size:
+                        _raise_corrupt("lz4", f"frame at offset {start} holds more data than its content size")
+                    _raise_too_large("lz4", f"more than {budget}", budget)
         opos += written
         q += size + (4 if f.block_checksum else 0)
     if f.has_size and <uint64_t>opos != f.content_size:
@@ -917,7 +953,16 @@ cdef object _zstd_stream(object frame, Py_ssize_t budget, Py_ssize_t start):
 
 
 cdef object _zstd_frame(object frame, ZstdFrame* f, Py_ssize_t budget, Py_ssize_t start):
-    """Decompress one validated (non-skippable) frame with at most ``budget`` bytes of output."""
+    """Decompress one validated (non-skippable) frame with at most ``budget`` bytes of output; a frame that
+    declares its content size must produce exactly that many bytes."""
+    cdef object out = _zstd_frame_any(frame, f, budget, start)
+    if f.has_size and <uint64_t>len(out) != f.content_size:
+        _raise_corrupt("zstd", f"frame at offset {start} decompressed to {len(out)} bytes but declares "
+                               f"{f.content_size}")
+    return out
+
+
+cdef object _zstd_frame_any(object frame, ZstdFrame* f, Py_ssize_t budget, Py_ssize_t start):
     cdef object dctx_decompress, out = None
     if f.has_size:
         if f.content_size > <uint64_t>budget:
