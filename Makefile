@@ -44,3 +44,20 @@ bench-quick: build
 
 clean:
 	rm -rf build src/kip714/*.so src/_native/*.c src/_native/*.html
+
+# ------------------------------------------------------------------------------------------ hardening
+# make fuzz      — coverage-guided fuzzing of every harness in fuzz/ (FUZZ_SECONDS each, default 60;
+#                  FUZZ_TARGETS="frames codec_zstd" for some); extensions built with clang coverage in
+#                  build/fuzz-tree; findings in fuzz/findings/ (see fuzz/README.md)
+# make sanitize  — ASan + UBSan build in build/asan-tree, then the test suite and the fuzz corpora under it
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+
+.PHONY: fuzz sanitize
+
+fuzz: $(STAMP)
+	@$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install --quiet atheris
+	PY="$(abspath $(PY))" fuzz/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+sanitize: $(STAMP)
+	PY="$(abspath $(PY))" fuzz/sanitize.sh $(PYTEST_ARGS)

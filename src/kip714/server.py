@@ -224,7 +224,13 @@ class TelemetryServer:
 
     ``advertised_host``/``advertised_port`` are what Metadata tells clients (set them for clients behind
     NAT); by default the bound address. ``recorder`` (a :class:`~kip714.recorder.ParquetRecorder`) records
-    every push; ``on_payload`` is called with every accepted payload."""
+    every push; ``on_payload`` is called with every accepted payload.
+
+    Limits: at most ``max_connections`` open connections (more are accepted and closed at once); a size
+    prefix over ``max_frame_bytes`` closes the connection before anything is buffered for the frame; a
+    connection with no complete request for ``idle_timeout_s`` is closed (bytes trickling into a frame
+    that never completes do not count); while a client leaves its responses unread, the server stops
+    reading its requests (asyncio flow control), so neither buffer grows without bound."""
 
     def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
