@@ -18,7 +18,6 @@ Native coverage: libFuzzer only sees the Cython code when the extensions were co
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 import time

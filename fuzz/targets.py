@@ -36,7 +36,7 @@ import zlib
 
 import kip714
 from kip714 import Kip714Error, TelemetryTooLargeError
-from kip714 import _codec, _protocol, otlp_pb
+from kip714 import otlp_pb
 from kip714.errors import MalformedFrameError
 
 #: Known, already reported findings whose oracle a long fuzzing run may switch off so that the fuzzer

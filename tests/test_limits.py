@@ -31,7 +31,7 @@ import uuid
 import pytest
 
 import kip714
-from kip714 import (CompressionType, ErrorCode, FrameTooLargeError, MalformedFrameError, SubscriptionRegistry,
+from kip714 import (ErrorCode, FrameTooLargeError, MalformedFrameError, SubscriptionRegistry,
                     TelemetryBroker)
 from kip714.subscriptions import MAX_PATTERN_PROGRAM, SafePattern, UnsafePatternError
 
