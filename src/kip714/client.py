@@ -475,19 +475,29 @@ class ClientTelemetry:
         else:
             raise TypeError(f"not a telemetry response: {type(response).__name__}")
 
-    def _handle_get_response(self, r: GetTelemetrySubscriptionsResponse, now_ms: int) -> None:
+    def _settled_before_success(self, r, now_ms: int, api: str) -> bool:
+        """What both responses share before their success path: record the throttle time; ignore the
+        response while terminating (3.8+, KAFKA-16759); on an error, count it, go back to
+        SUBSCRIPTION_NEEDED and wait the error's interval. True when the response needs nothing more."""
         self.stats.last_throttle_time_ms = r.throttle_time_ms
         if self.state.is_terminating:
             self.stats.ignored_responses += 1
-            return
+            return True
         current = self.subscription.push_interval_ms if self.subscription is not None else -1
         err_interval = error_interval_ms(r.error_code, current)
-        if err_interval is not None:
+        if err_interval is None:
+            return False
+        if api == "PushTelemetry":
+            self.stats.push_errors += 1
+        else:
             self.stats.get_errors += 1
-            self.stats.last_error_code = r.error_code
-            if not self._set_state(_S.SUBSCRIPTION_NEEDED):
-                return
-            self._update_error_result(err_interval, now_ms, f"GetTelemetrySubscriptions error {_error_name(r.error_code)}")
+        self.stats.last_error_code = r.error_code
+        if self._set_state(_S.SUBSCRIPTION_NEEDED):
+            self._update_error_result(err_interval, now_ms, f"{api} error {_error_name(r.error_code)}")
+        return True
+
+    def _handle_get_response(self, r: GetTelemetrySubscriptionsResponse, now_ms: int) -> None:
+        if self._settled_before_success(r, now_ms, "GetTelemetrySubscriptions"):
             return
 
         instance_id = r.client_instance_id
@@ -523,20 +533,9 @@ class ClientTelemetry:
         self.last_request_ms = now_ms
 
     def _handle_push_response(self, r: PushTelemetryResponse, now_ms: int) -> None:
-        self.stats.last_throttle_time_ms = r.throttle_time_ms
-        if self.state.is_terminating:
-            # 3.8+ (KAFKA-16759): any response to the terminating push is ignored until close().
-            self.stats.ignored_responses += 1
+        if self._settled_before_success(r, now_ms, "PushTelemetry"):
             return
         current = self.subscription.push_interval_ms if self.subscription is not None else -1
-        err_interval = error_interval_ms(r.error_code, current)
-        if err_interval is not None:
-            self.stats.push_errors += 1
-            self.stats.last_error_code = r.error_code
-            if not self._set_state(_S.SUBSCRIPTION_NEEDED):
-                return
-            self._update_error_result(err_interval, now_ms, f"PushTelemetry error {_error_name(r.error_code)}")
-            return
         self.last_request_ms = now_ms
         self.interval_ms = current if current != -1 else DEFAULT_PUSH_INTERVAL_MS
         self._set_state(_S.PUSH_NEEDED)
