@@ -73,7 +73,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 #: Oracles of open findings (fuzz/findings/README.md) switched off for the random mutations only, so
 #: that an open finding shows up once, as an XFAIL below, instead of failing this test at random.
 #: Remove an entry when its finding is fixed.
-OPEN_FINDINGS = frozenset({"otlp-uint64"})
+OPEN_FINDINGS: frozenset[str] = frozenset()
 
 
 @pytest.mark.parametrize("target", list(targets.TARGETS))

@@ -3,8 +3,9 @@
 The oracle is kip714.otlp_pb: upb decides what is a valid payload, ``otlp_pb.flatten`` what its rows
 are. Every comparison here goes through ``check``: if upb refuses the bytes, the native decoder must
 raise CorruptPayloadError (and nothing else); if upb accepts them, the native rows must equal the
-reference rows field by field (doubles compared bit for bit; fixed64 values ≥ 2**63 wrap to negative
-int64 on the native side, by design).
+reference rows field by field (doubles compared bit for bit). One deliberate difference: the unsigned
+64-bit fields (``otlp_pb.UNSIGNED_FIELDS``) are int64 columns, so a payload where upb reads one of them
+as 2**63 or more must be refused (CorruptPayloadError naming the field), never wrapped negative.
 
 Maps: the native columns keep repeated attribute keys, in order, as protobuf's repeated KeyValue does;
 ``otlp_pb.flatten`` builds dicts. So maps are checked twice: as dicts against ``flatten`` (a dict of
@@ -35,15 +36,9 @@ from kip714.errors import CorruptPayloadError, Kip714Error
 CAPTURES = os.path.join(os.path.dirname(__file__), "data", "captures")
 
 U64 = (1 << 64) - 1
-UNSIGNED = ("start_time_unix_nano", "time_unix_nano", "count", "zero_count")
-UNSIGNED_LISTS = ("bucket_counts", "positive_bucket_counts", "negative_bucket_counts")
 
 
 # ----------------------------------------------------------------------------------------- helpers
-
-def wrap64(v):
-    return v - (1 << 64) if v >= (1 << 63) else v
-
 
 def same(a, b) -> bool:
     """Equality with doubles compared bit for bit (NaN == NaN, 0.0 != -0.0)."""
@@ -73,15 +68,9 @@ def upb_pairs(data):
 
 
 def reference(data):
-    """otlp_pb.flatten with the native column conventions applied (int64 wrap, quantile dicts)."""
+    """otlp_pb.flatten with the native column convention for quantiles (dicts) applied."""
     rows = otlp_pb.flatten(data)
     for r in rows:
-        for k in UNSIGNED:
-            if r[k] is not None:
-                r[k] = wrap64(r[k])
-        for k in UNSIGNED_LISTS:
-            if r[k] is not None:
-                r[k] = [wrap64(v) for v in r[k]]
         if r["quantiles"] is not None:
             r["quantiles"] = [{"quantile": q, "value": v} for q, v in r["quantiles"]]
     return rows
@@ -116,8 +105,14 @@ def check(data, **kw):
             _otlp.decode_metrics(data, **kw)
         assert info.value.error_code == kip714.ErrorCode.INVALID_RECORD
         return None
+    ref = reference(data)
+    if any(otlp_pb.exceeds_int64(r) for r in ref):
+        with pytest.raises(CorruptPayloadError, match=r"is 2\*\*63 or more") as info:
+            _otlp.decode_metrics(data, **kw)
+        assert info.value.error_code == kip714.ErrorCode.INVALID_RECORD
+        return None
     table = _otlp.decode_metrics(data, **kw)
-    compare_rows(table.to_pylist(), reference(data), upb_pairs(data))
+    compare_rows(table.to_pylist(), ref, upb_pairs(data))
     return table
 
 
@@ -299,7 +294,7 @@ def every_kind_payload() -> bytes:
     m.name = "h"
     m.histogram.aggregation_temporality = 2
     hp = m.histogram.data_points.add()
-    hp.count = 2**64 - 1
+    hp.count = 2**63 - 1          # the largest count the int64 column holds
     hp.sum = float("inf")
     hp.bucket_counts.extend([1, 2, 3])
     hp.explicit_bounds.extend([0.5, 1e300])
@@ -312,7 +307,7 @@ def every_kind_payload() -> bytes:
     ep.scale = -3
     ep.zero_count = 9
     ep.positive.offset = -2
-    ep.positive.bucket_counts.extend([5, 2**64 - 1])
+    ep.positive.bucket_counts.extend([5, 2**63 - 1])
     ep.negative.bucket_counts.extend([0])
     ep.zero_threshold = 0.25
     ep.exemplars.add()
@@ -486,9 +481,9 @@ def test_every_kind_payload_matches_reference():
     assert first["value"] == 0.0 and math.copysign(1, first["value"]) == -1
     assert first["exemplar_count"] == 1
     assert rows[3]["temporality"] == "delta" and rows[3]["monotonic"] is False
-    assert rows[4]["count"] == -1                                      # 2**64-1 wraps in int64
+    assert rows[4]["count"] == 2**63 - 1                               # the int64 column's maximum
     assert rows[6]["temporality"] is None                              # unknown enum value 5
-    assert rows[6]["positive_bucket_counts"] == [5, -1]
+    assert rows[6]["positive_bucket_counts"] == [5, 2**63 - 1]
     assert rows[8]["quantiles"][0]["value"] == float("-inf")
     assert rows[8]["exemplar_count"] is None and rows[8]["min"] is None
     assert rows[10]["resource"] == [] and rows[10]["scope_name"] == ""
@@ -1094,10 +1089,88 @@ def test_batch_collect_agrees_with_upb_on_mutations():
     payloads = [mutate(rnd, HOSTILE_BASES[i % 3]) for i in range(200)]
     t, errors = _otlp.decode_metrics_batch(payloads, errors="collect")
     bad = {i for i, _, _ in errors}
-    assert bad == {i for i, p in enumerate(payloads) if not upb_accepts(p)}
+    assert bad == {i for i, p in enumerate(payloads)
+                   if not upb_accepts(p) or any(otlp_pb.exceeds_int64(r) for r in otlp_pb.flatten(p))}
     expected = [r for i, p in enumerate(payloads) if i not in bad for r in _otlp.decode_metrics(p).to_pylist()]
     assert len(expected) == t.num_rows
     assert same(t.drop_columns(["payload_index"]).to_pylist(), expected)
+
+
+# --------------------------------------------------------------- unsigned fields and int64 columns
+
+# (point kind, field number) of every unsigned 64-bit scalar, and how it is written
+UNSIGNED_SCALARS = [
+    (5, 2, "start_time_unix_nano"), (5, 3, "time_unix_nano"),
+    (9, 2, "start_time_unix_nano"), (9, 3, "time_unix_nano"), (9, 4, "count"),
+    (10, 2, "start_time_unix_nano"), (10, 3, "time_unix_nano"), (10, 4, "count"), (10, 7, "zero_count"),
+    (11, 2, "start_time_unix_nano"), (11, 3, "time_unix_nano"), (11, 4, "count"),
+]
+
+
+def _unsigned_point(kind: int, field: int, v: int) -> bytes:
+    point = fx64(field, v)
+    if kind == 5:
+        point += fx64(4, 0x3FF0000000000000)      # as_double 1.0
+    return wrap_point(point, kind=kind)
+
+
+@pytest.mark.parametrize("kind,field,column", UNSIGNED_SCALARS)
+def test_unsigned_scalars_up_to_int64_max_are_exact(kind, field, column):
+    for v in (0, 1, 2**32, 2**63 - 1):
+        table = check(_unsigned_point(kind, field, v))
+        assert table.column(column).to_pylist() == [v]
+
+
+@pytest.mark.parametrize("kind,field,column", UNSIGNED_SCALARS)
+@pytest.mark.parametrize("v", [2**63, 2**63 + 1, 2**64 - 1])
+def test_unsigned_scalars_over_int64_are_refused_not_wrapped(kind, field, column, v):
+    data = _unsigned_point(kind, field, v)
+    assert upb_accepts(data) and otlp_pb.flatten(data)[0][column] == v   # protobuf reads it unsigned
+    with pytest.raises(CorruptPayloadError, match=r"2\*\*63 or more") as info:
+        _otlp.decode_metrics(data)
+    assert info.value.error_code == kip714.ErrorCode.INVALID_RECORD
+    assert ("time" in str(info.value)) == column.endswith("time_unix_nano")
+
+
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("where", ["histogram", "positive", "negative"])
+def test_unsigned_bucket_counts_over_int64_are_refused(where, packed):
+    def counts(field, values, fixed):
+        if packed:
+            body = b"".join(struct.pack("<Q", v) if fixed else varint(v) for v in values)
+            return ld(field, body)
+        return b"".join(fx64(field, v) if fixed else tag(field, 0) + varint(v) for v in values)
+
+    def payload(values):
+        if where == "histogram":
+            return wrap_point(counts(6, values, True), kind=9)
+        return wrap_point(ld(8 if where == "positive" else 9, counts(2, values, False)), kind=10)
+
+    column = {"histogram": "bucket_counts"}.get(where, f"{where}_bucket_counts")
+    ok = [0, 5, 2**63 - 1]
+    assert check(payload(ok)).column(column).to_pylist() == [ok]
+    for bad in ([2**63], [1, 2, 2**64 - 1], [2**63 + 7, 0]):
+        assert check(payload(bad)) is None
+        with pytest.raises(CorruptPayloadError, match="bucket count"):
+            _otlp.decode_metrics(payload(bad))
+
+
+def test_unsigned_check_applies_to_the_last_value():
+    # a non-repeated scalar seen twice keeps the last value: only the final value must fit
+    later_good = wrap_point(fx64(3, 2**64 - 1) + fx64(3, 12345) + fx64(4, 0), kind=5)
+    assert check(later_good).column("time_unix_nano").to_pylist() == [12345]
+    later_bad = wrap_point(fx64(3, 12345) + fx64(3, 2**63) + fx64(4, 0), kind=5)
+    assert check(later_bad) is None
+
+
+def test_unsigned_refusal_in_a_batch_is_one_payload_error():
+    good = every_kind_payload()
+    bad = _unsigned_point(11, 4, 2**64 - 1)
+    t, errors = _otlp.decode_metrics_batch([good, bad, good], errors="collect")
+    assert [(i, code) for i, code, _ in errors] == [(1, kip714.ErrorCode.INVALID_RECORD)]
+    assert "2**63" in errors[0][2]
+    assert t.num_rows == 2 * _otlp.decode_metrics(good).num_rows
+    assert all(v is None or v >= 0 for v in t.column("count").to_pylist())
 
 
 # ------------------------------------------------------------------------- inputs, threads, limits

@@ -15,8 +15,10 @@ Arrow's 32-bit offsets cannot hold. Every refusal is :class:`kip714.errors.Corru
 (INVALID_RECORD).
 
 Types: fixed64/uint64 fields (timestamps, counts, bucket counts, zero_count) land in int64 columns
-(Spark has no unsigned types), so values of 2**63 and above wrap to negative numbers. ``flags``
-(uint32) is int64, ``exemplar_count`` int32.
+(Spark has no unsigned types). A payload carrying such a value of 2**63 or more (a time past the
+year 2262, a count no client reaches) is refused as INVALID_RECORD naming the field, never wrapped to
+a negative number; the check applies to the final value of a field seen twice. ``flags`` (uint32) is
+int64, ``exemplar_count`` int32.
 
 Design (three passes, the first and last without the GIL for large payloads):
 

@@ -835,4 +835,36 @@ cdef int walk_payload(Ctx* c, const uint8_t* data, Py_ssize_t size, int32_t payl
                 return -1
         elif skip_field(c, &r, fn, wt, 0) < 0:
             return -1
+    return check_int63(c)
+
+
+cdef int check_int63(Ctx* c) noexcept nogil:
+    """Refuse the payload if one of its rows holds an unsigned value the int64 columns cannot.
+
+    OTLP's timestamps and counters are fixed64/uint64, the output columns int64 (Spark has no
+    unsigned types). A value of 2**63 or more (a time after the year 2262, a count no client can
+    reach) is refused with its field named, never wrapped to a negative number. Checked on the rows
+    that survive the walk (after last-wins, merges and dropped oneof members), as upb would see them.
+    """
+    cdef Py_ssize_t i
+    cdef uint32_t j
+    cdef const Row* row
+    cdef uint64_t acc
+    cdef const uint64_t* pa = <const uint64_t*>c.pa.data
+    cdef const uint64_t* pb = <const uint64_t*>c.pb.data
+    for i in range(c.payload_row0, c.rows.n):
+        row = &(<const Row*>c.rows.data)[i]
+        if ((<uint64_t>row.start_time) | (<uint64_t>row.time)) >> 63:
+            return fail(c, NULL, "start_time_unix_nano or time_unix_nano is 2**63 or more "
+                                 "(does not fit the int64 column)")
+        acc = (<uint64_t>row.count) | (<uint64_t>row.zero_count)
+        if row.kind == K_HIST or row.kind == K_EXP:        # bucket counts; pd (bounds) are doubles
+            for j in range(row.a_start, row.a_end):
+                acc |= pa[j]
+        if row.kind == K_EXP:
+            for j in range(row.b_start, row.b_end):
+                acc |= pb[j]
+        if acc >> 63:
+            return fail(c, NULL, "count, zero_count or a bucket count is 2**63 or more "
+                                 "(does not fit the int64 column)")
     return 0

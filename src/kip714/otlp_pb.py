@@ -17,6 +17,9 @@ Attribute values are rendered as text: strings as they are, booleans ``true``/``
 decimal, doubles as Python's ``repr`` (shortest round-trip), bytes as base64, arrays and key-value lists
 as compact JSON of those renderings (an unset value is ``null``). ``string_value_strindex`` (an index
 into a Profiles string table, meaningless in metrics) renders like an unset value.
+
+Unsigned fields keep protobuf's values here, however large; the native decoder refuses payloads in
+which one of :data:`UNSIGNED_FIELDS` is 2**63 or more (:func:`exceeds_int64` tells which rows).
 """
 
 from __future__ import annotations
@@ -28,6 +31,22 @@ from typing import Any
 from .errors import CorruptPayloadError
 
 _TEMPORALITY = {0: None, 1: "delta", 2: "cumulative"}
+
+#: Row fields that are unsigned 64-bit in OTLP (fixed64 / uint64) but int64 columns in
+#: :func:`kip714.decode_metrics`, which refuses a payload where one of them is 2**63 or more.
+UNSIGNED_FIELDS = ("start_time_unix_nano", "time_unix_nano", "count", "zero_count", "bucket_counts",
+                   "positive_bucket_counts", "negative_bucket_counts")
+
+
+def exceeds_int64(row: dict) -> bool:
+    """Whether a reference row holds an unsigned value that the native decoder's int64 columns refuse."""
+    for name in UNSIGNED_FIELDS:
+        v = row.get(name)
+        if v is None:
+            continue
+        if (max(v, default=0) if isinstance(v, list) else v) >= 1 << 63:
+            return True
+    return False
 
 COLUMNS = (
     "metric", "description", "unit", "kind", "temporality", "monotonic", "attributes", "resource",
