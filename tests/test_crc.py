@@ -25,7 +25,10 @@ from kip714._crc import (
 )
 
 crc32c_pkg = pytest.importorskip("crc32c")
-google_crc32c = pytest.importorskip("google_crc32c")
+try:  # a second, independent oracle where it installs (no musllinux wheels); the crc32c package otherwise
+    import google_crc32c
+except ImportError:  # pragma: no cover - platform dependent
+    google_crc32c = None
 
 # The UUID shared by most vectors: XgsdajxPeiGdPit8ih9OYA
 VEC_UUID = uuid.UUID(int=(0x5E0B1D6A3C4F7A21 << 64) | 0x9D3E2B7C8A1F4E60)
@@ -34,6 +37,11 @@ P = "org.apache.kafka."
 
 def ref_crc(data: bytes, value: int = 0) -> int:
     return crc32c_pkg.crc32c(data, value)
+
+
+def ref_crc2(data: bytes, value: int = 0) -> int:
+    """google-crc32c when installed, else the crc32c package."""
+    return google_crc32c.extend(value, data) if google_crc32c else ref_crc(data, value)
 
 
 def i32(x: int) -> int:
@@ -73,12 +81,12 @@ def test_check_values():
 @given(data=st.binary(min_size=0, max_size=10_000), value=st.integers(0, 0xFFFFFFFF))
 def test_matches_both_packages(data, value):
     expected = ref_crc(data, value)
-    assert expected == google_crc32c.extend(value, data)
+    assert expected == ref_crc2(data, value)
     assert crc32c(data, value) == expected
     assert _crc32c_sw(data, value) == expected
     assert crc32c(bytearray(data), value) == expected
     assert crc32c(memoryview(data), value) == expected
-    if value == 0:
+    if value == 0 and google_crc32c:
         assert crc32c(data) == google_crc32c.value(data)
 
 
@@ -95,7 +103,7 @@ def test_running_value_continues(a, b):
 )
 def test_large_and_boundary_sizes(n):
     data = blob(n)
-    expected = google_crc32c.value(data)
+    expected = ref_crc2(data)
     assert ref_crc(data) == expected
     assert crc32c(data) == expected
     assert _crc32c_sw(data) == expected
@@ -109,7 +117,7 @@ def test_large_and_boundary_sizes(n):
 @given(n=st.integers(10_000, 4_000_000), seed=st.integers(0, 1000), value=st.integers(0, 0xFFFFFFFF))
 def test_megabyte_inputs(n, seed, value):
     data = blob(n, seed)
-    expected = google_crc32c.extend(value, data)
+    expected = ref_crc2(data, value)
     assert crc32c(data, value) == expected
     assert _crc32c_sw(data, value) == expected
 

@@ -10,11 +10,18 @@ import pytest
 
 import kip714
 
-NATIVE_MODULES = sorted(p.stem for p in (pathlib.Path(__file__).parents[1] / "src" / "_native").glob("*.pyx"))
+SOURCES = pathlib.Path(__file__).parents[1] / "src" / "_native"
+#: one stub per extension ships in the package (what a wheel's tests see: no sources next to them)
+STUBS = sorted(p.stem for p in pathlib.Path(kip714.__file__).parent.glob("_*.pyi"))
+NATIVE_MODULES = sorted(p.stem for p in SOURCES.glob("*.pyx")) if SOURCES.is_dir() else STUBS
 
 
 def test_native_sources_exist():
     assert "_protocol" in NATIVE_MODULES
+
+
+def test_every_extension_ships_a_stub():
+    assert STUBS == NATIVE_MODULES
 
 
 @pytest.mark.parametrize("name", NATIVE_MODULES)
