@@ -287,3 +287,52 @@ def test_background_receiver_never_blocks_and_never_loses_silently():
     assert accepted == len(slow.seen) and accepted + bg.dropped == 6 and bg.dropped >= 1
     assert codes.count(E.INVALID_RECORD) == bg.dropped
     bg.close()
+
+
+# ------------------------------------------------------------------- connections (Kafka 4.0+, KAFKA-17778)
+
+def test_closing_the_connection_drops_the_instance_created_on_it():
+    b = make_broker(subscribed(), cache_expiry_ms=60000)
+    resp = b.handle(GetTelemetrySubscriptionsRequest(None), CLIENT, T0, "conn-a")[0]
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    assert b.metrics()["instance-count"] == 1
+    assert b.connection_closed("conn-a") is True
+    assert b.metrics()["instance-count"] == 0
+    assert b.connection_closed("conn-a") is False               # forgotten with the instance
+    # the client reconnects and pushes with its old id: a fresh instance, subscription id unchanged,
+    # no rate-limit history (a new instance's first push is never throttled)
+    resp, _ = b.handle(PushTelemetryRequest(inst, sid, False, 0, b""), CLIENT, T0 + 10, "conn-b")
+    assert resp.error_code == 0
+    assert b.metrics()["instance-count"] == 1
+
+
+def test_an_instance_is_dropped_by_the_connection_that_created_it_even_after_moving():
+    b = make_broker(subscribed(), cache_expiry_ms=60000)
+    resp = b.handle(GetTelemetrySubscriptionsRequest(None), CLIENT, T0, "old")[0]
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    # the client moves to another connection: the instance exists, nothing is (re)created there
+    resp, _ = b.handle(PushTelemetryRequest(inst, sid, False, 0, b""), CLIENT, T0 + 30000, "new")
+    assert resp.error_code == 0
+    assert b.connection_closed("new") is False
+    assert b.connection_closed("old") is True                     # Kafka's edge case, kept
+    assert b.metrics()["instance-count"] == 0
+
+
+def test_recreating_an_instance_on_another_connection_records_that_connection():
+    reg = subscribed()
+    b = make_broker(reg, cache_expiry_ms=60000)
+    resp = b.handle(GetTelemetrySubscriptionsRequest(None), CLIENT, T0, "a")[0]
+    inst = resp.client_instance_id
+    reg.set("sub-2", {"metrics": "org.apache.kafka.", "interval.ms": "1000"})   # stale: re-created on next use
+    resp = b.handle(GetTelemetrySubscriptionsRequest(inst), CLIENT, T0 + 10, "b")[0]
+    assert resp.error_code == 0 and resp.client_instance_id == inst
+    assert b.connection_closed("b") is True
+    assert b.metrics()["instance-count"] == 0
+    assert b.connection_closed("a") is False                      # "a" still names inst, which is gone
+
+
+def test_without_connection_ids_instances_only_expire():
+    b = make_broker(subscribed(), cache_expiry_ms=60000)
+    get(b)
+    assert b.connection_closed("anything") is False
+    assert b.metrics()["instance-count"] == 1

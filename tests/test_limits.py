@@ -711,3 +711,25 @@ def test_server_metadata_topic_by_id_only(server_factory):
     assert [(t.error_code, t.name, t.topic_id) for t in resp.body.topics] == [(100, None, uuid.UUID(int=7))]
     assert not srv.server.stats["internal_errors"] and srv.server.stats["protocol_errors"] == 1
     s.close()
+
+
+def test_server_drops_the_instance_of_a_closed_connection(server_factory):
+    """Kafka 4.0+: an instance goes when the connection that created it closes (connection churn cannot
+    fill the instance table); the instances of open connections stay."""
+    srv = server_factory()
+    socks = [srv.connect() for _ in range(3)]
+    for i, s in enumerate(socks):
+        s.sendall(kip714.encode_request(kip714.GetTelemetrySubscriptionsRequest(None), i, "churn", 0))
+        head = _recv_exact(s, 4)
+        resp = kip714.decode_response(_recv_exact(s, struct.unpack(">i", head)[0]), 71, 0)
+        assert resp.body.error_code == 0
+    broker = srv.server.broker
+    assert len(broker.instances) == 3
+    socks[0].close()
+    socks[1].close()
+    deadline = time.monotonic() + 5
+    while srv.server.stats["instances_dropped_on_disconnect"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert srv.server.stats["instances_dropped_on_disconnect"] == 2
+    assert len(broker.instances) == 1
+    socks[2].close()

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Hashable, Iterable, Protocol
 
 from ._codec import decompress
 from ._enums import CompressionType, ErrorCode
@@ -166,9 +166,15 @@ def _random_instance_id(table: InstanceTable, now_ms: int) -> uuid.UUID:
 class TelemetryBroker:
     """Answers GetTelemetrySubscriptions and PushTelemetry exactly as an Apache Kafka 4.1+ broker does.
 
-    ``handle(body, client_info, now_ms=None)`` returns ``(response, payload)`` where ``payload`` is a
-    :class:`TelemetryPayload` for an accepted non-empty push and ``None`` otherwise. Thread-safe: the
-    instance table is native and locked; counters are updated under a lock.
+    ``handle(body, client_info, now_ms=None, connection=None)`` returns ``(response, payload)`` where
+    ``payload`` is a :class:`TelemetryPayload` for an accepted non-empty push and ``None`` otherwise.
+    Thread-safe: the instance table is native and locked; counters are updated under a lock.
+
+    Connections (Kafka 4.0+, KAFKA-17778): pass a hashable ``connection`` id with each request and call
+    :meth:`connection_closed` when that connection closes; like Kafka, the broker remembers, per
+    connection, the last instance (re)created on it and drops that instance when the connection closes
+    (even if the client has moved to another connection since). Without ``connection`` ids instances
+    only leave by expiry and LRU eviction, as in Kafka 3.8/3.9.
 
     Options: ``telemetry_max_bytes`` (Kafka's ``telemetry.max.bytes``; limits the wire size and, as newest
     Kafka does, the decompressed size), ``accepted_compression_types`` (what the response advertises;
@@ -207,26 +213,43 @@ class TelemetryBroker:
                                       "decompressed-too-large"), 0)
         self._export_time_total = 0.0
         self._export_time_max = 0.0
+        self._by_connection: dict[Any, bytes] = {}   # connection id → instance (re)created on it last
 
     # ---------------------------------------------------------------------------------- dispatch
 
-    def handle(self, body: Any, client_info: ClientInfo | None = None, now_ms: int | None = None):
-        """Decide one request body (GetTelemetrySubscriptionsRequest or PushTelemetryRequest)."""
+    def handle(self, body: Any, client_info: ClientInfo | None = None, now_ms: int | None = None,
+               connection: Hashable | None = None):
+        """Decide one request body (GetTelemetrySubscriptionsRequest or PushTelemetryRequest).
+
+        ``connection`` identifies the client connection the request came on (see :meth:`connection_closed`)."""
         if now_ms is None:
             now_ms = self.clock()
         if type(body) is PushTelemetryRequest:
-            return self._push(body, client_info, now_ms)
+            return self._push(body, client_info, now_ms, connection)
         if type(body) is GetTelemetrySubscriptionsRequest:
-            return self._get(body, client_info, now_ms), None
+            return self._get(body, client_info, now_ms, connection), None
         raise TypeError(f"TelemetryBroker handles telemetry request bodies, not {type(body).__name__}")
 
-    def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, now_ms: int):
+    def connection_closed(self, connection: Hashable) -> bool:
+        """A client connection closed: drop the instance last (re)created on it, as Kafka 4.0+ does.
+
+        Returns True if a live instance was removed. Unknown connections are ignored."""
+        with self._lock:
+            id16 = self._by_connection.pop(connection, None)
+        return id16 is not None and self.instances.remove(id16)
+
+    def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, now_ms: int,
+                connection: Hashable | None):
         """Kafka's clientInstance() for a new or stale instance: resolve and (re)create it."""
         res = self.registry.resolve(client_info or _ANONYMOUS, instance)
         self.instances.create(id16, now_ms, res.version, res.subscription_id, res.push_interval_ms)
+        if connection is not None:
+            with self._lock:
+                self._by_connection[connection] = id16
         return res
 
-    def _get(self, body: GetTelemetrySubscriptionsRequest, client_info: ClientInfo | None, now_ms: int):
+    def _get(self, body: GetTelemetrySubscriptionsRequest, client_info: ClientInfo | None, now_ms: int,
+             connection: Hashable | None):
         instance = body.client_instance_id
         if instance == _ZERO:
             instance = _random_instance_id(self.instances, now_ms)
@@ -234,7 +257,7 @@ class TelemetryBroker:
         res = None
         code = self.instances.try_get(id16, now_ms, self.registry.version)
         if code < 0:
-            res = self._create(id16, instance, client_info, now_ms)
+            res = self._create(id16, instance, client_info, now_ms, connection)
             code = self.instances.decide_get(id16, now_ms)
         if code:
             return GetTelemetrySubscriptionsResponse(0, code)
@@ -244,7 +267,8 @@ class TelemetryBroker:
             0, 0, instance, res.subscription_id, self.accepted_compression_types, res.push_interval_ms,
             self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
 
-    def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int):
+    def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int,
+              connection: Hashable | None):
         id16, sid, terminating, ctype, size = body.decision_fields()
         table = self.instances
         code = table.try_push(id16, now_ms, self.registry.version, sid, terminating, ctype, size,
@@ -253,7 +277,7 @@ class TelemetryBroker:
             if code == -3:  # ZERO or ONE: INVALID_REQUEST before any instance is touched
                 self._count("invalid-request")
                 return PushTelemetryResponse(0, _INVALID_REQUEST), None
-            self._create(id16, body.client_instance_id, client_info, now_ms)
+            self._create(id16, body.client_instance_id, client_info, now_ms, connection)
             code = table.decide_push(id16, now_ms, sid, terminating, ctype, size, self.telemetry_max_bytes)
             if code == 0 and size == 0:
                 table.set_last_error(id16, _NONE)

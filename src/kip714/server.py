@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -95,6 +96,7 @@ class _Connection(asyncio.Protocol):
         self.port = 0
         self.last_activity = time.monotonic()
         self._infos: dict[str, ClientInfo] = {}
+        self.connection_id = next(server._connection_ids)   # the broker's key for this connection
 
     # asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -112,6 +114,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.server.connections.discard(self)
+        # Kafka 4.0+: the instance created on this connection goes with it
+        if self.server.broker.connection_closed(self.connection_id):
+            self.server.stats["instances_dropped_on_disconnect"] += 1
         log.debug("event=disconnect peer=%s:%s", self.address, self.port)
 
     # Flow control: a client that sends requests without reading the answers would otherwise make the
@@ -190,7 +195,7 @@ class _Connection(asyncio.Protocol):
         if type(body) is PushTelemetryRequest or type(body) is GetTelemetrySubscriptionsRequest:
             info = self._client_info(req.header.client_id)
             now = server.broker.clock()
-            response, payload = server.broker.handle(body, info, now)
+            response, payload = server.broker.handle(body, info, now, self.connection_id)
             if type(body) is PushTelemetryRequest:
                 server.count_push(response.error_code)
                 if server.recorder is not None:
@@ -230,7 +235,9 @@ class TelemetryServer:
     prefix over ``max_frame_bytes`` closes the connection before anything is buffered for the frame; a
     connection with no complete request for ``idle_timeout_s`` is closed (bytes trickling into a frame
     that never completes do not count); while a client leaves its responses unread, the server stops
-    reading its requests (asyncio flow control), so neither buffer grows without bound."""
+    reading its requests (asyncio flow control), so neither buffer grows without bound. As in Kafka 4.0+,
+    the client instance created on a connection is dropped when that connection closes
+    (``stats["instances_dropped_on_disconnect"]``)."""
 
     def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
@@ -248,6 +255,7 @@ class TelemetryServer:
         self.summary_interval_s = summary_interval_s
         self.on_payload = on_payload
         self.connections: set[_Connection] = set()
+        self._connection_ids = itertools.count(1)
         self.stats: Counter[str] = Counter()
         self.push_codes: Counter[int] = Counter()
         self._server: asyncio.AbstractServer | None = None
