@@ -1,12 +1,22 @@
 /* CRC32C (Castagnoli): reflected polynomial 0x82F63B78, initial value and final XOR 0xFFFFFFFF.
  *
  * Three implementations, chosen once by k714_crc32c_init():
- *   - x86-64 with gcc/clang: the SSE4.2 `crc32` instruction when the CPU has it (checked at run time
- *     with __builtin_cpu_supports; the code is compiled with a per-function target attribute, so the
- *     rest of the module does not need -msse4.2);
- *   - aarch64 with gcc/clang: the ARMv8 CRC32C instructions, either always (compiler already targets
- *     them: __ARM_FEATURE_CRC32, e.g. Apple silicon) or after a Linux HWCAP check;
- *   - everywhere else (MSVC included) and as the forced fallback: slicing-by-8 tables.
+ *   - x86-64: the SSE4.2 `crc32` instruction when the CPU has it, checked at run time
+ *       gcc/clang (Linux, musl, MinGW): __builtin_cpu_supports;
+ *       clang on macOS: CPUID through <cpuid.h> (__builtin_cpu_supports needs the ___cpu_model
+ *         runtime symbol, which Apple's toolchain has been reported not to provide; an extension is
+ *         linked with -undefined dynamic_lookup, so that would only show as an import error);
+ *       MSVC (and clang-cl): __cpuid from <intrin.h>, _mm_crc32_u64 & co. from <nmmintrin.h>;
+ *     gcc/clang compile the hardware functions with a per-function target attribute, so the rest of
+ *     the module does not need -msse4.2 (MSVC needs no flag for the intrinsics);
+ *   - aarch64 with gcc/clang: the ARMv8 CRC32C instructions, either always (the compiler already
+ *     targets them: __ARM_FEATURE_CRC32, e.g. Apple clang for arm64 macOS; or macOS on arm64 in any
+ *     case, since every Apple silicon Mac has them) or after a Linux getauxval(AT_HWCAP) check
+ *     (glibc and musl);
+ *   - everywhere else (Windows on ARM64, 32-bit x86 and ARM, other architectures) and as the forced
+ *     fallback: slicing-by-8 tables.
+ * Define KIP714_CRC32C_NO_HW to compile the tables only; KIP714_CRC32C_CPUID selects the <cpuid.h>
+ * detection on any gcc/clang x86-64 target (the default on macOS; used to test that branch on Linux).
  * Large inputs on the hardware paths run three independent CRC streams side by side (the instruction
  * has a latency of about three cycles and a throughput of one) and join them with a precomputed
  * "shift by N zero bytes" table.
@@ -75,10 +85,26 @@ static uint32_t k714_crc32c_sw_update(uint32_t crc, const unsigned char *p, size
 
 /* ------------------------------------------------------------------ hardware instruction shims */
 
-#if (defined(__x86_64__) || defined(__amd64__)) && (defined(__GNUC__) || defined(__clang__)) \
-    && !defined(_MSC_VER) && !defined(KIP714_CRC32C_NO_HW)
+#if defined(__APPLE__) && defined(__aarch64__) && !defined(__ARM_FEATURE_CRC32)
+#include <TargetConditionals.h>
+#if defined(TARGET_OS_OSX) && TARGET_OS_OSX
+#define K714_ARM_ALWAYS_CRC 1                  /* macOS on arm64: Apple M1 and later, CRC32 always there */
+#endif
+#endif
+
+#if defined(KIP714_CRC32C_NO_HW)
+/* tables only */
+
+#elif (defined(__x86_64__) || defined(__amd64__)) && (defined(__GNUC__) || defined(__clang__)) \
+    && !defined(_MSC_VER)
 #define K714_CRC_HW_X86 1
 #include <nmmintrin.h>
+#if defined(__APPLE__) || defined(KIP714_CRC32C_CPUID)
+#include <cpuid.h>
+#define K714_X86_DETECT_CPUID_H 1
+#else
+#define K714_X86_DETECT_BUILTIN 1
+#endif
 #define K714_HW_FN __attribute__((target("sse4.2")))
 /* the 64-bit form keeps its accumulator in a 64-bit register: no zero-extension inside the loops */
 typedef uint64_t k714_hwacc_t;
@@ -86,18 +112,39 @@ typedef uint64_t k714_hwacc_t;
 #define K714_HW_U32(c, v) _mm_crc32_u32((c), (v))
 #define K714_HW_U8(c, v) _mm_crc32_u8((c), (v))
 
-#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KIP714_CRC32C_NO_HW) \
-    && (defined(__ARM_FEATURE_CRC32) || defined(__linux__))
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64)) && !defined(_M_ARM64EC)
+/* MSVC x64 (C mode) and clang-cl. ARM64EC code also defines _M_X64: it keeps the tables. */
+#define K714_CRC_HW_X86 1
+#define K714_X86_DETECT_MSVC 1
+#include <intrin.h>
+#include <nmmintrin.h>
+#if defined(__clang__)
+#define K714_HW_FN __attribute__((target("sse4.2")))   /* clang-cl gates the intrinsics on the feature */
+#else
+#define K714_HW_FN                                     /* MSVC allows any intrinsic without /arch */
+#endif
+typedef uint64_t k714_hwacc_t;                         /* unsigned __int64, as _mm_crc32_u64 takes */
+#define K714_HW_U64(c, v) _mm_crc32_u64((c), (v))
+#define K714_HW_U32(c, v) _mm_crc32_u32((c), (v))
+#define K714_HW_U8(c, v) _mm_crc32_u8((c), (v))
+
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__)) \
+    && (defined(__ARM_FEATURE_CRC32) || defined(K714_ARM_ALWAYS_CRC) || defined(__linux__))
 #define K714_CRC_HW_ARM 1
 #if defined(__ARM_FEATURE_CRC32)
 #define K714_HW_FN                             /* the whole translation unit already targets +crc */
 #define K714_ARM_NEEDS_HWCAP 0
-#elif defined(__clang__)
+#else
+#if defined(__clang__)
 #define K714_HW_FN __attribute__((target("crc")))
-#define K714_ARM_NEEDS_HWCAP 1
 #else
 #define K714_HW_FN __attribute__((target("+crc")))
+#endif
+#if defined(K714_ARM_ALWAYS_CRC)
+#define K714_ARM_NEEDS_HWCAP 0
+#else
 #define K714_ARM_NEEDS_HWCAP 1
+#endif
 #endif
 typedef uint32_t k714_hwacc_t;
 #if defined(__clang__)
@@ -110,9 +157,9 @@ typedef uint32_t k714_hwacc_t;
 #define K714_HW_U8(c, v) __builtin_aarch64_crc32cb((c), (v))
 #endif
 #if K714_ARM_NEEDS_HWCAP
-#include <sys/auxv.h>
+#include <sys/auxv.h>                          /* getauxval: glibc 2.16+, musl 1.1+ */
 #ifndef HWCAP_CRC32
-#define HWCAP_CRC32 (1 << 7)
+#define HWCAP_CRC32 (1 << 7)                   /* arch/arm64/include/uapi/asm/hwcap.h */
 #endif
 #endif
 #endif
@@ -223,9 +270,19 @@ K714_HW_FN static uint32_t k714_crc32c_hw_update(uint32_t crc, const unsigned ch
 }
 
 static int k714_crc_cpu_has_hw(void) {
-#if defined(K714_CRC_HW_X86)
+#if defined(K714_X86_DETECT_BUILTIN)
     __builtin_cpu_init();
     return __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#elif defined(K714_X86_DETECT_CPUID_H)
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    return (ecx & (1u << 20)) ? 1 : 0;         /* CPUID.01H:ECX bit 20 = SSE4.2 */
+#elif defined(K714_X86_DETECT_MSVC)
+    int regs[4];                               /* EAX, EBX, ECX, EDX */
+    __cpuid(regs, 0);
+    if (regs[0] < 1) return 0;                 /* leaf 1 not available */
+    __cpuid(regs, 1);
+    return (regs[2] & (1 << 20)) ? 1 : 0;      /* CPUID.01H:ECX bit 20 = SSE4.2 */
 #elif K714_ARM_NEEDS_HWCAP
     return (getauxval(AT_HWCAP) & HWCAP_CRC32) ? 1 : 0;
 #else
