@@ -14,7 +14,9 @@ Decompression rules shared by all codecs
   anything is allocated or decompressed; otherwise output is produced in bounded steps and decompression
   stops as soon as the limit is passed, so a decompression bomb costs at most about ``max_output`` bytes.
 * Anything that does not decompress (bad magic, bad checksum, truncation, trailing garbage after the last
-  frame/member, corrupt blocks) raises :class:`~kip714.errors.CorruptPayloadError` (INVALID_RECORD). The
+  frame, corrupt blocks) raises :class:`~kip714.errors.CorruptPayloadError` (INVALID_RECORD). gzip is
+  the exception: bytes after a member are treated exactly as Kafka's ``GZIPInputStream`` treats them
+  (ignored unless they parse as another member's header; see :func:`decompress`). The
   exceptions of the underlying codec packages never escape.
 * A type id outside 0..4 raises :class:`~kip714.errors.UnsupportedCompressionTypeError`
   (UNSUPPORTED_COMPRESSION_TYPE).
@@ -278,19 +280,78 @@ cdef object _copy_out(object data, Py_buffer* view):
 
 # ================================================================================================ gzip
 
+#: java.util.zip.GZIPInputStream's buffer as Kafka sizes it (GzipCompression.wrapForInput: 8 KiB)
+cdef Py_ssize_t _JAVA_GZIP_BUFFER = 8192
+
+
+cdef Py_ssize_t _gzip_header(const unsigned char* p, Py_ssize_t n) except -2:
+    """Length of the gzip member header at ``p`` as ``GZIPInputStream.readHeader`` reads it, or -1 where
+    that throws: bad magic, a method other than deflate, the input ending inside the header, or a header
+    CRC (FHCRC) that does not match. Reserved flag bits are ignored, as Java does (zlib refuses them)."""
+    cdef Py_ssize_t pos = 10, xlen
+    cdef unsigned char flg
+    if n < 10 or p[0] != 0x1f or p[1] != 0x8b or p[2] != 8:
+        return -1
+    flg = p[3]
+    if flg & 4:                                         # FEXTRA
+        if n - pos < 2:
+            return -1
+        xlen = p[pos] | (p[pos + 1] << 8)
+        pos += 2
+        if n - pos < xlen:
+            return -1
+        pos += xlen
+    if flg & 8:                                         # FNAME, zero-terminated
+        while pos < n and p[pos] != 0:
+            pos += 1
+        if pos >= n:
+            return -1
+        pos += 1
+    if flg & 16:                                        # FCOMMENT, zero-terminated
+        while pos < n and p[pos] != 0:
+            pos += 1
+        if pos >= n:
+            return -1
+        pos += 1
+    if flg & 2:                                         # FHCRC: low 16 bits of the header's CRC-32
+        if n - pos < 2:
+            return -1
+        if (p[pos] | (p[pos + 1] << 8)) != (_zlib.crc32(_read_slice(p, 0, pos)) & 0xFFFF):
+            return -1
+        pos += 2
+    return pos
+
+
 cdef object _gunzip(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
-    """RFC 1952 members, one after the other, through zlib with an output cap per call."""
-    cdef Py_ssize_t pos = 0, total = 0, consumed
+    """RFC 1952 members read exactly as Kafka's broker reads them (``GZIPInputStream``, 8 KiB buffer).
+
+    Members are inflated by zlib with an output cap per call. What follows a member is decided as Java
+    decides it: another member when the bytes parse as a gzip header (its body must then be valid);
+    ignored when they do not; and, Java's quirk, ignored without being looked at when they are at most
+    18 bytes that all sit in the reader's current 8 KiB buffer. The buffer positions are modelled: Java
+    reads the first header straight from the stream, then fills its buffer 8192 bytes at a time, and a
+    trailer or header that runs past the buffer is read from the stream too.
+    """
+    cdef Py_ssize_t pos = 0, total = 0, h, body, end, buf_end, rem, in_pos, m
+    cdef uint32_t crc_want, size_want
     cdef list parts = None
-    cdef object rest = src, chunk, first = None, d, unused
+    cdef object chunk, first = None, d
+    cdef bint raw
+    h = _gzip_header(p, n)
+    if h < 0:
+        if n >= 2 and p[0] == 0x1f and p[1] == 0x8b:
+            _raise_corrupt("gzip", "not a gzip member (bad header)")
+        _raise_corrupt("gzip", "not a gzip member (bad magic)")
+    buf_end = h                              # the first header is read from the stream: the buffer is empty
     while True:
-        if n - pos < 2 or p[pos] != 0x1f or p[pos + 1] != 0x8b:
-            if pos == 0:
-                _raise_corrupt("gzip", "not a gzip member (bad magic)")
-            _raise_corrupt("gzip", f"trailing bytes after gzip member at offset {pos} (not a gzip member)")
-        d = _zlib_decompressobj(31)
+        body = pos + h
+        # zlib parses the header itself and checks CRC-32 and ISIZE, except for a header with reserved
+        # flag bits (Java ignores them, zlib refuses): that member is inflated raw and checked here
+        raw = (p[pos + 3] & 0xE0) != 0
+        d = _zlib_decompressobj(-15 if raw else 31)
         try:
-            chunk = d.decompress(rest, limit - total + 1)
+            chunk = d.decompress(_read_slice(p, body if raw else pos, n - (body if raw else pos)),
+                                 limit - total + 1)
         except _ZLIB_ERRORS as e:
             raise CorruptPayloadError(f"gzip: invalid member at offset {pos}: {e}") from None
         total += len(chunk)
@@ -298,18 +359,36 @@ cdef object _gunzip(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t
             _raise_too_large("gzip", f"more than {limit}", limit)
         if not d.eof:
             _raise_corrupt("gzip", f"truncated gzip member at offset {pos}")
-        unused = d.unused_data
+        end = n - len(d.unused_data)          # after the deflate data (raw) or after the trailer (zlib)
+        if raw:
+            if n - end < 8:
+                _raise_corrupt("gzip", f"truncated gzip trailer at offset {end}")
+            crc_want = p[end] | (p[end + 1] << 8) | (p[end + 2] << 16) | (<uint32_t>p[end + 3] << 24)
+            size_want = p[end + 4] | (p[end + 5] << 8) | (p[end + 6] << 16) | (<uint32_t>p[end + 7] << 24)
+            if crc_want != (_zlib.crc32(chunk) & 0xFFFFFFFF) or size_want != (len(chunk) & 0xFFFFFFFF):
+                _raise_corrupt("gzip", f"gzip trailer at offset {end} does not match the data (CRC or size)")
+        else:
+            end -= 8                          # the trailer's offset
         if first is None:
             first = chunk
         else:
             if parts is None:
                 parts = [first]
             parts.append(chunk)
-        if not unused:
+        # Java: where its buffer ended when the inflater finished, and how much of it was left over
+        if end > buf_end:
+            buf_end = min(buf_end + ((end - 1 - buf_end) // _JAVA_GZIP_BUFFER + 1) * _JAVA_GZIP_BUFFER, n)
+        rem = buf_end - end                   # Inflater.getRemaining(): the trailer and what follows
+        in_pos = buf_end if buf_end > end + 8 else end + 8
+        if n - in_pos <= 0 and rem <= 26:     # Java only looks for another member past this point
             break
-        consumed = (n - pos) - len(unused)
-        pos += consumed
-        rest = _read_slice(p, pos, n - pos)
+        pos = end + 8
+        h = _gzip_header(p + pos, n - pos)
+        if h < 0:                             # "ignore any malformed": the rest is dropped
+            break
+        m = 8 + h
+        if rem <= m:                          # the header ran past the buffer: it refills after the header
+            buf_end = pos + h
     if parts is None:
         return first
     return b"".join(parts)
@@ -1037,7 +1116,10 @@ def decompress(data, compression_type, max_output):
 
     * 0 none: the bytes as they are.
     * 1 gzip: one or more RFC 1952 members (any deflate block type, including the stored blocks librdkafka
-      writes). Bytes after the last member that do not start another member are corrupt.
+      writes), read as Kafka's broker reads them (``java.util.zip.GZIPInputStream``, 8 KiB buffer):
+      reserved header flags are ignored; bytes after a member that do not parse as a gzip header are
+      ignored, as are up to 18 bytes still in the reader's current 8 KiB buffer; bytes that do parse as a
+      header start another member, which must then be valid.
     * 2 snappy: a raw snappy block (librdkafka) or snappy-java's xerial framing (Java clients), including
       concatenated xerial streams; Google's framing format is rejected as Kafka rejects it. The total size
       comes from the length preambles and is checked before anything is allocated.
