@@ -37,7 +37,7 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 import zlib as _zlib
 from operator import index as _operator_index
@@ -284,6 +284,12 @@ cdef object _copy_out(object data, Py_buffer* view):
 cdef Py_ssize_t _JAVA_GZIP_BUFFER = 8192
 
 
+cdef inline Py_ssize_t _after_zero(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n) noexcept:
+    """The offset after the zero byte that ends the string at ``pos`` (-1 if the input ends first)."""
+    cdef const unsigned char* z = <const unsigned char*>memchr(p + pos, 0, <size_t>(n - pos))
+    return -1 if z == NULL else (z - p) + 1
+
+
 cdef Py_ssize_t _gzip_header(const unsigned char* p, Py_ssize_t n) except -2:
     """Length of the gzip member header at ``p`` as ``GZIPInputStream.readHeader`` reads it, or -1 where
     that throws: bad magic, a method other than deflate, the input ending inside the header, or a header
@@ -301,18 +307,12 @@ cdef Py_ssize_t _gzip_header(const unsigned char* p, Py_ssize_t n) except -2:
         if n - pos < xlen:
             return -1
         pos += xlen
-    if flg & 8:                                         # FNAME, zero-terminated
-        while pos < n and p[pos] != 0:
-            pos += 1
-        if pos >= n:
-            return -1
-        pos += 1
-    if flg & 16:                                        # FCOMMENT, zero-terminated
-        while pos < n and p[pos] != 0:
-            pos += 1
-        if pos >= n:
-            return -1
-        pos += 1
+    if flg & 8:                                         # FNAME
+        pos = _after_zero(p, pos, n)
+    if flg & 16 and pos >= 0:                           # FCOMMENT
+        pos = _after_zero(p, pos, n)
+    if pos < 0:
+        return -1
     if flg & 2:                                         # FHCRC: low 16 bits of the header's CRC-32
         if n - pos < 2:
             return -1
