@@ -246,3 +246,41 @@ def test_threads_share_a_broker_with_shared_instances_and_config_changes():
     assert m["plugin-export-count"] == len(exported) == sum(delivered) <= pushes[0]
     assert m["instance-count"] <= 64
     broker.instances._check()
+
+
+def test_threads_open_and_close_connections_on_one_broker():
+    """Connection tracking under threads: every instance created on a connection that closed is gone,
+    every other one is there, and each close drops its instance exactly once."""
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "100"})
+    clock = itertools.count(1_700_000_000_000, 1)
+    broker = TelemetryBroker(registry, clock=lambda: next(clock), max_instances=100_000, cache_expiry_ms=10**9)
+    dropped, kept, errors = Counter(), Counter(), []
+
+    def worker(t):
+        rng = random.Random(t)
+        try:
+            for n in range(600):
+                conn = (t, n)
+                resp, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(None), None, None, conn)
+                assert resp.error_code == 0
+                push = kip714.PushTelemetryRequest(resp.client_instance_id, resp.subscription_id, False, 0, b"")
+                assert broker.handle(push, None, None, conn)[0].error_code == 0
+                if rng.random() < 0.5:
+                    assert broker.connection_closed(conn) is True
+                    assert broker.connection_closed(conn) is False
+                    dropped[t] += 1
+                else:
+                    kept[t] += 1
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors
+    assert sum(dropped.values()) + sum(kept.values()) == 8 * 600
+    assert broker.metrics()["instance-count"] == sum(kept.values())
+    broker.instances._check()
