@@ -302,7 +302,7 @@ cdef Py_ssize_t _gzip_header(const unsigned char* p, Py_ssize_t n) except -2:
     if flg & 4:                                         # FEXTRA
         if n - pos < 2:
             return -1
-        xlen = p[pos] | (p[pos + 1] << 8)
+        xlen = kc_le16(p + pos)
         pos += 2
         if n - pos < xlen:
             return -1
@@ -316,27 +316,27 @@ cdef Py_ssize_t _gzip_header(const unsigned char* p, Py_ssize_t n) except -2:
     if flg & 2:                                         # FHCRC: low 16 bits of the header's CRC-32
         if n - pos < 2:
             return -1
-        if (p[pos] | (p[pos + 1] << 8)) != (_zlib.crc32(_read_slice(p, 0, pos)) & 0xFFFF):
+        if kc_le16(p + pos) != (_zlib.crc32(_read_slice(p, 0, pos)) & 0xFFFF):
             return -1
         pos += 2
     return pos
 
 
-cdef object _gunzip(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
+cdef object _gunzip(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
     """RFC 1952 members read exactly as Kafka's broker reads them (``GZIPInputStream``, 8 KiB buffer).
 
-    Members are inflated by zlib with an output cap per call. What follows a member is decided as Java
-    decides it: another member when the bytes parse as a gzip header (its body must then be valid);
-    ignored when they do not; and, Java's quirk, ignored without being looked at when they are at most
-    18 bytes that all sit in the reader's current 8 KiB buffer. The buffer positions are modelled: Java
-    reads the first header straight from the stream, then fills its buffer 8192 bytes at a time, and a
-    trailer or header that runs past the buffer is read from the stream too.
+    Each member's header is parsed by Java's rules (``_gzip_header``), its deflate data inflated raw by
+    zlib with an output cap per call, and its trailer (CRC-32, ISIZE) checked here: one path for every
+    header, including the reserved flag bits zlib's own gzip parser refuses. What follows a member is
+    decided as Java decides it: another member when the bytes parse as a gzip header (its body must then
+    be valid); ignored when they do not; and, Java's quirk, ignored without being looked at when they are
+    at most 18 bytes that all sit in the reader's current 8 KiB buffer. The buffer positions are
+    modelled: Java reads the first header straight from the stream, then fills its buffer 8192 bytes at a
+    time, and a trailer or header that runs past the buffer is read from the stream too.
     """
     cdef Py_ssize_t pos = 0, total = 0, h, body, end, buf_end, rem, in_pos, m
-    cdef uint32_t crc_want, size_want
     cdef list parts = None
     cdef object chunk, first = None, d
-    cdef bint raw
     h = _gzip_header(p, n)
     if h < 0:
         if n >= 2 and p[0] == 0x1f and p[1] == 0x8b:
@@ -345,13 +345,9 @@ cdef object _gunzip(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t
     buf_end = h                              # the first header is read from the stream: the buffer is empty
     while True:
         body = pos + h
-        # zlib parses the header itself and checks CRC-32 and ISIZE, except for a header with reserved
-        # flag bits (Java ignores them, zlib refuses): that member is inflated raw and checked here
-        raw = (p[pos + 3] & 0xE0) != 0
-        d = _zlib_decompressobj(-15 if raw else 31)
+        d = _zlib_decompressobj(-15)
         try:
-            chunk = d.decompress(_read_slice(p, body if raw else pos, n - (body if raw else pos)),
-                                 limit - total + 1)
+            chunk = d.decompress(_read_slice(p, body, n - body), limit - total + 1)
         except _ZLIB_ERRORS as e:
             raise CorruptPayloadError(f"gzip: invalid member at offset {pos}: {e}") from None
         total += len(chunk)
@@ -359,16 +355,12 @@ cdef object _gunzip(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t
             _raise_too_large("gzip", f"more than {limit}", limit)
         if not d.eof:
             _raise_corrupt("gzip", f"truncated gzip member at offset {pos}")
-        end = n - len(d.unused_data)          # after the deflate data (raw) or after the trailer (zlib)
-        if raw:
-            if n - end < 8:
-                _raise_corrupt("gzip", f"truncated gzip trailer at offset {end}")
-            crc_want = p[end] | (p[end + 1] << 8) | (p[end + 2] << 16) | (<uint32_t>p[end + 3] << 24)
-            size_want = p[end + 4] | (p[end + 5] << 8) | (p[end + 6] << 16) | (<uint32_t>p[end + 7] << 24)
-            if crc_want != (_zlib.crc32(chunk) & 0xFFFFFFFF) or size_want != (len(chunk) & 0xFFFFFFFF):
-                _raise_corrupt("gzip", f"gzip trailer at offset {end} does not match the data (CRC or size)")
-        else:
-            end -= 8                          # the trailer's offset
+        end = n - len(d.unused_data)          # the trailer's offset
+        if n - end < 8:
+            _raise_corrupt("gzip", f"truncated gzip trailer at offset {end}")
+        if (kc_le32(p + end) != (_zlib.crc32(chunk) & 0xFFFFFFFF)
+                or kc_le32(p + end + 4) != (len(chunk) & 0xFFFFFFFF)):
+            _raise_corrupt("gzip", f"gzip trailer at offset {end} does not match the data (CRC or size)")
         if first is None:
             first = chunk
         else:
@@ -1155,7 +1147,7 @@ def decompress(data, compression_type, max_output):
             return _unlz4(p, n, limit)
         if ctype == 2:
             return _unsnappy(_read_view(data, &view), p, n, limit)
-        return _gunzip(_read_view(data, &view), p, n, limit)
+        return _gunzip(p, n, limit)
     finally:
         PyBuffer_Release(&view)
 
