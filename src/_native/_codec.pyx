@@ -325,18 +325,21 @@ cdef Py_ssize_t _gzip_header(const unsigned char* p, Py_ssize_t n) except -2:
 cdef object _gunzip(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
     """RFC 1952 members read exactly as Kafka's broker reads them (``GZIPInputStream``, 8 KiB buffer).
 
-    Each member's header is parsed by Java's rules (``_gzip_header``), its deflate data inflated raw by
-    zlib with an output cap per call, and its trailer (CRC-32, ISIZE) checked here: one path for every
-    header, including the reserved flag bits zlib's own gzip parser refuses. What follows a member is
-    decided as Java decides it: another member when the bytes parse as a gzip header (its body must then
-    be valid); ignored when they do not; and, Java's quirk, ignored without being looked at when they are
-    at most 18 bytes that all sit in the reader's current 8 KiB buffer. The buffer positions are
-    modelled: Java reads the first header straight from the stream, then fills its buffer 8192 bytes at a
-    time, and a trailer or header that runs past the buffer is read from the stream too.
+    Each member's header is parsed by Java's rules (``_gzip_header``) and its deflate data inflated by
+    zlib with an output cap per call. zlib's own gzip parser then checks the trailer (CRC-32 and ISIZE)
+    as it inflates; a header with reserved flag bits, which Java ignores and zlib refuses, is inflated
+    raw instead and its trailer checked here (the common path keeps the CRC inside zlib's inflate: no
+    second pass over the output). What follows a member is decided as Java decides it: another member
+    when the bytes parse as a gzip header (its body must then be valid); ignored when they do not; and,
+    Java's quirk, ignored without being looked at when they are at most 18 bytes that all sit in the
+    reader's current 8 KiB buffer. The buffer positions are modelled: Java reads the first header
+    straight from the stream, then fills its buffer 8192 bytes at a time, and a trailer or header that
+    runs past the buffer is read from the stream too.
     """
     cdef Py_ssize_t pos = 0, total = 0, h, body, end, buf_end, rem, in_pos, m
     cdef list parts = None
     cdef object chunk, first = None, d
+    cdef bint raw
     h = _gzip_header(p, n)
     if h < 0:
         if n >= 2 and p[0] == 0x1f and p[1] == 0x8b:
@@ -344,8 +347,9 @@ cdef object _gunzip(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
         _raise_corrupt("gzip", "not a gzip member (bad magic)")
     buf_end = h                              # the first header is read from the stream: the buffer is empty
     while True:
-        body = pos + h
-        d = _zlib_decompressobj(-15)
+        raw = (p[pos + 3] & 0xE0) != 0      # reserved flag bits: zlib's gzip parser would refuse them
+        body = pos + h if raw else pos
+        d = _zlib_decompressobj(-15 if raw else 31)
         try:
             chunk = d.decompress(_read_slice(p, body, n - body), limit - total + 1)
         except _ZLIB_ERRORS as e:
@@ -355,10 +359,12 @@ cdef object _gunzip(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
             _raise_too_large("gzip", f"more than {limit}", limit)
         if not d.eof:
             _raise_corrupt("gzip", f"truncated gzip member at offset {pos}")
-        end = n - len(d.unused_data)          # the trailer's offset
-        if n - end < 8:
+        end = n - len(d.unused_data)          # after the deflate data (raw) or after the trailer (zlib)
+        if not raw:
+            end -= 8                          # the trailer's offset
+        elif n - end < 8:
             _raise_corrupt("gzip", f"truncated gzip trailer at offset {end}")
-        if (kc_le32(p + end) != (_zlib.crc32(chunk) & 0xFFFFFFFF)
+        elif (kc_le32(p + end) != (_zlib.crc32(chunk) & 0xFFFFFFFF)
                 or kc_le32(p + end + 4) != (len(chunk) & 0xFFFFFFFF)):
             _raise_corrupt("gzip", f"gzip trailer at offset {end} does not match the data (CRC or size)")
         if first is None:
