@@ -40,7 +40,7 @@ from ._protocol import (
     PushTelemetryResponse,
 )
 from .errors import Kip714Error, TelemetryTooLargeError
-from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
+from .subscriptions import ClientInfo, SubscriptionRegistry
 
 __all__ = [
     "TelemetryBroker",
@@ -326,18 +326,8 @@ class TelemetryBroker:
         return payload, _NONE
 
     def labels(self, client_info: ClientInfo, instance: uuid.UUID | None = None) -> dict[str, str]:
-        """The KIP's broker-added labels for a client."""
-        instance = client_info.client_instance_id if instance is None else instance
-        return {
-            "client_instance_id": kafka_uuid_string(instance),
-            "client_id": client_info.client_id,
-            "client_software_name": client_info.client_software_name,
-            "client_software_version": client_info.client_software_version,
-            "client_source_address": client_info.client_source_address,
-            "client_source_port": str(client_info.client_source_port),
-            "principal": client_info.principal,
-            "node_id": str(self.node_id),
-        }
+        """The KIP's broker-added labels for a client (:meth:`ClientInfo.labels` with this broker's node id)."""
+        return client_info.labels(self.node_id, instance)
 
     # ----------------------------------------------------------------------------------- metrics
 

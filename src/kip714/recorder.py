@@ -28,19 +28,10 @@ RECORD_COLUMNS = (
 def push_row(body, client_info, node_id, error_code: int, received_at_ms: int) -> dict[str, Any]:
     """The recording row of one PushTelemetry request (``body``) as a broker with ``node_id`` received it
     from ``client_info`` and answered ``error_code``."""
-    from .subscriptions import kafka_uuid_string
-
     metrics = body.metrics
     return {
         "received_at_ms": received_at_ms,
-        "client_instance_id": kafka_uuid_string(body.client_instance_id),
-        "client_id": client_info.client_id,
-        "client_software_name": client_info.client_software_name,
-        "client_software_version": client_info.client_software_version,
-        "client_source_address": client_info.client_source_address,
-        "client_source_port": str(client_info.client_source_port),
-        "principal": client_info.principal,
-        "node_id": str(node_id),
+        **client_info.labels(node_id, body.client_instance_id),
         "subscription_id": body.subscription_id,
         "terminating": body.terminating,
         "compression_type": body.compression_type,

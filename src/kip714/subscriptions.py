@@ -132,6 +132,20 @@ class ClientInfo:
         value = getattr(self, selector)
         return None if value is None else str(value)
 
+    def labels(self, node_id: int, instance: uuid.UUID | None = None) -> dict[str, str]:
+        """The KIP's broker-added labels for this client as broker ``node_id`` sees it (``instance``
+        overrides ``client_instance_id``), in the order recordings store them."""
+        return {
+            "client_instance_id": kafka_uuid_string(self.client_instance_id if instance is None else instance),
+            "client_id": self.client_id,
+            "client_software_name": self.client_software_name,
+            "client_software_version": self.client_software_version,
+            "client_source_address": self.client_source_address,
+            "client_source_port": str(self.client_source_port),
+            "principal": self.principal,
+            "node_id": str(node_id),
+        }
+
     def with_instance_id(self, client_instance_id: uuid.UUID) -> "ClientInfo":
         from dataclasses import replace
 
