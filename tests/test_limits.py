@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -23,12 +22,12 @@ import struct
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import tracemalloc
 import uuid
 
 import pytest
+from server_thread import ServerThread
 
 import kip714
 from kip714 import (ErrorCode, FrameTooLargeError, MalformedFrameError, SubscriptionRegistry,
@@ -536,39 +535,17 @@ def test_broker_flood_of_invented_ids_stays_bounded():
 # ------------------------------------------------------------------------------------------- server
 
 
-class _Server:
+class _Server(ServerThread):
     """A TelemetryServer on a free loopback port, run in its own thread."""
 
     def __init__(self, **kw):
         from kip714.server import TelemetryServer
 
-        self.server = TelemetryServer(TelemetryBroker(SubscriptionRegistry()), "127.0.0.1", 0, **kw)
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.server.start())
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert ready.wait(10)
+        super().__init__(TelemetryServer(TelemetryBroker(SubscriptionRegistry()), "127.0.0.1", 0, **kw),
+                         stop_timeout=10, call_timeout=5)
 
     def connect(self) -> socket.socket:
-        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
-        return s
-
-    def call(self, fn):
-        async def run():
-            return fn()
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(5)
-
-    def stop(self):
-        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        return socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ Loopback only; every client runs a few seconds at most and every wait is bounded
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import signal
 import json
@@ -14,10 +13,10 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+import server_thread
 
 import kip714
 from kip714 import SubscriptionRegistry, TelemetryBroker, otlp_pb
@@ -29,42 +28,14 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 INTERVAL = "500"
 
 
-class ServerThread:
-    """A TelemetryServer on 127.0.0.1 (free port) running its own event loop in a thread."""
+class ServerThread(server_thread.ServerThread):
+    """A TelemetryServer on 127.0.0.1 (free port) with a broker, a registry and optionally a recorder."""
 
     def __init__(self, registry=None, accepted=(4, 3, 1, 2), record_dir=None, **kw):
         self.registry = registry or sub(metrics="*")
         self.broker = TelemetryBroker(self.registry, accepted_compression_types=accepted, node_id=1)
         self.recorder = ParquetRecorder(record_dir, flush_interval_s=0.2) if record_dir else None
-        self.server = TelemetryServer(self.broker, "127.0.0.1", 0, recorder=self.recorder, **kw)
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self._ready.wait(10), "server did not start"
-
-    def _run(self):
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self.server.start())
-        self._ready.set()
-        self.loop.run_forever()
-
-    @property
-    def bootstrap(self):
-        return f"127.0.0.1:{self.server.port}"
-
-    def wait_for(self, predicate, timeout=8.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(0.05)
-        return False
-
-    def stop(self):
-        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        super().__init__(TelemetryServer(self.broker, "127.0.0.1", 0, recorder=self.recorder, **kw), 10)
 
 
 def sub(metrics="*", interval=INTERVAL, match=None):

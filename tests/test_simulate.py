@@ -6,13 +6,12 @@ Loopback only; every wait is bounded.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
-import threading
 import time
 from collections import Counter, defaultdict
 
 import pytest
+import server_thread
 
 import kip714
 from kip714 import ErrorCode, SubscriptionRegistry, TelemetryBroker, otlp_pb
@@ -312,29 +311,13 @@ def test_cli_in_process_with_recording(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------ TCP
 
 
-class ServerThread:
-    """A TelemetryServer on 127.0.0.1 (free port) with its own event loop in a thread."""
+class ServerThread(server_thread.ServerThread):
+    """A TelemetryServer on 127.0.0.1 (free port) that keeps every accepted payload."""
 
     def __init__(self, reg):
         self.payloads = []
         self.broker = TelemetryBroker(reg, node_id=1)
-        self.server = TelemetryServer(self.broker, "127.0.0.1", 0, on_payload=self.payloads.append)
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self._ready.wait(10), "server did not start"
-
-    def _run(self):
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self.server.start())
-        self._ready.set()
-        self.loop.run_forever()
-
-    def stop(self):
-        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+        super().__init__(TelemetryServer(self.broker, "127.0.0.1", 0, on_payload=self.payloads.append), 10)
 
 
 def test_tcp_fleet_against_kip714_serve():

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 
 import pytest
+from server_thread import ServerThread
 
 import kip714
 from kip714 import (ApiVersionsRequest, GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry,
@@ -38,33 +39,6 @@ def _payloads():
             out.append((body.compression_type, bytes(body.metrics)))
     assert {c for c, _ in out} >= {0, 1, 2, 3, 4}
     return out
-
-
-class _ServerThread:
-    def __init__(self, server: TelemetryServer):
-        self.server = server
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(server.start())
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert ready.wait(10)
-
-    def call(self, fn):
-        async def run():
-            return fn()
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
-
-    def stop(self):
-        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 async def _client(k: int, port: int, payloads, log: list, barrier):
@@ -111,7 +85,7 @@ def test_200_concurrent_clients_every_request_is_answered_and_counted(tmp_path):
     recorder = ParquetRecorder(tmp_path / "rec", flush_interval_s=0.5)
     server = TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder, max_connections=N_CLIENTS + 10,
                              on_payload=lambda p: exported.update([p.compression_type]))
-    srv = _ServerThread(server)
+    srv = ServerThread(server)
     payloads = _payloads()
     log: list = []
     started = time.monotonic()
