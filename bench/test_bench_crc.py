@@ -6,11 +6,12 @@ Run: ``python -m pytest bench/test_bench_crc.py --benchmark-only --benchmark-col
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
 
 from kip714._crc import _crc32c_sw, compute_subscription_id, crc32c
+from kip714.bench import SUBSCRIPTION_CLIENT, SUBSCRIPTION_LISTS
+from kip714.bench import python_subscription_id as make_python_subscription_id
 
 crc32c_pkg = pytest.importorskip("crc32c")
 google_crc32c = pytest.importorskip("google_crc32c")
@@ -34,36 +35,12 @@ def test_crc32c(benchmark, size, impl):
     assert benchmark(fn, data) == expected
 
 
-# The KIP's 13 standard metrics as the broker would order them (vector 8), and a typical two-entry list.
-P = "org.apache.kafka."
-LISTS = {
-    "2-metrics": [P + "client.producer.partition.latency", P + "client.producer.partition.queue."],
-    "13-metrics": [
-        P + m
-        for m in (
-            "producer.record.queue.time.avg producer.node.request.latency.max "
-            "consumer.node.request.latency.max producer.produce.throttle.time.avg consumer.poll.idle.ratio.avg "
-            "producer.connection.creation.total producer.connection.creation.rate "
-            "producer.produce.throttle.time.max producer.record.queue.time.max "
-            "consumer.node.request.latency.avg producer.node.request.latency.avg "
-            "consumer.connection.creation.total consumer.connection.creation.rate"
-        ).split()
-    ],
-}
-CLIENT = uuid.UUID(int=(0x5E0B1D6A3C4F7A21 << 64) | 0x9D3E2B7C8A1F4E60)
+LISTS = {"2-metrics": SUBSCRIPTION_LISTS["2 metric prefixes"], "13-metrics": SUBSCRIPTION_LISTS["13 metrics"]}
+CLIENT = SUBSCRIPTION_CLIENT
 
 
-def _i32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
-def python_subscription_id(metrics, interval, client_instance_id):
-    """The straightforward Python version: join, encode, crc32c package, Uuid.hashCode, xor."""
-    crc = crc32c_pkg.crc32c(("[" + ", ".join(metrics) + "]" + str(interval)).encode("utf-8"))
-    n = client_instance_id.int
-    x = (n >> 64) ^ (n & 0xFFFFFFFFFFFFFFFF)
-    return _i32(crc ^ (x >> 32) ^ x)
+#: the straightforward Python version (kip714.bench's peer) with the crc32c package
+python_subscription_id = make_python_subscription_id(crc32c_pkg.crc32c)
 
 
 @pytest.mark.parametrize("impl", ["kip714", "python+crc32c-pkg"])
