@@ -10,8 +10,8 @@ import random
 import pytest
 
 from kip714._crc import _crc32c_sw, compute_subscription_id, crc32c
-from kip714.bench import SUBSCRIPTION_CLIENT, SUBSCRIPTION_LISTS
-from kip714.bench import python_subscription_id as make_python_subscription_id
+from kip714.tools.bench import SUBSCRIPTION_CLIENT, SUBSCRIPTION_LISTS
+from kip714.tools.bench import python_subscription_id as make_python_subscription_id
 
 crc32c_pkg = pytest.importorskip("crc32c")
 google_crc32c = pytest.importorskip("google_crc32c")
@@ -39,7 +39,7 @@ LISTS = {"2-metrics": SUBSCRIPTION_LISTS["2 metric prefixes"], "13-metrics": SUB
 CLIENT = SUBSCRIPTION_CLIENT
 
 
-#: the straightforward Python version (kip714.bench's peer) with the crc32c package
+#: the straightforward Python version (kip714.tools.bench's peer) with the crc32c package
 python_subscription_id = make_python_subscription_id(crc32c_pkg.crc32c)
 
 

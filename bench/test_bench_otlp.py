@@ -8,7 +8,7 @@ attributes per point, one resource with two attributes and one scope — what a 
 Contenders, measured the same way (the ``measure`` fixture's inner loop):
 
 * ``native``: ``kip714.decode_metrics(payload)`` → ``pyarrow.Table`` (29 columns);
-* ``upb+python``: ``kip714.otlp_pb.flatten(payload)`` — ``MetricsData.ParseFromString`` with the upb
+* ``upb+python``: ``kip714.otlp.reference.flatten(payload)`` — ``MetricsData.ParseFromString`` with the upb
   backend, then the reference Python walk to one dict per data point (no Arrow at all);
 * ``upb-parse-only`` (100 KB group): just ``ParseFromString``, for scale.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from kip714 import otlp_pb
+from kip714.otlp import reference as otlp_pb
 from kip714._otlp import decode_metrics, decode_metrics_batch
 from test_otlp_decode import CAPTURE_PAYLOADS, kafka_payload
 

@@ -1,7 +1,7 @@
 """Spark bulk decode on local[2]: kip714.spark.decode_payloads against the best protobuf-based approach.
 
 Goal (issue 7): >= 3x a protobuf-based Spark UDF on the same data. The peer is ``mapInArrow`` whose Python
-function decompresses with zstandard and flattens with protobuf (upb) + Python (``kip714.otlp_pb.flatten``),
+function decompresses with zstandard and flattens with protobuf (upb) + Python (``kip714.otlp.reference.flatten``),
 building the same columns with ``pa.RecordBatch.from_pydict`` (python-ecosystem.md §C: the table-generating
 Arrow APIs are the fastest protobuf-based route). Both read the same cached input DataFrame of K rows, each a
 zstd-compressed ~100 KB OTLP MetricsData, and are materialised with ``write.format("noop")``. The first run of
@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("zstandard")
 
-from kip714 import bench as kbench  # noqa: E402
+from kip714.tools import bench as kbench  # noqa: E402
 
 K = int(os.environ.get("KIP714_BENCH_SPARK_ROWS", "400"))
 

@@ -18,7 +18,7 @@ Targets (``TARGETS``):
                   decompress() of one codec: bounded output, exact limit behaviour, agreement with the
                   reference library where both accept, compress() round trip.
 ``otlp``          OTLP MetricsData decoding: the native decoder (``kip714.decode_metrics``) when it is
-                  built, checked against the protobuf reference (``kip714.otlp_pb``); the reference alone
+                  built, checked against the protobuf reference (``kip714.otlp.reference``); the reference alone
                   otherwise.
 ``config``        subscription config parsing (parse_kafka_list, parse_config_string, the subscription
                   file format, SubscriptionRegistry.set) and matching with hostile client attributes,
@@ -36,7 +36,7 @@ import zlib
 
 import kip714
 from kip714 import Kip714Error, TelemetryTooLargeError
-from kip714 import otlp_pb
+from kip714.otlp import reference as otlp_pb
 from kip714.errors import MalformedFrameError
 
 #: Known, already reported findings whose oracle a long fuzzing run may switch off so that the fuzzer
@@ -161,7 +161,7 @@ def frames(data: bytes) -> None:
 
 
 class _Transport:
-    """Enough of asyncio.Transport for kip714.server._Connection."""
+    """Enough of asyncio.Transport for kip714.endpoint.server._ServeConnection."""
 
     def __init__(self) -> None:
         self.out = bytearray()
@@ -189,7 +189,7 @@ _STREAM_SERVER = None
 def _stream_server():
     global _STREAM_SERVER
     if _STREAM_SERVER is None:
-        from kip714.server import TelemetryServer
+        from kip714.endpoint.server import TelemetryServer
 
         registry = kip714.SubscriptionRegistry()
         registry.set("all", {"metrics": "*", "interval.ms": "100"})
@@ -207,7 +207,7 @@ def _stream_server():
 
 def stream(data: bytes) -> None:
     """First byte: chunking seed; the rest is what a client sends on one connection."""
-    from kip714.server import _Connection
+    from kip714.endpoint.server import _ServeConnection as _Connection
 
     if not data:
         return
@@ -375,8 +375,8 @@ def _split_fields(data: bytes, n: int) -> list[str]:
 
 
 def config(data: bytes) -> None:
-    from kip714.server import load_subscription_file
-    from kip714.subscriptions import parse_config_string, parse_kafka_list
+    from kip714.endpoint.subscription_file import load_subscription_file
+    from kip714.broker.subscriptions import parse_config_string, parse_kafka_list
 
     if not data:
         return

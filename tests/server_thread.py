@@ -8,7 +8,7 @@ import time
 
 
 class ServerThread:
-    """Starts ``server`` (a :class:`kip714.server.TelemetryServer`) in a daemon thread; ``stop()`` closes it."""
+    """Starts ``server`` (a :class:`kip714.endpoint.server.TelemetryServer`) in a daemon thread; ``stop()`` closes it."""
 
     def __init__(self, server, stop_timeout: float = 30.0, call_timeout: float = 10.0) -> None:
         self.server = server

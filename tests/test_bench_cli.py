@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from kip714 import bench
+from kip714 import cli
+from kip714.cli import bench as bench_cli
+from kip714.tools import bench
 
 pytest.importorskip("matplotlib")
 
@@ -17,7 +19,7 @@ COLUMNS = ["operation", "kip714", "peer", "ratio", "goal", "met"]
 
 
 def _run(argv, capsys):
-    rc = bench.main(argv)
+    rc = cli.main(["bench", *argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -80,7 +82,7 @@ def test_missing_peer_is_skipped_not_faked(tmp_path, monkeypatch, capsys):
 
 def test_only_validation(capsys):
     with pytest.raises(SystemExit) as exc:
-        bench.main(["--only", "nope"])
+        cli.main(["bench", "--only", "nope"])
     assert exc.value.code == 2
     assert "unknown group nope" in capsys.readouterr().err
     assert bench._groups("protocol,crc") == ["protocol", "crc"]
@@ -91,9 +93,9 @@ def test_only_validation(capsys):
 def test_parser_hooks_into_a_cli():
     parser = argparse.ArgumentParser(prog="kip714")
     sub = parser.add_subparsers(dest="command", required=True)
-    bench.add_bench_parser(sub)
+    bench_cli.add_parser(sub)
     args = parser.parse_args(["bench", "--quick", "--only", "codec,otlp", "--json", "f.json", "--plot", "d"])
-    assert args.func is bench.cmd_bench and args.quick and args.only == ["codec", "otlp"]
+    assert args.func is bench_cli.run and args.quick and args.only == ["codec", "otlp"]
     assert args.json == "f.json" and args.plot == "d"
 
 

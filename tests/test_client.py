@@ -23,7 +23,7 @@ from kip714 import (
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
-from kip714.client import (
+from kip714.client.telemetry import (
     ALL_COMPRESSION_TYPES,
     DEFAULT_PUSH_INTERVAL_MS,
     INT_MAX,
@@ -37,8 +37,8 @@ from kip714.client import (
     push_jitter_ms,
     validate_interval_ms,
 )
-from kip714.otlp_encode import MetricsCollector, MetricSelector
-from kip714.otlp_pb import flatten
+from kip714.client.otlp_encode import MetricsCollector, MetricSelector
+from kip714.otlp.reference import flatten
 
 St = ClientTelemetryState
 INSTANCE = uuid.UUID("5e0b1d6a-3c4f-7a21-9d3e-2b7c8a1f4e60")

@@ -153,7 +153,7 @@ def wheel_problems(wheel: pathlib.Path, natives: list[str]) -> list[str]:
             problems.append(f"no compiled extension for {mod}")
         if f"kip714/{mod}.pyi" not in names:
             problems.append(f"no stub kip714/{mod}.pyi")
-    for need in ["kip714/py.typed", "kip714/__init__.py", "kip714/cli.py"]:
+    for need in ["kip714/py.typed", "kip714/__init__.py", "kip714/cli/__init__.py"]:
         if need not in names:
             problems.append(f"missing {need}")
     if not any(n.startswith("kip714/samples/") and n.endswith(".bin") for n in names):

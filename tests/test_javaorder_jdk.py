@@ -1,4 +1,4 @@
-"""kip714.javaorder against Kafka's vectors and, differentially, against a real JDK.
+"""kip714.broker.javaorder against Kafka's vectors and, differentially, against a real JDK.
 
 The differential test compiles tests/java/SubscriptionOrder.java, feeds one ``java`` process thousands
 of seeded random subscription histories (puts, re-puts, removals, queries) and compares every query's
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kip714._crc import compute_subscription_id
-from kip714.javaorder import JavaConcurrentHashMap, JavaHashSet, java_string_hash, resolve_order
+from kip714.broker.javaorder import JavaConcurrentHashMap, JavaHashSet, java_string_hash, resolve_order
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "SubscriptionOrder.java"
 P = "org.apache.kafka."

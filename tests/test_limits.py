@@ -32,7 +32,7 @@ from server_thread import ServerThread
 import kip714
 from kip714 import (ErrorCode, FrameTooLargeError, MalformedFrameError, SubscriptionRegistry,
                     TelemetryBroker)
-from kip714.subscriptions import MAX_PATTERN_PROGRAM, SafePattern, UnsafePatternError
+from kip714.broker.subscriptions import MAX_PATTERN_PROGRAM, SafePattern, UnsafePatternError
 
 
 def uv(n: int) -> bytes:
@@ -343,7 +343,7 @@ def test_otlp_nesting_depth_is_bounded(depth):
     proc = subprocess.run([sys.executable, "-c", _DEEP_SCRIPT], input=data.hex(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    from kip714 import otlp_pb
+    from kip714.otlp import reference as otlp_pb
 
     try:
         otlp_pb.flatten(data)
@@ -354,7 +354,7 @@ def test_otlp_nesting_depth_is_bounded(depth):
 
 
 def test_otlp_reference_refuses_deep_nesting_cleanly():
-    from kip714 import otlp_pb
+    from kip714.otlp import reference as otlp_pb
 
     with pytest.raises(kip714.CorruptPayloadError):
         otlp_pb.flatten(_metrics_data(_point_with_attribute(_nested_anyvalue(5_000))))
@@ -539,7 +539,7 @@ class _Server(ServerThread):
     """A TelemetryServer on a free loopback port, run in its own thread."""
 
     def __init__(self, **kw):
-        from kip714.server import TelemetryServer
+        from kip714.endpoint.server import TelemetryServer
 
         super().__init__(TelemetryServer(TelemetryBroker(SubscriptionRegistry()), "127.0.0.1", 0, **kw),
                          stop_timeout=10, call_timeout=5)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kip714.naming import (
+from kip714.client.naming import (
     DEFAULT_PREFIX,
     EXCLUDE_LABELS,
     clean_group,
@@ -70,7 +70,7 @@ def test_jdk_vectors(group, name, expected):
 
 def test_documented_final_sigma_divergence():
     # Java decides "final sigma" with its word BreakIterator and lowercases "ΩΣ-x" to "ωσ-x"; Python's
-    # Unicode Final_Sigma rule gives "ως-x". Documented in kip714.naming; pinned here so a change is noticed.
+    # Unicode Final_Sigma rule gives "ως-x". Documented in kip714.client.naming; pinned here so a change is noticed.
     assert telemetry_metric_name("g", "\u03a9\u03a3-x") == "org.apache.kafka.g.\u03c9\u03c2.x"
 
 

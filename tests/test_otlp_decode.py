@@ -1,6 +1,6 @@
 """kip714._otlp.decode_metrics (native OTLP MetricsData → Arrow) against the upb-based reference.
 
-The oracle is kip714.otlp_pb: upb decides what is a valid payload, ``otlp_pb.flatten`` what its rows
+The oracle is kip714.otlp.reference: upb decides what is a valid payload, ``otlp_pb.flatten`` what its rows
 are. Every comparison here goes through ``check``: if upb refuses the bytes, the native decoder must
 raise CorruptPayloadError (and nothing else); if upb accepts them, the native rows must equal the
 reference rows field by field (doubles compared bit for bit). One deliberate difference: the unsigned
@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kip714
-from kip714 import _otlp, otlp_pb
+from kip714 import _otlp
+from kip714.otlp import reference as otlp_pb
 from kip714.errors import CorruptPayloadError, Kip714Error
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "data", "captures")

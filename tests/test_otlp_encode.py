@@ -12,9 +12,9 @@ from google.protobuf import json_format
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 import kip714
-from kip714.naming import telemetry_metric_key
-from kip714.otlp_encode import Gauge, Histogram, MetricsCollector, MetricSelector, Sum
-from kip714.otlp_pb import flatten
+from kip714.client.naming import telemetry_metric_key
+from kip714.client.otlp_encode import Gauge, Histogram, MetricsCollector, MetricSelector, Sum
+from kip714.otlp.reference import flatten
 
 DATA = pathlib.Path(__file__).parent / "data" / "captures"
 S = 1_000_000_000  # one second in ns

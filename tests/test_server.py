@@ -19,9 +19,11 @@ import pytest
 import server_thread
 
 import kip714
-from kip714 import SubscriptionRegistry, TelemetryBroker, otlp_pb
-from kip714.recorder import ParquetRecorder, read_recording
-from kip714.server import TelemetryServer, java_host_address
+from kip714 import SubscriptionRegistry, TelemetryBroker
+from kip714.otlp import reference as otlp_pb
+from kip714.sinks.recorder import ParquetRecorder, read_recording
+from kip714.endpoint.address import java_host_address
+from kip714.endpoint.server import TelemetryServer
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -241,7 +243,7 @@ def test_serve_command_line(tmp_path):
 
 
 def test_subscription_file_reload_bumps_subscription_ids(tmp_path):
-    from kip714.server import SubscriptionFileWatcher, load_subscription_file
+    from kip714.endpoint.subscription_file import SubscriptionFileWatcher, load_subscription_file
 
     path = tmp_path / "subs.conf"
     path.write_text("# name config\nall metrics=[*],interval.ms=500\n"

@@ -1,4 +1,4 @@
-"""The simulated client fleet (kip714.simulate): in-process on a simulated clock, recording, and over TCP.
+"""The simulated client fleet (kip714.tools.simulate): in-process on a simulated clock, recording, and over TCP.
 
 Loopback only; every wait is bounded.
 """
@@ -14,11 +14,13 @@ import pytest
 import server_thread
 
 import kip714
-from kip714 import ErrorCode, SubscriptionRegistry, TelemetryBroker, otlp_pb
-from kip714.naming import telemetry_metric_name
-from kip714.recorder import ParquetRecorder, read_recording, record_schema
-from kip714.server import TelemetryServer
-from kip714.simulate import (
+from kip714 import ErrorCode, SubscriptionRegistry, TelemetryBroker
+from kip714.otlp import reference as otlp_pb
+from kip714.client.naming import telemetry_metric_name
+from kip714.sinks.recorder import ParquetRecorder, read_recording, record_schema
+from kip714.endpoint.server import TelemetryServer
+from kip714.cli.simulate import add_parser as add_simulate_parser
+from kip714.tools.simulate import (
     JAVA_CONSUMER_METRICS,
     JAVA_PRODUCER_METRICS,
     RDK_CONSUMER_METRICS,
@@ -26,7 +28,6 @@ from kip714.simulate import (
     SOFTWARE_JAVA,
     SOFTWARE_LIBRDKAFKA,
     Fleet,
-    add_simulate_parser,
     parse_duration,
 )
 

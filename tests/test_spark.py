@@ -1,6 +1,6 @@
 """Bulk decoding on local Spark: DataFrame API, SQL functions and the pipeline command.
 
-The oracle is kip714.otlp_pb (protobuf parse + Python flattening) on the same payloads."""
+The oracle is kip714.otlp.reference (protobuf parse + Python flattening) on the same payloads."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 import kip714
-from kip714 import otlp_pb
+from kip714.otlp import reference as otlp_pb
 
 pytest.importorskip("pyspark")
 from kip714 import spark as kspark  # noqa: E402
@@ -117,7 +117,7 @@ def test_sql_functions(spark):
 
 
 def test_pipeline_on_frames_with_corrupt_files(spark, tmp_path):
-    from kip714.pipeline import run_pipeline
+    from kip714.spark.pipeline import run_pipeline
 
     inp = tmp_path / "in"
     (inp / "sub").mkdir(parents=True)
@@ -137,7 +137,7 @@ def test_pipeline_on_frames_with_corrupt_files(spark, tmp_path):
 
 def test_pipeline_command_on_a_recording(tmp_path):
     from kip714 import SubscriptionRegistry, TelemetryBroker
-    from kip714.simulate import Fleet
+    from kip714.tools.simulate import Fleet
 
     reg = SubscriptionRegistry()
     reg.set("all", {"metrics": "*", "interval.ms": "30000"})
@@ -155,7 +155,7 @@ def test_pipeline_command_on_a_recording(tmp_path):
 
 def test_demo_end_to_end(spark, tmp_path, capsys):
     """The README's main command: real librdkafka + simulated clients → serve → Spark → table and chart."""
-    from kip714.demo import run_demo
+    from kip714.tools.demo import run_demo
 
     assert run_demo(str(tmp_path), seconds=3.0, simulated=4) == 0
     out = capsys.readouterr().out

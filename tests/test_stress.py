@@ -24,8 +24,8 @@ from server_thread import ServerThread
 import kip714
 from kip714 import (ApiVersionsRequest, GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry,
                     TelemetryBroker)
-from kip714.recorder import ParquetRecorder, read_recording
-from kip714.server import TelemetryServer
+from kip714.sinks.recorder import ParquetRecorder, read_recording
+from kip714.endpoint.server import TelemetryServer
 
 CAPTURES = pathlib.Path(__file__).parent / "data" / "captures"
 N_CLIENTS = 200

@@ -8,7 +8,7 @@ import pytest
 
 import kip714
 from kip714 import ClientInfo, SubscriptionRegistry
-from kip714.subscriptions import kafka_uuid_string, parse_config_string, parse_kafka_list
+from kip714.broker.subscriptions import kafka_uuid_string, parse_config_string, parse_kafka_list
 
 DOC = uuid.UUID(int=(0x5E0B1D6A3C4F7A21 << 64) | 0x9D3E2B7C8A1F4E60)
 P = "org.apache.kafka."

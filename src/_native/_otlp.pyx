@@ -2,11 +2,11 @@
 """Native OTLP ``MetricsData`` decoder: protobuf wire bytes → one Arrow row per data point.
 
 ``decode_metrics(otlp_bytes, labels=None)`` walks the protobuf wire format directly (no protobuf
-objects) and returns a ``pyarrow.Table`` with the columns of :data:`kip714.otlp_pb.COLUMNS`, in that
+objects) and returns a ``pyarrow.Table`` with the columns of :data:`kip714.otlp.schema.COLUMNS`, in that
 order, plus one constant column per label. ``decode_metrics_batch`` does the same for many payloads
 at once, adding a ``payload_index`` column, and can collect bad payloads instead of raising.
 
-The reference is :func:`kip714.otlp_pb.flatten` (upb parse + Python); this module produces the same
+The reference is :func:`kip714.otlp.reference.flatten` (upb parse + Python); this module produces the same
 rows (see its docstring for what every column holds and how attribute values become text) and
 accepts and rejects exactly the payloads upb does, with these deliberate limits: a payload of 2 GiB or
 more, one with more than ``MAX_ROWS`` data points, or one whose metric/scope/resource strings would be
@@ -104,7 +104,7 @@ from kip714._enums import ErrorCode
 __all__ = ["decode_metrics", "decode_metrics_batch", "output_schema", "COLUMNS", "MAX_ROWS",
            "MAX_AMPLIFIED_BYTES"]
 
-from kip714.otlp_pb import COLUMNS  # the column contract is defined once, by the reference flattening
+from kip714.otlp.schema import COLUMNS  # the column contract has one home
 globals()["MAX_ROWS"] = MAX_ROWS
 globals()["MAX_AMPLIFIED_BYTES"] = MAX_AMPLIFIED_BYTES
 

@@ -81,7 +81,7 @@ cdef inline void set_validity(ArrowArray* a, uint8_t* valid, int64_t nulls) noex
 
 cdef int cols_fixed(Ctx* c, ArrowArray** out, bint with_payload) noexcept nogil:
     """Every fixed-width column (indexed by the C_* selectors) in one pass over the rows; the nulls
-    follow the row kind exactly as otlp_pb.flatten leaves fields None."""
+    follow the row kind exactly as kip714.otlp.reference.flatten leaves fields None."""
     cdef int64_t n = c.rows.n
     cdef const Row* rows = <const Row*>c.rows.data
     cdef const MetricRec* metrics = <const MetricRec*>c.metrics.data
@@ -584,7 +584,7 @@ ctypedef struct LabelCol:
 
 cdef int build_root(Ctx* c, ArrowArray* root, bint with_payload, const LabelCol* labels,
                     int n_labels) noexcept nogil:
-    """Fill ``root`` (a caller-owned struct) as the struct array of every column — otlp_pb.COLUMNS
+    """Fill ``root`` (a caller-owned struct) as the struct array of every column — kip714.otlp.schema.COLUMNS
     order, then payload_index, then the labels — with all memory in a fresh pool that the root's
     release callback frees. -1 (error recorded, nothing left allocated) on failure."""
     cdef int n_children = 29 + (1 if with_payload else 0) + n_labels

@@ -1,5 +1,5 @@
 # Included by _otlp.pyx: the post-pass that turns non-string attribute values into text, exactly as
-# kip714.otlp_pb.render_any_value does: ints in decimal, doubles as Python's repr() (CPython's own
+# kip714.otlp.reference.render_any_value does: ints in decimal, doubles as Python's repr() (CPython's own
 # PyOS_double_to_string, so it needs the GIL), bytes as base64, arrays / kvlists as compact JSON.
 # It runs after the walk, on bytes the walk has already validated, and appends to Ctx.arena.
 
@@ -169,7 +169,7 @@ cdef int render_any(Ctx* c, const Rd* spans, Py_ssize_t nspans) except -1:
                         render_fail(c)
             arena_put(c, "]", 1)
         elif case_ == 6:
-            # Like otlp_pb: {kv.key: value for kv in values} — a repeated key keeps its first position
+            # Like kip714.otlp.reference: {kv.key: value for kv in values} — a repeated key keeps its first position
             # and takes its last value. Every pair is rendered at the end of the arena first, then the
             # object is assembled after them and moved down over them.
             start = c.arena.n

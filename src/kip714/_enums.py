@@ -1,10 +1,14 @@
-"""Kafka's numbering for API keys, error codes and compression types."""
+"""Kafka's numbers: API keys, error codes, compression types, and the defaults kip714 shares with Kafka.
+
+Each of these facts has its home here; the native core mirrors the few it needs in
+``src/_native/kafka_constants.pxd`` (checked against this module by the tests)."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "ErrorCode", "CompressionType"]
+__all__ = ["ApiKey", "ErrorCode", "CompressionType", "COMPRESSION_NAMES", "DEFAULT_TELEMETRY_MAX_BYTES",
+           "compression_type_from_name"]
 
 
 class ApiKey(IntEnum):
@@ -27,6 +31,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
     CLUSTER_AUTHORIZATION_FAILED = 31
     UNSUPPORTED_VERSION = 35
     INVALID_CONFIG = 40
@@ -35,6 +40,7 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
     THROTTLING_QUOTA_EXCEEDED = 89
+    UNKNOWN_TOPIC_ID = 100
     UNKNOWN_SUBSCRIPTION_ID = 117
     TELEMETRY_TOO_LARGE = 118
 
@@ -47,3 +53,21 @@ class CompressionType(IntEnum):
     SNAPPY = 2
     LZ4 = 3
     ZSTD = 4
+
+
+#: Names of the compression types as Kafka's configuration spells them (``compression.type``).
+COMPRESSION_NAMES = {CompressionType.NONE: "none", CompressionType.GZIP: "gzip", CompressionType.SNAPPY: "snappy",
+                     CompressionType.LZ4: "lz4", CompressionType.ZSTD: "zstd"}
+
+#: Kafka's ``telemetry.max.bytes`` default (1 MiB): the largest push a broker accepts, on the wire and,
+#: in newest Kafka, decompressed.
+DEFAULT_TELEMETRY_MAX_BYTES = 1048576
+
+
+def compression_type_from_name(name: str) -> CompressionType:
+    """``"zstd"`` → ``CompressionType.ZSTD`` (case-insensitive); ValueError names the valid choices."""
+    key = name.strip().lower()
+    for ctype, text in COMPRESSION_NAMES.items():
+        if text == key:
+            return ctype
+    raise ValueError(f"unknown compression type {name!r}; choose from {', '.join(COMPRESSION_NAMES.values())}")

@@ -13,12 +13,11 @@ submitted master is used:
         "$(python -c 'import kip714.pipeline as p; print(p.__file__)')" hdfs:///telemetry/rec hdfs:///telemetry/out
 """
 
-import argparse
-import json
 import pathlib
 import sys
 import time
-from dataclasses import asdict, dataclass
+from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from dataclasses import dataclass
 
 
 @dataclass
@@ -59,12 +58,12 @@ def detect_input(path: str) -> str:
 
 
 def run_pipeline(input_path: str, output_path: str, *, master: str | None = None, partitions: int | None = None,
-                 max_output: int = 1 << 20, progress: bool = True, spark=None) -> PipelineSummary:
+                 max_output: int = DEFAULT_TELEMETRY_MAX_BYTES, progress: bool = True, spark=None) -> PipelineSummary:
     """Decode INPUT on Spark into OUTPUT/points and OUTPUT/errors; returns the summary."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from . import spark as kspark
+    from .. import spark as kspark
 
     started = time.perf_counter()
     kind = detect_input(input_path)
@@ -109,39 +108,3 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
                               time.perf_counter() - started)
     _say(progress, started, "done")
     return summary
-
-
-def add_pipeline_parser(subparsers) -> None:
-    p = subparsers.add_parser("pipeline", help="bulk-decode frames or a serve recording on Spark into Parquet",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", help="folder of *.bin frame files, or a kip714 serve --record folder")
-    p.add_argument("output", help="output folder: points/ and errors/ are written there")
-    p.add_argument("--master", help="Spark master URL (default local[*], or the one spark-submit gives)")
-    p.add_argument("--partitions", type=int, help="repartition the input into N partitions before decoding")
-    p.add_argument("--max-output", type=int, default=1 << 20,
-                   help="largest decompressed payload accepted per row (default 1048576)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=_run_cli)
-
-
-def _run_cli(args) -> int:
-    summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
-                           max_output=args.max_output, progress=not args.quiet)
-    if args.json:
-        print(json.dumps({**asdict(summary), "points_per_second": summary.points_per_second}))
-    else:
-        print(summary.describe())
-    return 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="kip714-pipeline")
-    sub = parser.add_subparsers(dest="command")
-    add_pipeline_parser(sub)
-    args = parser.parse_args(["pipeline", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

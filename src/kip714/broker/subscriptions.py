@@ -48,11 +48,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ._crc import compute_subscription_id, uuid_hash
-from .errors import InvalidConfigError, InvalidRequestError
+from .._crc import compute_subscription_id, uuid_hash
+from ..errors import InvalidConfigError, InvalidRequestError
 from .javaorder import JavaConcurrentHashMap, JavaHashSet, resolve_order
 
+#: Kafka's principal for a connection without authentication.
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+
 __all__ = [
+    "ANONYMOUS_PRINCIPAL",
     "ClientInfo",
     "Resolution",
     "SubscriptionRegistry",
@@ -121,7 +125,7 @@ class ClientInfo:
     client_software_version: str = "unknown"
     client_source_address: str = ""
     client_source_port: int | str = ""
-    principal: str = "User:ANONYMOUS"
+    principal: str = ANONYMOUS_PRINCIPAL
 
     def attribute(self, selector: str) -> str | None:
         """The text a ``match`` selector is tested against (None when not known)."""

@@ -62,7 +62,8 @@ def record_schema():
 
 
 class ParquetRecorder:
-    """Thread-safe buffered writer of push rows into ``directory``."""
+    """Thread-safe buffered writer of push rows into ``directory``; a :class:`kip714.TelemetryReceiver` that
+    records every push (``TelemetryBroker(receivers=[recorder])`` or ``broker.add_receiver(recorder)``)."""
 
     def __init__(self, directory: str | os.PathLike, flush_interval_s: float = 1.0,
                  max_buffer_bytes: int = 32 << 20, compression: str = "zstd") -> None:
@@ -83,6 +84,15 @@ class ParquetRecorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._flusher, name="kip714-recorder", daemon=True)
         self._thread.start()
+
+    # ------------------------------------------------------------------ receiver (kip714.TelemetryReceiver)
+
+    def export_metrics(self, context, payload) -> None:
+        """Nothing to do: every push, accepted or not, is recorded by :meth:`push_completed`."""
+
+    def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
+        """Record one PushTelemetry request with the answer it got (the broker calls this for every push)."""
+        self.record(push_row(request, context.client_info, context.node_id, error_code, received_at_ms))
 
     def record(self, row: dict[str, Any]) -> None:
         """Buffer one row (keys: RECORD_COLUMNS)."""

@@ -28,14 +28,11 @@ import base64
 import json
 from typing import Any
 
-from .errors import CorruptPayloadError
+from ..errors import CorruptPayloadError
+from .schema import COLUMNS, UNSIGNED_FIELDS
 
 _TEMPORALITY = {0: None, 1: "delta", 2: "cumulative"}
 
-#: Row fields that are unsigned 64-bit in OTLP (fixed64 / uint64) but int64 columns in
-#: :func:`kip714.decode_metrics`, which refuses a payload where one of them is 2**63 or more.
-UNSIGNED_FIELDS = ("start_time_unix_nano", "time_unix_nano", "count", "zero_count", "bucket_counts",
-                   "positive_bucket_counts", "negative_bucket_counts")
 
 
 def exceeds_int64(row: dict) -> bool:
@@ -48,13 +45,6 @@ def exceeds_int64(row: dict) -> bool:
             return True
     return False
 
-COLUMNS = (
-    "metric", "description", "unit", "kind", "temporality", "monotonic", "attributes", "resource",
-    "scope_name", "scope_version", "start_time_unix_nano", "time_unix_nano", "value", "value_int",
-    "count", "sum", "min", "max", "bucket_counts", "explicit_bounds", "scale", "zero_count",
-    "positive_offset", "positive_bucket_counts", "negative_offset", "negative_bucket_counts",
-    "quantiles", "flags", "exemplar_count",
-)
 
 
 def _json_value(v) -> Any:

@@ -33,7 +33,6 @@ import importlib
 import importlib.metadata
 import importlib.util
 import itertools
-import json
 import math
 import os
 import pathlib
@@ -50,10 +49,11 @@ from itertools import repeat
 from typing import Any, Callable, Sequence
 
 import kip714
+from kip714._enums import DEFAULT_TELEMETRY_MAX_BYTES
 
 GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "spark")
-SAMPLES = pathlib.Path(__file__).parent / "samples"
-LIMIT = 1 << 20  # Kafka's default telemetry.max.bytes (the decompression cap)
+from . import SAMPLES
+LIMIT = DEFAULT_TELEMETRY_MAX_BYTES  # the decompression cap
 
 KB = 1024
 SIZE_NAMES = {64: "64 B", 256: "256 B", KB: "1 KB", 4 * KB: "4 KB", 16 * KB: "16 KB", 64 * KB: "64 KB",
@@ -438,7 +438,7 @@ class Bench:
         def gts(requested: Sequence[str]):
             return kip714.GetTelemetrySubscriptionsResponse(
                 client_instance_id=instance, subscription_id=-111713672, accepted_compression_types=[4, 3, 1, 2],
-                push_interval_ms=300000, telemetry_max_bytes=1 << 20, delta_temporality=True,
+                push_interval_ms=300000, telemetry_max_bytes=LIMIT, delta_temporality=True,
                 requested_metrics=list(requested))
 
         frame = push_frame(4096)
@@ -482,7 +482,7 @@ class Bench:
             msg = cls(throttle_time=datetime.timedelta(0), error_code=errors.ErrorCode.none,
                       client_instance_id=instance, subscription_id=-111713672,
                       accepted_compression_types=(4, 3, 1, 2), push_interval=datetime.timedelta(milliseconds=300000),
-                      telemetry_max_bytes=1 << 20, delta_temporality=True, requested_metrics=tuple(requested))
+                      telemetry_max_bytes=LIMIT, delta_temporality=True, requested_metrics=tuple(requested))
             write = serial.entity_writer(cls)
 
             def run():
@@ -510,7 +510,7 @@ class Bench:
                       peer_dist="kafka-python")
             kp_msg = kp["GetTelemetrySubscriptionsResponse"](
                 throttle_time_ms=0, error_code=0, client_instance_id=instance, subscription_id=-111713672,
-                accepted_compression_types=[4, 3, 1, 2], push_interval_ms=300000, telemetry_max_bytes=1 << 20,
+                accepted_compression_types=[4, 3, 1, 2], push_interval_ms=300000, telemetry_max_bytes=LIMIT,
                 delta_temporality=True, requested_metrics=metrics)
             assert bytes(kp_msg.encode(version=0)) == GTS.encode()
             self.pair(G, "encode-gts-body-kp", "encode GetTelemetrySubscriptions response body",
@@ -716,17 +716,17 @@ class Bench:
                                ctypes if ctypes is not None else array.array("b", [4]) * n,
                                sizes if sizes is not None else array.array("i", [900]) * n, out,
                                subscription_version=0, crc_base=self.CRC_BASE, push_interval_ms=self.INTERVAL,
-                               telemetry_max_bytes=1 << 20)
+                               telemetry_max_bytes=LIMIT)
 
     def group_limiter(self) -> None:
-        from ._instances import java_uuid_hash
+        from .._instances import java_uuid_hash
 
         G = "limiter"
         sizes = [1_000, 100_000, 1_000_000] if self.quick else [1_000, 10_000, 100_000, 1_000_000]
         batch = 200_000 if self.quick else 1_000_000
         single_n = 20_000 if self.quick else 100_000
         rounds = 3 if self.quick else 7
-        maxb = 1 << 20
+        maxb = LIMIT
         rates_batch, rates_single, bytes_per = [], [], []
         for n in sizes:
             t_batch, raw = self._fill(n)
@@ -837,9 +837,9 @@ class Bench:
 
     def _fill_same(self, raw: bytes):
         """A second table holding the same instances (so two contenders do not share state)."""
-        from ._instances import InstanceTable
+        from .._instances import InstanceTable
 
-        from ._instances import java_uuid_hash
+        from .._instances import java_uuid_hash
 
         n = len(raw) // 16
         t = InstanceTable(max_instances=n)
@@ -851,7 +851,7 @@ class Bench:
 
     # ============================================================== broker
     def group_broker(self) -> None:
-        from . import ClientInfo, PushTelemetryRequest, SubscriptionRegistry, TelemetryBroker
+        from .. import ClientInfo, PushTelemetryRequest, SubscriptionRegistry, TelemetryBroker
 
         G = "broker"
         T0 = 1_763_700_000_000
@@ -910,7 +910,8 @@ class Bench:
     # ============================================================== otlp
     def group_otlp(self) -> None:
         G = "otlp"
-        from . import _otlp, otlp_pb
+        from .. import _otlp
+        from ..otlp import reference as otlp_pb
 
         try:
             from google.protobuf.internal import api_implementation
@@ -968,7 +969,7 @@ class Bench:
             self.skip(G, "pyspark", str(exc))
             self.notes.append("spark: pyspark not installed, group skipped")
             return
-        from . import spark as kspark
+        from .. import spark as kspark
 
         k = self.spark_k or (16 if self.quick else 400)
         runs = 2 if self.quick else 4
@@ -1055,7 +1056,7 @@ def spark_input(spark, k: int, distinct: int = 16):
     """K rows (id, compression_type, payload) of zstd-compressed ~100 KB OTLP MetricsData (``distinct``
     different payloads, cycled), in 2 partitions, cached and materialised. Returns (df, points, otlp bytes,
     compressed bytes)."""
-    from . import _otlp
+    from .. import _otlp
 
     raws = [otlp_like(100 * KB, seed=1000 + i) for i in range(min(k, distinct))]
     packed = [kip714.compress(r, 4) for r in raws]
@@ -1069,7 +1070,7 @@ def spark_input(spark, k: int, distinct: int = 16):
 
 
 def spark_kip714(df, combined: bool = False):
-    from . import spark as kspark
+    from .. import spark as kspark
 
     res = kspark.decode_payloads(df)
     return res.combined if combined else res.points
@@ -1078,7 +1079,7 @@ def spark_kip714(df, combined: bool = False):
 def _peer_schema():
     import pyarrow as pa
 
-    from . import _otlp
+    from .. import _otlp
 
     return pa.schema(list(_otlp.output_schema()) + [pa.field("id", pa.int64()),
                                                      pa.field("compression_type", pa.int8())])
@@ -1091,7 +1092,7 @@ def protobuf_mapper(batches):
     import pyarrow as pa
     import zstandard
 
-    from .otlp_pb import COLUMNS, flatten
+    from ..otlp.reference import COLUMNS, flatten
 
     schema = _peer_schema()
     dctx = zstandard.ZstdDecompressor()
@@ -1321,81 +1322,9 @@ def _groups(text: str) -> list[str]:
     return names
 
 
-def add_bench_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``bench`` subcommand to an argparse subparsers object (``kip714 bench``)."""
-    p = subparsers.add_parser(
-        "bench", help="measure kip714 against its peers (kio, codec packages, crc32c, protobuf, Spark)",
-        description="Run the benchmarks of bench/ without pytest: kip714 and each peer in alternating rounds, "
-                    "then a table (operation, kip714, peer, ratio, goal, met). Peers that are not installed are "
-                    "skipped with a note. Exit status 0 even when goals are missed; non-zero on errors.")
-    p.add_argument("--quick", action="store_true",
-                   help="smaller sizes and fewer rounds, Spark skipped unless --only spark (under a minute)")
-    p.add_argument("--only", type=_groups, metavar="NAME",
-                   help=f"run only this group (or comma-separated groups): {', '.join(GROUPS)}")
-    p.add_argument("--json", metavar="FILE", help="write the results (machine, rows, samples summary) as JSON")
-    p.add_argument("--plot", metavar="DIR", help="write PNG plots of cost vs work size into DIR")
-    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    p.add_argument("--spark-rows", type=int, metavar="K",
-                   help="input rows for the Spark group (default 400; 16 with --quick)")
-    p.set_defaults(func=cmd_bench)
-    return p
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    started_wall, started = time.time(), time.perf_counter()
-    load_before = _loadavg()
-    groups = [g for g in GROUPS if g in args.only] if args.only else list(GROUPS)
-    bench = Bench(quick=args.quick, groups=groups, spark_k=getattr(args, "spark_rows", None))
-    info = bench.machine()
-    bench.log(f"kip714 bench ({'quick' if args.quick else 'full'}): groups {', '.join(groups)}; "
-              f"{info['processor']}, {info['cpus_usable'] or info['cpu_count']} CPUs, Python {info['python']}; "
-              f"load {load_before}")
-    bench.run()
-    elapsed = time.perf_counter() - started
-    load_after = _loadavg()
-    print(f"kip714 {kip714.__version__} bench ({'quick' if args.quick else 'full'}) — {info['processor']}, "
-          f"{info['cpus_usable'] or info['cpu_count']} CPUs, {info['platform']}, Python {info['python']}; "
-          f"load average {load_before} → {load_after}")
-    print("ratio = peer time / kip714 time (> 1: kip714 faster), medians of interleaved rounds\n")
-    print(render_markdown(bench.rows) if getattr(args, "markdown", False) else render_table(bench.rows))
-    goals = [r for r in bench.rows if r["met"] is not None]
-    missed = [r for r in goals if r["met"] is False]
-    print(f"\n{len(goals) - len(missed)} of {len(goals)} goals met" + (
-        "; missed: " + "; ".join(r["operation"] for r in missed) if missed else ""))
-    for s in bench.skipped:
-        print(f"note: [{s['group']}] peer {s['peer']} skipped: {s['reason']}")
-    for n in bench.notes:
-        print(f"note: {n}")
-    for e in bench.errors:
-        print(f"error: [{e['group']}] {e['error']}")
-    if args.json:
-        path = pathlib.Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(bench.to_json(started_wall, elapsed, load_before, load_after), indent=1,
-                                   default=_json_default) + "\n")
-        print(f"JSON: {path}")
-    if args.plot:
-        files = write_plots(bench, pathlib.Path(args.plot))
-        print("plots: " + ", ".join(str(f) for f in files))
-    print(f"elapsed {elapsed:.1f} s")
-    return 1 if bench.errors else 0
-
-
 def _json_default(obj):
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if hasattr(obj, "tolist"):
         return obj.tolist()
     return str(obj)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kip714-bench")
-    sub = parser.add_subparsers(dest="command")
-    add_bench_parser(sub)
-    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

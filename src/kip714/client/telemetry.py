@@ -35,8 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._enums import CompressionType, ErrorCode
-from ._protocol import (
+from .._enums import CompressionType, ErrorCode
+from .._protocol import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
     PushTelemetryRequest,
@@ -151,7 +151,7 @@ def _compress_or_none(payload: bytes, ct: CompressionType, level: int | Mapping[
     if ct == CompressionType.NONE:
         return payload
     try:
-        from ._codec import compress
+        from .._codec import compress
 
         return bytes(compress(payload, int(ct), _level_for(level, ct)))
     except Exception as exc:  # any codec failure (Java: IOException): the caller sends it uncompressed

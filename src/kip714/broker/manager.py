@@ -23,33 +23,25 @@ from __future__ import annotations
 
 import base64
 import logging
-import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Protocol
+from typing import Any, Callable, Hashable, Iterable
 
-from ._codec import decompress
-from ._enums import CompressionType, ErrorCode
-from ._instances import InstanceTable
-from ._protocol import (
+from .._codec import decompress
+from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, CompressionType, ErrorCode
+from .._instances import InstanceTable
+from .._protocol import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
-from .errors import Kip714Error, TelemetryTooLargeError
+from ..errors import Kip714Error, TelemetryTooLargeError
+from .receivers import ReceiverContext, TelemetryPayload, TelemetryReceiver
 from .subscriptions import ClientInfo, SubscriptionRegistry
 
-__all__ = [
-    "TelemetryBroker",
-    "TelemetryPayload",
-    "TelemetryReceiver",
-    "ReceiverContext",
-    "BackgroundReceiver",
-    "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
-]
+__all__ = ["TelemetryBroker", "DEFAULT_ACCEPTED_COMPRESSION_TYPES"]
 
 log = logging.getLogger("kip714.broker")
 
@@ -64,89 +56,6 @@ _INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _TOO_LARGE = int(ErrorCode.TELEMETRY_TOO_LARGE)
-
-
-@dataclass(frozen=True)
-class TelemetryPayload:
-    """An accepted push, as Kafka hands it to its ClientTelemetryReceivers.
-
-    ``data`` is the decompressed OTLP MetricsData (``content_type`` "OTLP"); ``labels`` are the KIP's
-    broker-added labels."""
-
-    client_instance_id: uuid.UUID
-    terminating: bool
-    content_type: str
-    data: bytes
-    labels: dict[str, str]
-    compression_type: int
-    subscription_id: int
-    received_at_ms: int
-
-
-@dataclass(frozen=True)
-class ReceiverContext:
-    """What a receiver knows about the request besides the payload (Kafka's AuthorizableRequestContext)."""
-
-    client_info: ClientInfo
-    node_id: int
-    push_interval_ms: int | None = None
-
-
-class TelemetryReceiver(Protocol):
-    """Kafka's ``ClientTelemetryReceiver``: called for every accepted non-empty push. It must not block
-    the caller (hand work to a queue, see :class:`BackgroundReceiver`); an exception it raises makes the
-    broker answer INVALID_RECORD."""
-
-    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
-
-
-class BackgroundReceiver:
-    """Runs a slow receiver on a worker thread behind a bounded queue, so ``export_metrics`` never blocks.
-
-    When the queue is full the push is refused with INVALID_RECORD (as a failing receiver would be) and
-    counted in ``dropped``: nothing is lost silently."""
-
-    def __init__(self, receiver: TelemetryReceiver, max_queue: int = 10000, name: str = "kip714-receiver") -> None:
-        self.receiver = receiver
-        self.dropped = 0
-        self.failed = 0
-        self._queue: queue.Queue[tuple[ReceiverContext, TelemetryPayload] | None] = queue.Queue(max_queue)
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None:
-        try:
-            self._queue.put_nowait((context, payload))
-        except queue.Full:
-            self.dropped += 1
-            raise Kip714Error("receiver queue is full", ErrorCode.INVALID_RECORD) from None
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                self.receiver.export_metrics(*item)
-            except Exception:  # a failing background receiver must not kill the worker
-                self.failed += 1
-                log.exception("telemetry receiver failed")
-            finally:
-                self._queue.task_done()
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything queued so far was exported (True) or ``timeout`` seconds passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(0.001)
-        return True
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        self.flush(timeout)
-        self._queue.put(None)
-        self._thread.join(timeout)
 
 
 def _random_instance_id(table: InstanceTable, now_ms: int) -> uuid.UUID:
@@ -186,7 +95,7 @@ class TelemetryBroker:
     def __init__(
         self,
         registry: SubscriptionRegistry | None = None,
-        telemetry_max_bytes: int = 1048576,
+        telemetry_max_bytes: int = DEFAULT_TELEMETRY_MAX_BYTES,
         accepted_compression_types: Iterable[int] = DEFAULT_ACCEPTED_COMPRESSION_TYPES,
         max_instances: int = 16384,
         node_id: int = 0,
@@ -203,14 +112,17 @@ class TelemetryBroker:
         self.accepted_compression_types = [int(CompressionType(t)) for t in accepted_compression_types]
         self.node_id = int(node_id)
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
-        self.receivers = list(receivers)
+        self.receivers: list[TelemetryReceiver] = []
+        self._observers: list[Any] = []          # receivers that also see every push with its answer
+        for receiver in receivers:
+            self.add_receiver(receiver)
         self.decompress_payloads = decompress_payloads
         self.delta_temporality = delta_temporality
         self.instances = InstanceTable(max_instances=max_instances, cache_expiry_ms=cache_expiry_ms)
         self._lock = threading.Lock()
         # Decisions are counted natively by the instance table; these count what happens around them.
         self._counts = dict.fromkeys(("invalid-request", "plugin-export", "plugin-error", "decompression-error",
-                                      "decompressed-too-large"), 0)
+                                      "decompressed-too-large", "observer-error"), 0)
         self._export_time_total = 0.0
         self._export_time_max = 0.0
         self._by_connection: dict[Any, bytes] = {}   # connection id → instance (re)created on it last
@@ -225,10 +137,46 @@ class TelemetryBroker:
         if now_ms is None:
             now_ms = self.clock()
         if type(body) is PushTelemetryRequest:
-            return self._push(body, client_info, now_ms, connection)
+            result = self._push(body, client_info, now_ms, connection)
+            if self._observers:
+                self._observe(body, client_info, result[0].error_code, now_ms)
+            return result
         if type(body) is GetTelemetrySubscriptionsRequest:
             return self._get(body, client_info, now_ms, connection), None
         raise TypeError(f"TelemetryBroker handles telemetry request bodies, not {type(body).__name__}")
+
+    def add_receiver(self, receiver: TelemetryReceiver) -> None:
+        """Feed ``receiver`` too: ``export_metrics`` for every accepted non-empty push and, when it has one,
+        ``push_completed`` for every push with its answer (see :class:`~kip714.TelemetryReceiver`). This is
+        the one way accepted pushes leave the broker: the recorder, the exporters and callbacks all use it."""
+        self.receivers.append(receiver)
+        if callable(getattr(receiver, "push_completed", None)):
+            self._observers.append(receiver)
+
+    def deliver(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
+                now_ms: int | None = None) -> TelemetryPayload | None:
+        """Feed the receivers a push that someone else decided (a proxy tapping a real cluster, whose
+        broker stays the authority): ``error_code`` is that answer. An accepted non-empty push is
+        decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
+        payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one."""
+        if now_ms is None:
+            now_ms = self.clock()
+        payload = None
+        if error_code == 0 and body.metrics_size:
+            payload, _ = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms)
+        if self._observers:
+            self._observe(body, client_info, error_code, now_ms)
+        return payload
+
+    def _observe(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
+                 now_ms: int) -> None:
+        ctx = ReceiverContext(client_info or _ANONYMOUS, self.node_id)
+        for observer in self._observers:
+            try:
+                observer.push_completed(ctx, body, error_code, now_ms)
+            except Exception:
+                log.warning("telemetry observer %r failed", observer, exc_info=True)
+                self._count("observer-error")
 
     def connection_closed(self, connection: Hashable) -> bool:
         """A client connection closed: drop the instance last (re)created on it, as Kafka 4.0+ does.
@@ -335,6 +283,20 @@ class TelemetryBroker:
         with self._lock:
             self._counts[name] += 1
 
+    def push_results(self) -> dict[int, int]:
+        """Every PushTelemetry answer so far, counted by error code (0: accepted)."""
+        decisions = self.instances.decision_counts()
+        with self._lock:
+            counts = dict(self._counts)
+        push = dict(decisions["push"])
+        # pushes the table accepted but that failed afterwards, and pushes refused before the table
+        failed_after = counts["decompression-error"] + counts["plugin-error"] + counts["decompressed-too-large"]
+        push[0] = push.get(0, 0) - failed_after
+        push[_INVALID_RECORD] = push.get(_INVALID_RECORD, 0) + counts["decompression-error"] + counts["plugin-error"]
+        push[_TOO_LARGE] = push.get(_TOO_LARGE, 0) + counts["decompressed-too-large"]
+        push[_INVALID_REQUEST] = push.get(_INVALID_REQUEST, 0) + counts["invalid-request"]
+        return {c: n for c, n in push.items() if n}
+
     def metrics(self) -> dict[str, Any]:
         """Kafka's ``client-metrics`` group (as broker-wide totals) plus kip714's own counters.
 
@@ -343,13 +305,7 @@ class TelemetryBroker:
         with self._lock:
             counts = dict(self._counts)
             export_total, export_max = self._export_time_total, self._export_time_max
-        push = dict(decisions["push"])
-        # pushes the table accepted but that failed afterwards, and pushes refused before the table
-        failed_after = counts["decompression-error"] + counts["plugin-error"] + counts["decompressed-too-large"]
-        push[0] = push.get(0, 0) - failed_after
-        push[_INVALID_RECORD] = push.get(_INVALID_RECORD, 0) + counts["decompression-error"] + counts["plugin-error"]
-        push[_TOO_LARGE] = push.get(_TOO_LARGE, 0) + counts["decompressed-too-large"]
-        push[_INVALID_REQUEST] = push.get(_INVALID_REQUEST, 0) + counts["invalid-request"]
+        push = self.push_results()
         get = decisions["get"]
         exports = counts["plugin-export"]
         return {
@@ -360,6 +316,7 @@ class TelemetryBroker:
             "plugin-export-time-avg": export_total / exports if exports else 0.0,
             "plugin-export-time-max": export_max,
             "plugin-error-count": counts["plugin-error"] + counts["decompression-error"],
+            "observer-error-count": counts["observer-error"],
             "get-request-count": sum(get.values()),
             "push-request-count": sum(push.values()),
             "push-results": {ErrorCode(c).name: n for c, n in sorted(push.items()) if n},

@@ -10,11 +10,9 @@
 ``--captures`` instead decodes the real librdkafka frames bundled with kip714, without Spark or network.
 """
 
-import argparse
 import asyncio
 import gc
 import pathlib
-import sys
 import threading
 import time
 
@@ -76,10 +74,10 @@ def _librdkafka_clients(bootstrap: str, seconds: float, producers: int, consumer
 
 
 def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str | None = None) -> int:
-    from . import SubscriptionRegistry, TelemetryBroker
-    from .pipeline import run_pipeline
-    from .recorder import ParquetRecorder
-    from .server import TelemetryServer
+    from .. import SubscriptionRegistry, TelemetryBroker
+    from ..spark.pipeline import run_pipeline
+    from ..sinks.recorder import ParquetRecorder
+    from ..endpoint.server import TelemetryServer
     from .simulate import Fleet
 
     started = time.perf_counter()
@@ -117,8 +115,8 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
 def _report(out: pathlib.Path, master: str | None, started: float) -> int:
     from pyspark.sql import functions as F
 
-    from .cli import _table
-    from .spark import local_session
+    from ..cli._text import table as _table
+    from ..spark import local_session
 
     spark = local_session(master)
     points = spark.read.parquet(str(out / "points"))
@@ -178,20 +176,3 @@ def _chart(frame, path: pathlib.Path) -> pathlib.Path:
     fig.savefig(path)
     plt.close(fig)
     return path
-
-
-def add_demo_parser(subparsers, captures_func) -> None:
-    p = subparsers.add_parser("demo", help="real telemetry → kip714 serve → Spark pipeline → table and chart",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--output", default="demo-output", help="where the recording, points, errors and chart go")
-    p.add_argument("--seconds", type=float, default=8.0, help="how long the clients push (default 8)")
-    p.add_argument("--simulated", type=int, default=24, help="simulated clients (default 24)")
-    p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--captures", action="store_true",
-                   help="only decode the bundled librdkafka captures (no Spark, no network)")
-    p.set_defaults(func=lambda a: captures_func(a) if a.captures else run_demo(a.output, a.seconds, a.simulated,
-                                                                                 a.master))
-
-
-if __name__ == "__main__":
-    sys.exit(run_demo("demo-output"))

@@ -30,16 +30,17 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import pyarrow as pa
 
-from . import _otlp
-from ._codec import decompress
-from ._protocol import PushTelemetryRequest, decode_request, split_frames
-from .errors import Kip714Error
+from .. import _otlp
+from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from .._codec import decompress
+from .._protocol import PushTelemetryRequest, decode_request, split_frames
+from ..errors import Kip714Error
 
 __all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
            "DEFAULT_MAX_OUTPUT"]
 
 #: Largest decompressed payload accepted per row (Kafka's default telemetry.max.bytes).
-DEFAULT_MAX_OUTPUT = 1 << 20
+DEFAULT_MAX_OUTPUT = DEFAULT_TELEMETRY_MAX_BYTES
 ERROR_CODE, ERROR, ERROR_STAGE = "error_code", "error", "error_stage"
 FRAME_COLUMNS = ("client_id", "correlation_id", "client_instance_id", "subscription_id", "terminating",
                  "compression_type")
@@ -276,8 +277,8 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
     import pandas as pd
     from pyspark.sql.functions import arrow_udtf, pandas_udf
 
-    from ._crc import compute_subscription_id
-    from .naming import telemetry_metric_name
+    from .._crc import compute_subscription_id
+    from ..client.naming import telemetry_metric_name
 
     label_fields = [pa.field("received_at_ms", pa.int64())] + [
         pa.field(n, pa.int32() if n == "subscription_id" else pa.string()) for n in RECORDING_LABELS[1:]]

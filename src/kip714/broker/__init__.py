@@ -1,0 +1,16 @@
+"""Broker decisions as Apache Kafka 4.1+ makes them: subscriptions (:mod:`.subscriptions`, in Java's
+iteration order, :mod:`.javaorder`), the native per-instance table (``kip714._instances``), the
+``ClientMetricsManager`` equivalent (:mod:`.manager`) and the receiver contract accepted pushes leave by
+(:mod:`.receivers`)."""
+
+from __future__ import annotations
+
+from .manager import DEFAULT_ACCEPTED_COMPRESSION_TYPES, TelemetryBroker
+from .receivers import BackgroundReceiver, ReceiverContext, TelemetryPayload, TelemetryReceiver
+from .subscriptions import ClientInfo, Resolution, Subscription, SubscriptionRegistry, kafka_uuid_string
+
+__all__ = [
+    "DEFAULT_ACCEPTED_COMPRESSION_TYPES", "BackgroundReceiver", "ClientInfo", "ReceiverContext", "Resolution",
+    "Subscription", "SubscriptionRegistry", "TelemetryBroker", "TelemetryPayload", "TelemetryReceiver",
+    "kafka_uuid_string",
+]

@@ -1,0 +1,130 @@
+"""The contract an accepted push leaves the broker by: Kafka's ``ClientTelemetryReceiver``.
+
+A :class:`TelemetryReceiver` is called once for every accepted non-empty push with a
+:class:`ReceiverContext` and a :class:`TelemetryPayload`. Every sink (recorder, exporters) is one;
+:class:`BackgroundReceiver` runs a slow one on a worker thread behind a bounded queue."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from .._enums import ErrorCode
+from ..errors import Kip714Error
+from .subscriptions import ClientInfo
+
+__all__ = ["BackgroundReceiver", "CallbackReceiver", "PushObserver", "ReceiverContext", "TelemetryPayload",
+           "TelemetryReceiver"]
+
+log = logging.getLogger("kip714.broker")
+
+
+@dataclass(frozen=True)
+class TelemetryPayload:
+    """An accepted push, as Kafka hands it to its ClientTelemetryReceivers.
+
+    ``data`` is the decompressed OTLP MetricsData (``content_type`` "OTLP"); ``labels`` are the KIP's
+    broker-added labels."""
+
+    client_instance_id: uuid.UUID
+    terminating: bool
+    content_type: str
+    data: bytes
+    labels: dict[str, str]
+    compression_type: int
+    subscription_id: int
+    received_at_ms: int
+
+
+@dataclass(frozen=True)
+class ReceiverContext:
+    """What a receiver knows about the request besides the payload (Kafka's AuthorizableRequestContext)."""
+
+    client_info: ClientInfo
+    node_id: int
+    push_interval_ms: int | None = None
+
+
+class TelemetryReceiver(Protocol):
+    """Kafka's ``ClientTelemetryReceiver``: called for every accepted non-empty push. It must not block
+    the caller (hand work to a queue, see :class:`BackgroundReceiver`); an exception it raises makes the
+    broker answer INVALID_RECORD.
+
+    A receiver may also define ``push_completed(context, request, error_code, received_at_ms)``
+    (:class:`PushObserver`): the broker then calls it once for *every* PushTelemetry request, accepted or
+    not, after the answer is decided (the Parquet recorder records rejected pushes this way). An exception
+    there is logged and counted, never changes the answer."""
+
+    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
+
+
+class PushObserver(Protocol):
+    """The optional second hook of a receiver: every PushTelemetry request with the error code it was
+    answered with (0 for an accepted push). ``request`` is the decoded
+    :class:`~kip714.PushTelemetryRequest` (its ``metrics`` view is only valid during the call)."""
+
+    def push_completed(self, context: ReceiverContext, request: Any, error_code: int, received_at_ms: int) -> None: ...
+
+
+class CallbackReceiver:
+    """A receiver around a plain function ``fn(payload)`` called for every accepted non-empty push."""
+
+    def __init__(self, fn: Callable[[TelemetryPayload], Any]) -> None:
+        self.fn = fn
+
+    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None:
+        self.fn(payload)
+
+
+class BackgroundReceiver:
+    """Runs a slow receiver on a worker thread behind a bounded queue, so ``export_metrics`` never blocks.
+
+    When the queue is full the push is refused with INVALID_RECORD (as a failing receiver would be) and
+    counted in ``dropped``: nothing is lost silently."""
+
+    def __init__(self, receiver: TelemetryReceiver, max_queue: int = 10000, name: str = "kip714-receiver") -> None:
+        self.receiver = receiver
+        self.dropped = 0
+        self.failed = 0
+        self._queue: queue.Queue[tuple[ReceiverContext, TelemetryPayload] | None] = queue.Queue(max_queue)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None:
+        try:
+            self._queue.put_nowait((context, payload))
+        except queue.Full:
+            self.dropped += 1
+            raise Kip714Error("receiver queue is full", ErrorCode.INVALID_RECORD) from None
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self.receiver.export_metrics(*item)
+            except Exception:  # a failing background receiver must not kill the worker
+                self.failed += 1
+                log.exception("telemetry receiver failed")
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything queued so far was exported (True) or ``timeout`` seconds passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        self.flush(timeout)
+        self._queue.put(None)
+        self._thread.join(timeout)

@@ -1,0 +1,94 @@
+"""``kip714 decode``: decode size-prefixed request frames and print one row per data point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections.abc import Iterable
+
+import kip714
+
+from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+
+from ..otlp import reference as otlp_pb
+from ._text import codec_name as _codec_name
+from ._text import table as _table
+
+
+def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int):
+    """(path, index, frame bytes) for every size-prefixed frame in the files; leftover bytes are an error."""
+    for path in paths:
+        data = path.read_bytes()
+        frames, consumed = kip714.split_frames(data, max_frame_bytes)
+        if consumed != len(data):
+            raise kip714.MalformedFrameError(f"{path}: {len(data) - consumed} bytes after the last whole frame")
+        for i, frame in enumerate(frames):
+            yield path, i, frame
+
+
+def decode_push(frame, max_output: int):
+    """Decode one PushTelemetry frame: (request, decompressed payload, data-point rows)."""
+    req = kip714.decode_request(frame)
+    body = req.body
+    if not isinstance(body, kip714.PushTelemetryRequest):
+        return req, None, []
+    metrics = body.metrics if body.metrics is not None else b""
+    payload = kip714.decompress(metrics, body.compression_type, max_output) if len(metrics) else b""
+    return req, payload, otlp_pb.flatten(payload)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Decode frame files and print one row per data point (or JSON lines)."""
+    paths = [pathlib.Path(p) for p in args.files]
+    status = 0
+    out_rows = []
+    for path, index, frame in iter_frames(paths, args.max_frame_bytes):
+        source = f"{path.name}#{index}"
+        try:
+            req, payload, rows = decode_push(frame, args.max_output)
+        except kip714.Kip714Error as exc:
+            print(f"{source}: {type(exc).__name__} (error code {exc.error_code.value} "
+                  f"{exc.error_code.name}): {exc}", file=sys.stderr)
+            status = 1
+            continue
+        h, body = req.header, req.body
+        if args.json:
+            base = {"source": source, "api_key": h.api_key, "correlation_id": h.correlation_id,
+                    "client_id": h.client_id}
+            if isinstance(body, kip714.PushTelemetryRequest):
+                base.update(client_instance_id=str(body.client_instance_id), subscription_id=body.subscription_id,
+                            terminating=body.terminating, compression=_codec_name(body.compression_type))
+            for row in rows or [{}]:
+                print(json.dumps({**base, **row}, default=str))
+            continue
+        if not isinstance(body, kip714.PushTelemetryRequest):
+            print(f"{source}: {type(body).__name__} correlation_id={h.correlation_id} client_id={h.client_id}")
+            continue
+        print(f"{source}: PushTelemetry client_id={h.client_id} instance={body.client_instance_id} "
+              f"subscription={body.subscription_id} codec={_codec_name(body.compression_type)} "
+              f"wire={body.metrics_size}B otlp={len(payload)}B terminating={body.terminating} "
+              f"points={len(rows)}")
+        for r in rows:
+            attrs = ",".join(f"{k}={v}" for k, v in r["attributes"].items())
+            value = r["value_int"] if r["value_int"] is not None else r["value"]
+            out_rows.append((r["metric"], r["kind"], r["temporality"] or "", attrs, value))
+        if out_rows and not args.summary:
+            print(_table(out_rows, ("metric", "kind", "temporality", "attributes", "value")))
+        out_rows.clear()
+    return status
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("decode", help="decode size-prefixed request frames (files of one or more frames)",
+                       description=run.__doc__)
+    p.add_argument("files", nargs="+", help="frame files (each holds one or more size-prefixed frames)")
+    p.add_argument("--json", action="store_true", help="print JSON lines, one per data point")
+    p.add_argument("--summary", action="store_true", help="one line per frame, no data-point table")
+    p.add_argument("--max-output", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
+                   help=f"largest decompressed payload accepted (default {DEFAULT_TELEMETRY_MAX_BYTES}, Kafka's "
+                        "telemetry.max.bytes)")
+    p.add_argument("--max-frame-bytes", type=int, default=kip714.DEFAULT_MAX_FRAME_BYTES,
+                   help=f"largest frame accepted (default {kip714.DEFAULT_MAX_FRAME_BYTES})")
+    p.set_defaults(func=run)

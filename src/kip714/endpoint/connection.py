@@ -1,0 +1,176 @@
+"""The per-connection half every kip714 endpoint shares (``kip714 serve`` and ``kip714 proxy``).
+
+:class:`ClientIdentity` is what an endpoint knows about the client on one connection — its address and
+port as Kafka prints them, the software it named in ApiVersions (KIP-511), its principal — and builds the
+:class:`~kip714.ClientInfo` the broker decides on. :class:`FramedConnection` is an asyncio protocol that
+cuts the byte stream into size-prefixed frames (``split_frames``, bounded by ``max_frame_bytes``), applies
+flow control both ways, tracks idleness and hands each whole frame to :meth:`FramedConnection.handle_frame`.
+:class:`EndpointStats` holds the connection-level counters of an endpoint; push and Get counts come from
+the broker (``TelemetryBroker.metrics()``), never from a parallel count here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+from .._enums import ErrorCode
+from .._protocol import split_frames
+from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
+from ..errors import Kip714Error
+from .address import java_host_address
+
+__all__ = ["ClientIdentity", "EndpointStats", "FramedConnection", "connection_ids"]
+
+log = logging.getLogger("kip714.endpoint")
+
+_INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+
+
+class ClientIdentity:
+    """What an endpoint knows about the client on one connection."""
+
+    __slots__ = ("address", "port", "software", "principal", "_infos")
+
+    def __init__(self, address: str = "", port: int = 0, principal: str = ANONYMOUS_PRINCIPAL) -> None:
+        self.address = address
+        self.port = port
+        self.principal = principal
+        self.software = ("unknown", "unknown")
+        self._infos: dict[str, ClientInfo] = {}
+
+    def api_versions(self, body: Any, version: int) -> int:
+        """Take the client software an ApiVersions request (v3+) names, as Kafka does (KIP-511): a name or
+        version that fails Kafka's validation is INVALID_REQUEST (returned), a valid pair is kept."""
+        if version < 3:
+            return 0
+        if not body.is_valid():
+            return _INVALID_REQUEST
+        self.set_software(body.client_software_name, body.client_software_version)
+        return 0
+
+    def set_software(self, name: str, version: str) -> None:
+        self.software = (name, version)
+        self._infos.clear()
+
+    def set_principal(self, principal: str) -> None:
+        self.principal = principal
+        self._infos.clear()
+
+    def client_info(self, client_id: str | None) -> ClientInfo:
+        """The :class:`ClientInfo` of a request with this ``client_id`` on this connection (cached)."""
+        key = client_id or ""
+        info = self._infos.get(key)
+        if info is None:
+            info = ClientInfo(client_id=key, client_software_name=self.software[0],
+                              client_software_version=self.software[1], client_source_address=self.address,
+                              client_source_port=self.port, principal=self.principal)
+            self._infos[key] = info
+        return info
+
+
+class EndpointStats(Counter):
+    """Connection-level counters of an endpoint: ``connections``, ``connections_refused``,
+    ``protocol_errors``, ``internal_errors``, ``idle_closed``, ``instances_dropped_on_disconnect``."""
+
+
+class FramedConnection(asyncio.Protocol):
+    """One client connection of an endpoint: frames in, :meth:`handle_frame` per whole frame.
+
+    ``endpoint`` provides ``connections`` (a set), ``max_connections``, ``max_frame_bytes``,
+    ``stats`` (:class:`EndpointStats`), ``next_connection_id()`` and ``broker`` (its
+    ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
+    it). Subclasses implement :meth:`handle_frame`."""
+
+    def __init__(self, endpoint: Any) -> None:
+        self.endpoint = endpoint
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.identity = ClientIdentity()
+        self.last_activity = time.monotonic()
+        self.connection_id = endpoint.next_connection_id()   # the broker's key for this connection
+
+    @property
+    def address(self) -> str:
+        return self.identity.address
+
+    @property
+    def port(self) -> int:
+        return self.identity.port
+
+    # asyncio callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.identity.address, self.identity.port = java_host_address(str(peer[0])), int(peer[1])
+        endpoint = self.endpoint
+        if len(endpoint.connections) >= endpoint.max_connections:
+            log.warning("event=refused reason=max_connections peer=%s:%s", self.address, self.port)
+            endpoint.stats["connections_refused"] += 1
+            transport.abort()
+            return
+        endpoint.connections.add(self)
+        endpoint.stats["connections"] += 1
+        log.debug("event=connect peer=%s:%s", self.address, self.port)
+
+    def connection_lost(self, exc) -> None:
+        self.endpoint.connections.discard(self)
+        # Kafka 4.0+: the instance created on this connection goes with it
+        if self.endpoint.broker.connection_closed(self.connection_id):
+            self.endpoint.stats["instances_dropped_on_disconnect"] += 1
+        log.debug("event=disconnect peer=%s:%s", self.address, self.port)
+
+    # Flow control: a client that sends requests without reading the answers would otherwise make the
+    # transport buffer every response; stop reading while the write buffer is above its high-water mark.
+    def pause_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        try:
+            frames, consumed = split_frames(self.buffer, self.endpoint.max_frame_bytes)
+        except Kip714Error as exc:
+            self.drop(f"bad frame: {exc}")
+            return
+        if consumed:
+            # Idle time counts from the last *complete* request: bytes trickling into a frame that never
+            # completes (slow loris) do not keep the connection open.
+            self.last_activity = time.monotonic()
+            del self.buffer[:consumed]
+        for frame in frames:
+            if self.transport is None or self.transport.is_closing():
+                return
+            try:
+                self.handle_frame(frame)
+            except Exception:  # a bug must cost this connection, not escape into the event loop
+                log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
+                self.endpoint.stats["internal_errors"] += 1
+                self.drop("internal error")
+                return
+
+    def handle_frame(self, frame: bytes) -> None:
+        raise NotImplementedError
+
+    def drop(self, reason: str) -> None:
+        """Close the connection at once because of a protocol error (logged and counted), as Kafka does."""
+        log.warning("event=disconnect peer=%s:%s reason=%r", self.address, self.port, reason)
+        self.endpoint.stats["protocol_errors"] += 1
+        if self.transport is not None:
+            self.transport.abort()
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+
+def connection_ids():
+    """A source of connection ids for one endpoint (the broker's key for a connection)."""
+    return itertools.count(1).__next__

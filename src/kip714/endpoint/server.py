@@ -1,0 +1,222 @@
+"""``kip714 serve``: a KIP-714 telemetry endpoint that real Kafka clients push to.
+
+It is **not a Kafka broker**. It speaks the subset of the Kafka protocol a client needs before it pushes
+telemetry — ApiVersions (v0–v4), Metadata (itself as the only broker, no topics), GetTelemetrySubscriptions
+and PushTelemetry — and answers the telemetry requests through :class:`~kip714.TelemetryBroker`, exactly
+as an Apache Kafka 4.1+ broker would. Use it as a telemetry collector, or as a test peer when developing a
+client's KIP-714 support. Any other API key gets a log line and a clean disconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+
+from .._enums import ApiKey, ErrorCode
+from .._protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    GetTelemetrySubscriptionsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponseTopic,
+    PushTelemetryRequest,
+    decode_request,
+    encode_response,
+)
+from ..broker.manager import TelemetryBroker
+from ..broker.receivers import CallbackReceiver
+from ..broker.subscriptions import SubscriptionRegistry
+from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
+from .connection import EndpointStats, FramedConnection, connection_ids
+
+__all__ = ["TelemetryServer", "ADVERTISED_APIS"]
+
+log = logging.getLogger("kip714.server")
+
+#: (api_key, min_version, max_version) advertised in ApiVersions responses.
+ADVERTISED_APIS = ((int(ApiKey.METADATA), 0, 12), (int(ApiKey.API_VERSIONS), 0, 4),
+                   (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), 0, 0), (int(ApiKey.PUSH_TELEMETRY), 0, 0))
+#: The ApiVersions versions kip714 decodes (an answer to a newer one lists this range, in the v0 format).
+API_VERSIONS_RANGE = ApiVersion(int(ApiKey.API_VERSIONS), 0, 4)
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
+
+
+class _ServeConnection(FramedConnection):
+    """A client connection of ``kip714 serve``: every request is answered here."""
+
+    def handle_frame(self, frame: bytes) -> None:
+        server = self.endpoint
+        try:
+            req = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            header = exc.header
+            if header.api_key == ApiKey.API_VERSIONS:
+                # Kafka answers an ApiVersions version it does not know in the v0 format, listing its range
+                body = ApiVersionsResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+                                           api_keys=[API_VERSIONS_RANGE])
+                self.write(encode_response(header.correlation_id, body, 0))
+                return
+            self.drop(f"unsupported version {header.api_version} of API key {header.api_key}")
+            return
+        except UnsupportedApiKeyError as exc:
+            h = exc.header
+            self.drop(f"API key {h.api_key} v{h.api_version} is not served (client_id={h.client_id!r})")
+            return
+        except Kip714Error as exc:
+            self.drop(f"malformed request: {exc}")
+            return
+        body = req.body
+        version = req.api_version
+        if type(body) is PushTelemetryRequest or type(body) is GetTelemetrySubscriptionsRequest:
+            info = self.identity.client_info(req.header.client_id)
+            response, _ = server.broker.handle(body, info, None, self.connection_id)
+            self.write(encode_response(req.correlation_id, response, version))
+        elif type(body) is ApiVersionsRequest:
+            error = self.identity.api_versions(body, version)
+            resp = ApiVersionsResponse(error_code=error,
+                                       api_keys=[ApiVersion(*a) for a in ADVERTISED_APIS] if not error else [])
+            self.write(encode_response(req.correlation_id, resp, version))
+        elif type(body) is MetadataRequest:
+            if version < 12 and any(t.name is None for t in body.topics or ()):
+                # Kafka: "Topic name can not be null for version 10/11" (InvalidRequestException)
+                self.drop(f"Metadata v{version} request with a null topic name")
+                return
+            self.write(encode_response(req.correlation_id, server.metadata(body), version))
+
+
+class TelemetryServer:
+    """The asyncio server behind ``kip714 serve``.
+
+    ``advertised_host``/``advertised_port`` are what Metadata tells clients (set them for clients behind
+    NAT); by default the bound address. Accepted pushes leave through the broker's receivers (one exit,
+    see :meth:`kip714.TelemetryBroker.add_receiver`); ``recorder`` (a
+    :class:`~kip714.sinks.ParquetRecorder`, which records every push) and ``on_payload`` (called with
+    every accepted payload) are conveniences that add a receiver to the broker.
+
+    Limits: at most ``max_connections`` open connections (more are accepted and closed at once); a size
+    prefix over ``max_frame_bytes`` closes the connection before anything is buffered for the frame; a
+    connection with no complete request for ``idle_timeout_s`` is closed (bytes trickling into a frame
+    that never completes do not count); while a client leaves its responses unread, the server stops
+    reading its requests (asyncio flow control), so neither buffer grows without bound. As in Kafka 4.0+,
+    the client instance created on a connection is dropped when that connection closes
+    (``stats["instances_dropped_on_disconnect"]``)."""
+
+    def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
+                 advertised_host: str | None = None, advertised_port: int | None = None,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_connections: int = 10000,
+                 idle_timeout_s: float = 600.0, recorder=None, cluster_id: str = "kip714-telemetry",
+                 summary_interval_s: float = 0.0, on_payload=None) -> None:
+        self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
+        self.host, self.port = host, port
+        self.advertised_host, self.advertised_port = advertised_host, advertised_port
+        self.max_frame_bytes = max_frame_bytes
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.recorder = recorder
+        self.cluster_id = cluster_id
+        self.summary_interval_s = summary_interval_s
+        if recorder is not None:
+            self.broker.add_receiver(recorder)
+        if on_payload is not None:
+            self.broker.add_receiver(CallbackReceiver(on_payload))
+        self.connections: set[FramedConnection] = set()
+        self.next_connection_id = connection_ids()
+        self._stats = EndpointStats()
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    @property
+    def stats(self) -> EndpointStats:
+        """Connection-level counters, plus ``gets`` and ``pushes`` as the broker counted them."""
+        decisions = self.broker.instances.decision_counts()
+        self._stats["gets"] = sum(decisions["get"].values())
+        self._stats["pushes"] = sum(self.push_codes.values())
+        return self._stats
+
+    @property
+    def push_codes(self) -> Counter[int]:
+        """Pushes by the error code they were answered with (the broker's count)."""
+        return Counter(self.broker.push_results())
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
+                                                reuse_address=True, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._tasks.append(asyncio.create_task(self._idle_reaper()))
+        if self.summary_interval_s > 0:
+            self._tasks.append(asyncio.create_task(self._summaries()))
+        log.info("event=listening host=%s port=%d node_id=%d advertised=%s:%d", self.host, self.port,
+                 self.node_id, self.advertised_host or self.host, self.advertised_port or self.port)
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.close()
+            await self._server.wait_closed()
+        if self.recorder is not None:
+            self.recorder.close()
+        log.info("event=stopped %s", self.summary())
+
+    async def serve(self, duration_s: float | None = None, stop: asyncio.Event | None = None) -> None:
+        """Run until ``stop`` is set or ``duration_s`` passes (forever when neither is given)."""
+        await self.start()
+        try:
+            stop = stop or asyncio.Event()
+            try:
+                await asyncio.wait_for(stop.wait(), duration_s)
+            except asyncio.TimeoutError:
+                pass
+        finally:
+            await self.close()
+
+    # ------------------------------------------------------------------------------------ answers
+
+    def metadata(self, request: MetadataRequest) -> MetadataResponse:
+        topics = []
+        for t in request.topics or ():
+            # a topic asked for by id alone (v12+, name null) is an unknown topic id, as in Kafka
+            code = UNKNOWN_TOPIC_OR_PARTITION if t.name is not None else UNKNOWN_TOPIC_ID
+            topics.append(MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id))
+        me = MetadataResponseBroker(self.node_id, self.advertised_host or self.host,
+                                    self.advertised_port or self.port, None)
+        return MetadataResponse(brokers=[me], cluster_id=self.cluster_id, controller_id=self.node_id,
+                                topics=topics)
+
+    def summary(self) -> str:
+        stats = self.stats
+        codes = " ".join(f"{ErrorCode(c).name if c in ErrorCode._value2member_map_ else c}={n}"
+                         for c, n in sorted(self.push_codes.items()))
+        return (f"connections_open={len(self.connections)} connections_total={stats['connections']} "
+                f"gets={stats['gets']} pushes={stats['pushes']} push_results=[{codes}] "
+                f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']}")
+
+    async def _summaries(self) -> None:
+        while True:
+            await asyncio.sleep(self.summary_interval_s)
+            log.info("event=summary %s", self.summary())
+
+    async def _idle_reaper(self) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, max(0.05, self.idle_timeout_s / 4)))
+            cutoff = time.monotonic() - self.idle_timeout_s
+            for conn in list(self.connections):
+                if conn.last_activity < cutoff and conn.transport is not None:
+                    log.info("event=disconnect peer=%s:%s reason=idle", conn.address, conn.port)
+                    self._stats["idle_closed"] += 1
+                    conn.transport.close()

@@ -1,0 +1,12 @@
+"""OTLP MetricsData → Arrow: the native decoder's Python face and its column schema.
+
+:func:`decode_metrics` / :func:`decode_metrics_batch` are implemented in the native ``kip714._otlp``;
+:mod:`kip714.otlp.schema` holds the column contract; :mod:`kip714.otlp.reference` (protobuf + Python) is the
+independent reference used by the tests, the benchmark peer and ``kip714 decode``'s JSON rendering."""
+
+from __future__ import annotations
+
+from .._otlp import decode_metrics, decode_metrics_batch
+from .schema import COLUMNS
+
+__all__ = ["COLUMNS", "decode_metrics", "decode_metrics_batch"]
