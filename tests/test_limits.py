@@ -6,7 +6,7 @@
 | decompressed size (bombs of every codec stop at ``max_output``, memory stays flat) | _codec.decompress, broker | test_decompression_bombs_*, test_broker_answers_a_bomb_with_too_large |
 | array counts / string / bytes lengths inside frames (never more than the remaining bytes can hold) | kbuf.pxd readers | test_huge_count_or_length_is_refused_without_allocating, test_allocation_is_proportional_to_input |
 | OTLP nesting depth, data point count, amplified bytes | _otlp.decode_metrics, otlp_pb | test_otlp_* |
-| regex complexity of ``match`` selectors | subscriptions.SafePattern | test_catastrophic_patterns_* , test_unsafe_constructs_are_refused, test_safe_pattern_agrees_with_re |
+| regex complexity of ``match`` selectors | broker.patterns.SafePattern | test_catastrophic_patterns_* , test_unsafe_constructs_are_refused, test_safe_pattern_agrees_with_re |
 | instance-table capacity under a flood of invented ids | _instances | tests/test_instances.py::test_flood_of_random_ids_stays_bounded (memory flat) and test_broker_flood_* here |
 | server: connections, per-connection buffers, idle / slow-loris | server.TelemetryServer | test_server_* |
 """
@@ -32,7 +32,7 @@ from server_thread import ServerThread
 import kip714
 from kip714 import (ErrorCode, FrameTooLargeError, MalformedFrameError, SubscriptionRegistry,
                     TelemetryBroker)
-from kip714.broker.subscriptions import MAX_PATTERN_PROGRAM, SafePattern, UnsafePatternError
+from kip714.broker.patterns import MAX_PATTERN_PROGRAM, SafePattern, UnsafePatternError
 
 
 def uv(n: int) -> bytes:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "ErrorCode", "CompressionType", "COMPRESSION_NAMES", "DEFAULT_TELEMETRY_MAX_BYTES",
-           "compression_type_from_name"]
+__all__ = ["ApiKey", "ErrorCode", "CompressionType", "COMPRESSION_NAMES", "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
+           "DEFAULT_TELEMETRY_MAX_BYTES", "compression_type_from_name"]
 
 
 class ApiKey(IntEnum):
@@ -62,6 +62,10 @@ COMPRESSION_NAMES = {CompressionType.NONE: "none", CompressionType.GZIP: "gzip",
 #: Kafka's ``telemetry.max.bytes`` default (1 MiB): the largest push a broker accepts, on the wire and,
 #: in newest Kafka, decompressed.
 DEFAULT_TELEMETRY_MAX_BYTES = 1048576
+
+#: The AcceptedCompressionTypes a Kafka broker advertises, in its preference order.
+DEFAULT_ACCEPTED_COMPRESSION_TYPES = (CompressionType.ZSTD, CompressionType.LZ4, CompressionType.GZIP,
+                                      CompressionType.SNAPPY)
 
 
 def compression_type_from_name(name: str) -> CompressionType:

@@ -49,7 +49,7 @@ from array import array
 from functools import lru_cache
 from typing import Any, Generic, Iterable, Iterator, TypeVar
 
-__all__ = ["java_string_hash", "JavaHashSet", "JavaConcurrentHashMap", "resolve_order"]
+__all__ = ["java_string_hash", "JavaHashSet", "JavaConcurrentHashMap", "resolve_order", "to_i32"]
 
 V = TypeVar("V")
 
@@ -79,14 +79,15 @@ def _hash_u32(s: str) -> int:
     return h
 
 
-def _to_i32(x: int) -> int:
+def to_i32(x: int) -> int:
+    """The low 32 bits of ``x`` as a Java ``int`` (two's complement)."""
     x &= 0xFFFFFFFF
     return x - 0x100000000 if x & 0x80000000 else x
 
 
 def java_string_hash(s: str) -> int:
     """``java.lang.String.hashCode()`` (signed int32) over the UTF-16 code units of ``s``."""
-    return _to_i32(_hash_u32(s))
+    return to_i32(_hash_u32(s))
 
 
 def _table_size_for(c: int) -> int:
@@ -441,7 +442,7 @@ class JavaHashSet:
         if ukey in self._index:
             return False
         h = _hash_u32(key)
-        node = _Node(_to_i32(h ^ (h >> 16)), key, ukey)
+        node = _Node(to_i32(h ^ (h >> 16)), key, ukey)
         self._index[ukey] = node
         i = node.hash & (self._cap - 1)
         chain = self._bins[i]

@@ -21,7 +21,6 @@ and a subscription selects on those attributes.
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ import uuid
 from typing import Any, Callable, Hashable, Iterable
 
 from .._codec import decompress
-from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, CompressionType, ErrorCode
+from .._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, CompressionType, ErrorCode
 from .._instances import InstanceTable
 from .._protocol import (
     GetTelemetrySubscriptionsRequest,
@@ -39,13 +38,12 @@ from .._protocol import (
 )
 from ..errors import Kip714Error, TelemetryTooLargeError
 from .receivers import ReceiverContext, TelemetryPayload, TelemetryReceiver
-from .subscriptions import ClientInfo, SubscriptionRegistry
+from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = ["TelemetryBroker", "DEFAULT_ACCEPTED_COMPRESSION_TYPES"]
 
 log = logging.getLogger("kip714.broker")
 
-DEFAULT_ACCEPTED_COMPRESSION_TYPES = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy: what Kafka advertises
 _ZERO = uuid.UUID(int=0)
 _ONE = uuid.UUID(int=1)
 _ANONYMOUS = ClientInfo()
@@ -65,7 +63,7 @@ def _random_instance_id(table: InstanceTable, now_ms: int) -> uuid.UUID:
         u = uuid.uuid4()
         if u in (_ZERO, _ONE):
             continue
-        if base64.urlsafe_b64encode(u.bytes)[:1] == b"-":
+        if kafka_uuid_string(u)[0] == "-":
             continue
         if table.lookup(u.bytes, now_ms, 0) != 1:
             continue

@@ -23,20 +23,7 @@ Kafka's quirks, followed on purpose:
 - Every change (add, replace, delete of an existing name) bumps :attr:`version`; brokers rebuild an
   instance whose subscription is older, so its SubscriptionId changes.
 
-Regular-expression complexity (the one deliberate difference from ``java.util.regex``). Client attributes
-are chosen by clients (a client id may be 32767 bytes), and a backtracking matcher such as Python's ``re``
-(or Java's) can take exponential time on patterns like ``(a+)+$`` or polynomial time on ``.*a.*a.*b``;
-``re`` has no timeout, so one such match would stall the broker. Apache Kafka moved to RE2/J for this
-reason. kip714 does the same thing in pure Python: ``match`` patterns are parsed with ``re``'s own parser
-and compiled to a Thompson NFA (:class:`SafePattern`), which is run as a lazily built, size-capped DFA.
-Matching takes time linear in the attribute length whatever the pattern (each character is one cached
-transition; a cache miss costs at most the size of the compiled program). Single-character tests
-(literals, classes, ``.``, ``\\d``/``\\w``/``\\s``) and anchors (``^ $ \\A \\Z \\b \\B``) are evaluated
-by ``re`` itself with the pattern's flags, so every pattern that is accepted matches exactly what
-``re.fullmatch`` would match. Like RE2, the defence refuses at config time (INVALID_CONFIG, "Illegal client
-matching pattern") what no linear-time matcher can run: backreferences, lookahead/lookbehind, conditional
-groups, atomic groups and possessive quantifiers; and programs over :data:`MAX_PATTERN_PROGRAM`
-instructions (counted repetitions are expanded, so ``.{0,100000}`` is refused).
+Regular-expression complexity: ``match`` patterns run in linear time (:mod:`kip714.broker.patterns`).
 """
 
 from __future__ import annotations
@@ -50,7 +37,8 @@ from typing import Mapping
 
 from .._crc import compute_subscription_id, uuid_hash
 from ..errors import InvalidConfigError, InvalidRequestError
-from .javaorder import JavaConcurrentHashMap, JavaHashSet, resolve_order
+from .javaorder import JavaConcurrentHashMap, JavaHashSet, resolve_order, to_i32
+from .patterns import SafePattern, UnsafePatternError
 
 #: Kafka's principal for a connection without authentication.
 ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
@@ -68,8 +56,6 @@ __all__ = [
     "kafka_uuid_string",
     "parse_kafka_list",
     "parse_config_string",
-    "SafePattern",
-    "MAX_PATTERN_PROGRAM",
 ]
 
 DEFAULT_INTERVAL_MS = 300_000
@@ -88,9 +74,11 @@ _JAVA_WS = "".join(chr(c) for c in range(33))  # String.trim() removes every cha
 _LIST_SPLIT = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")  # ConfigDef's "\\s*,\\s*"
 
 
-def kafka_uuid_string(value: uuid.UUID) -> str:
-    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding (22 characters)."""
-    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+def kafka_uuid_string(value: uuid.UUID | bytes) -> str:
+    """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding (22 characters). Takes a
+    :class:`uuid.UUID` or the 16 raw bytes."""
+    raw = value.bytes if isinstance(value, uuid.UUID) else bytes(value)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def parse_kafka_list(value: str | None) -> list[str]:
@@ -262,220 +250,6 @@ def _parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
     return Subscription(name, metrics, interval, match, dict(config), matchers)
 
 
-# ------------------------------------------------------------------------------ bounded-time matching
-
-try:  # the parser re.compile uses (Python 3.11+ names, then 3.10's)
-    from re import _constants as _sre_c, _parser as _sre_parse
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
-
-#: The largest compiled match program (NFA instructions, counted repetitions expanded) accepted.
-MAX_PATTERN_PROGRAM = 2000
-_MAX_TRANSITIONS = 8192       # cached DFA transitions per pattern (the cache is dropped when full)
-_MAX_SIGNATURES = 4096        # cached character classifications per pattern
-
-_CHAR, _SPLIT, _ASSERT, _MATCH = 0, 1, 2, 3
-_FLAG_MASK = re.IGNORECASE | re.ASCII | re.DOTALL | re.MULTILINE
-_CATEGORIES = {
-    "CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
-    "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W",
-}
-_ANCHORS = {
-    "AT_BEGINNING": "^", "AT_BEGINNING_STRING": r"\A", "AT_END": "$", "AT_END_STRING": r"\Z",
-    "AT_BOUNDARY": r"\b", "AT_NON_BOUNDARY": r"\B",
-}
-_UNSUPPORTED = {
-    "GROUPREF": "backreferences", "GROUPREF_EXISTS": "conditional groups", "ASSERT": "lookaround",
-    "ASSERT_NOT": "lookaround", "ATOMIC_GROUP": "atomic groups", "POSSESSIVE_REPEAT": "possessive quantifiers",
-}
-
-
-class UnsafePatternError(ValueError):
-    """A ``match`` pattern that cannot be run in bounded time (refused at config time)."""
-
-
-def _esc(c: int) -> str:
-    return "\\U%08x" % c
-
-
-class SafePattern:
-    """A regular expression with ``re.fullmatch`` semantics, matched in time linear in the input.
-
-    ``SafePattern(pattern, flags=0)`` parses ``pattern`` with ``re``'s parser and compiles it to a Thompson
-    NFA. ``fullmatch(text)`` simulates the NFA as a lazily built DFA whose states are sets of NFA
-    positions: per character one dictionary lookup once the transition is cached, at most one pass over
-    the program when it is not. Character tests and anchors are compiled one by one with ``re`` (same
-    flags), so the result is the one ``re.fullmatch`` gives. Raises :class:`UnsafePatternError` for
-    constructs with no linear-time algorithm (backreferences, lookaround, conditionals, atomic groups,
-    possessive quantifiers) and for programs over :data:`MAX_PATTERN_PROGRAM` instructions, and
-    ``re.error`` for bad syntax."""
-
-    __slots__ = ("pattern", "flags", "_ops", "_preds", "_pred_ids", "_asserts", "_assert_ids", "_start",
-                 "_match", "_sig", "_trans", "_starts")
-
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self.pattern = pattern
-        parsed = _sre_parse.parse(pattern, flags)
-        self.flags = parsed.state.flags
-        self._ops: list[list] = []
-        self._preds: list[re.Pattern[str]] = []
-        self._pred_ids: dict[tuple[str, int], int] = {}
-        self._asserts: list[re.Pattern[str]] = []
-        self._assert_ids: dict[tuple[str, int], int] = {}
-        self._match = self._add(_MATCH, None, None)
-        self._start = self._seq(parsed, self.flags, self._match)
-        self._sig: dict[str, frozenset[int]] = {}
-        self._trans: dict[tuple, tuple[int, ...]] = {}
-        self._starts: dict[tuple, tuple[int, ...]] = {}
-
-    def __repr__(self) -> str:
-        return f"SafePattern({self.pattern!r}, program={len(self._ops)})"
-
-    @property
-    def program_size(self) -> int:
-        return len(self._ops)
-
-    # --------------------------------------------------------------------------- compilation
-
-    def _add(self, kind: int, a, b) -> int:
-        if len(self._ops) >= MAX_PATTERN_PROGRAM:
-            raise UnsafePatternError(f"pattern too complex (over {MAX_PATTERN_PROGRAM} program instructions)")
-        self._ops.append([kind, a, b])
-        return len(self._ops) - 1
-
-    def _pred(self, text: str, flags: int) -> int:
-        key = (text, flags & _FLAG_MASK)
-        idx = self._pred_ids.get(key)
-        if idx is None:
-            idx = self._pred_ids[key] = len(self._preds)
-            self._preds.append(re.compile(text, key[1]))
-        return idx
-
-    def _seq(self, items, flags: int, nxt: int) -> int:
-        for op, av in reversed(list(items)):
-            nxt = self._node(str(op), av, flags, nxt)
-        return nxt
-
-    def _node(self, op: str, av, flags: int, nxt: int) -> int:
-        if op == "LITERAL":
-            return self._add(_CHAR, self._pred(_esc(av), flags), nxt)
-        if op == "NOT_LITERAL":
-            return self._add(_CHAR, self._pred("[^" + _esc(av) + "]", flags), nxt)
-        if op == "ANY":
-            return self._add(_CHAR, self._pred(".", flags), nxt)
-        if op == "IN":
-            parts = []
-            for iop, iav in av:
-                iop = str(iop)
-                if iop == "NEGATE":
-                    parts.insert(0, "^")
-                elif iop == "LITERAL":
-                    parts.append(_esc(iav))
-                elif iop == "RANGE":
-                    parts.append(_esc(iav[0]) + "-" + _esc(iav[1]))
-                elif iop == "CATEGORY" and str(iav) in _CATEGORIES:
-                    parts.append(_CATEGORIES[str(iav)])
-                else:
-                    raise UnsafePatternError(f"unsupported character class item {iop}")
-            return self._add(_CHAR, self._pred("[" + "".join(parts) + "]", flags), nxt)
-        if op == "CATEGORY" and str(av) in _CATEGORIES:
-            return self._add(_CHAR, self._pred(_CATEGORIES[str(av)], flags), nxt)
-        if op == "BRANCH":
-            starts = [self._seq(alt, flags, nxt) for alt in av[1]]
-            start = starts[-1]
-            for s in reversed(starts[:-1]):
-                start = self._add(_SPLIT, s, start)
-            return start
-        if op == "SUBPATTERN":
-            _group, add, remove, sub = av
-            return self._seq(sub, (flags | add) & ~remove, nxt)
-        if op in ("MAX_REPEAT", "MIN_REPEAT"):  # laziness does not change what fullmatch accepts
-            lo, hi, sub = av
-            if hi == _sre_c.MAXREPEAT:
-                loop = self._add(_SPLIT, None, nxt)
-                self._ops[loop][1] = self._seq(sub, flags, loop)
-                tail = loop
-            else:
-                if hi - lo > MAX_PATTERN_PROGRAM:
-                    raise UnsafePatternError(f"repetition {{{lo},{hi}}} is too large")
-                tail = nxt
-                for _ in range(hi - lo):
-                    tail = self._add(_SPLIT, self._seq(sub, flags, tail), nxt)
-            if lo > MAX_PATTERN_PROGRAM:
-                raise UnsafePatternError(f"repetition {{{lo},}} is too large")
-            for _ in range(lo):
-                tail = self._seq(sub, flags, tail)
-            return tail
-        if op == "AT" and str(av) in _ANCHORS:
-            key = (_ANCHORS[str(av)], flags & _FLAG_MASK)
-            idx = self._assert_ids.get(key)
-            if idx is None:
-                idx = self._assert_ids[key] = len(self._asserts)
-                self._asserts.append(re.compile(key[0], key[1]))
-            return self._add(_ASSERT, idx, nxt)
-        raise UnsafePatternError(f"{_UNSUPPORTED.get(op, op)} cannot be matched in bounded time")
-
-    # ------------------------------------------------------------------------------- matching
-
-    def _closure(self, pcs, ctx: tuple) -> tuple[int, ...]:
-        ops = self._ops
-        out = set()
-        seen = set()
-        stack = list(pcs)
-        while stack:
-            pc = stack.pop()
-            if pc in seen:
-                continue
-            seen.add(pc)
-            kind, a, b = ops[pc]
-            if kind == _SPLIT:
-                stack.append(b)
-                stack.append(a)
-            elif kind == _ASSERT:
-                if ctx[a]:
-                    stack.append(b)
-            else:
-                out.add(pc)
-        return tuple(sorted(out))
-
-    def _signature(self, ch: str) -> frozenset[int]:
-        sig = frozenset(i for i, p in enumerate(self._preds) if p.fullmatch(ch) is not None)
-        if len(self._sig) >= _MAX_SIGNATURES:
-            self._sig.clear()
-        self._sig[ch] = sig
-        return sig
-
-    def fullmatch(self, text: str) -> bool | None:
-        """True when the whole of ``text`` matches (as ``re.fullmatch``), else None."""
-        asserts = self._asserts
-        ctx: tuple = tuple(a.match(text, 0) is not None for a in asserts) if asserts else ()
-        cur = self._starts.get(ctx)
-        if cur is None:
-            cur = self._starts[ctx] = self._closure((self._start,), ctx)
-        sigs, trans, ops = self._sig, self._trans, self._ops
-        i = 0
-        for ch in text:
-            if not cur:
-                return None
-            i += 1
-            sig = sigs.get(ch)
-            if sig is None:
-                sig = self._signature(ch)
-            if asserts:
-                ctx = tuple(a.match(text, i) is not None for a in asserts)
-            key = (cur, sig, ctx)
-            nxt = trans.get(key)
-            if nxt is None:
-                step = [ops[pc][2] for pc in cur if ops[pc][0] == _CHAR and ops[pc][1] in sig]
-                nxt = self._closure(step, ctx)
-                if len(trans) >= _MAX_TRANSITIONS:
-                    trans.clear()
-                trans[key] = nxt
-            cur = nxt
-        return True if self._match in cur else None
-
-
 class SubscriptionRegistry:
     """The broker's CLIENT_METRICS subscriptions, kept in Java ``ConcurrentHashMap`` order.
 
@@ -576,10 +350,5 @@ class SubscriptionRegistry:
                     self._cache.clear()
                 self._cache[key] = hit
         requested, interval, crc_base, names = hit
-        sid = _to_i32(crc_base ^ uuid_hash(instance))
+        sid = to_i32(crc_base ^ uuid_hash(instance))
         return Resolution(requested, interval, sid, version, crc_base, names)
-
-
-def _to_i32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - (1 << 32) if x & 0x80000000 else x

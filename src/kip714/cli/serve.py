@@ -9,11 +9,14 @@ from typing import Any
 
 import kip714
 
-from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, compression_type_from_name
+from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES,
+                      compression_type_from_name)
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..sinks import ParquetRecorder
+
+_ACCEPTED = ",".join(COMPRESSION_NAMES[c] for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 
 
 def add_parser(sub) -> None:
@@ -33,8 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--subscription-name", default="kip714-serve", help="name of that subscription")
     p.add_argument("--config", help="subscriptions file (JSON, or lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
                                     "reloaded on change, which bumps SubscriptionIds like Kafka")
-    p.add_argument("--accepted-compression", default="zstd,lz4,gzip,snappy",
-                   help="AcceptedCompressionTypes in preference order (default zstd,lz4,gzip,snappy)")
+    p.add_argument("--accepted-compression", default=_ACCEPTED,
+                   help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
     p.add_argument("--telemetry-max-bytes", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
     p.add_argument("--max-instances", type=int, default=16384, help="client instances kept (LRU; default 16384)")

@@ -34,6 +34,7 @@ from .. import _otlp
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 from .._codec import decompress
 from .._protocol import PushTelemetryRequest, decode_request, split_frames
+from ..broker.subscriptions import kafka_uuid_string
 from ..errors import Kip714Error
 
 __all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
@@ -75,12 +76,6 @@ def _to_spark_schema(schema: pa.Schema):
 
 
 # ------------------------------------------------------------------------------ the Arrow workers
-
-def _kafka_uuid(raw: bytes) -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
 
 def _combined_arrow_schema(carry: pa.Schema, input_field: pa.Field, extra: Sequence[pa.Field] = ()) -> pa.Schema:
     fields = list(points_schema()) + list(extra) + list(carry)
@@ -168,7 +163,7 @@ def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, sch
                     raw = decompress(metrics, body.compression_type, max_output) if metrics else b""
                     payloads.append(raw)
                     payload_src.append(i)
-                    meta.append((req.header.client_id, req.correlation_id, _kafka_uuid(body.client_instance_id_bytes),
+                    meta.append((req.header.client_id, req.correlation_id, kafka_uuid_string(body.client_instance_id_bytes),
                                  body.subscription_id, body.terminating, body.compression_type))
             except Kip714Error as exc:
                 errors.append((i, int(exc.error_code), str(exc), "frame"))
@@ -349,7 +344,7 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
                            client_id=req.header.client_id)
                 body = req.body
                 if type(body) is PushTelemetryRequest:
-                    row.update(client_instance_id=_kafka_uuid(body.client_instance_id_bytes),
+                    row.update(client_instance_id=kafka_uuid_string(body.client_instance_id_bytes),
                                subscription_id=body.subscription_id, terminating=body.terminating,
                                compression_type=body.compression_type, metrics_size=body.metrics_size)
             except Kip714Error as exc:

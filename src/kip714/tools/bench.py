@@ -49,7 +49,9 @@ from itertools import repeat
 from typing import Any, Callable, Sequence
 
 import kip714
-from kip714._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from kip714._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, compression_type_from_name
+
+ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 
 GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "spark")
 from . import SAMPLES
@@ -437,7 +439,7 @@ class Bench:
 
         def gts(requested: Sequence[str]):
             return kip714.GetTelemetrySubscriptionsResponse(
-                client_instance_id=instance, subscription_id=-111713672, accepted_compression_types=[4, 3, 1, 2],
+                client_instance_id=instance, subscription_id=-111713672, accepted_compression_types=list(ACCEPTED),
                 push_interval_ms=300000, telemetry_max_bytes=LIMIT, delta_temporality=True,
                 requested_metrics=list(requested))
 
@@ -481,7 +483,7 @@ class Bench:
             cls = resp_mod.GetTelemetrySubscriptionsResponse
             msg = cls(throttle_time=datetime.timedelta(0), error_code=errors.ErrorCode.none,
                       client_instance_id=instance, subscription_id=-111713672,
-                      accepted_compression_types=(4, 3, 1, 2), push_interval=datetime.timedelta(milliseconds=300000),
+                      accepted_compression_types=ACCEPTED, push_interval=datetime.timedelta(milliseconds=300000),
                       telemetry_max_bytes=LIMIT, delta_temporality=True, requested_metrics=tuple(requested))
             write = serial.entity_writer(cls)
 
@@ -510,7 +512,7 @@ class Bench:
                       peer_dist="kafka-python")
             kp_msg = kp["GetTelemetrySubscriptionsResponse"](
                 throttle_time_ms=0, error_code=0, client_instance_id=instance, subscription_id=-111713672,
-                accepted_compression_types=[4, 3, 1, 2], push_interval_ms=300000, telemetry_max_bytes=LIMIT,
+                accepted_compression_types=list(ACCEPTED), push_interval_ms=300000, telemetry_max_bytes=LIMIT,
                 delta_temporality=True, requested_metrics=metrics)
             assert bytes(kp_msg.encode(version=0)) == GTS.encode()
             self.pair(G, "encode-gts-body-kp", "encode GetTelemetrySubscriptions response body",
@@ -587,7 +589,7 @@ class Bench:
         sizes = ([KB, 4 * KB, 100 * KB, 1_000_000] if self.quick
                  else [KB, 4 * KB, 16 * KB, 100 * KB, 256 * KB, 1_000_000])
         codecs = ["zstd", "lz4", "snappy", "gzip", "snappy-xerial"]
-        ctype = {"zstd": 4, "lz4": 3, "snappy": 2, "snappy-xerial": 2, "gzip": 1}
+        ctype = {c: int(compression_type_from_name(c.split("-")[0])) for c in codecs}
 
         def direct(codec: str):
             """(label, callable, compressor) of the direct library call for a framing."""

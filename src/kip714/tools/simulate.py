@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._enums import ApiKey, CompressionType, ErrorCode
+from .._enums import COMPRESSION_NAMES, ApiKey, CompressionType, ErrorCode
 from .._protocol import (
     ApiVersionsRequest,
     MetadataRequest,
@@ -95,8 +95,7 @@ SOFTWARE_PRESETS: dict[str, list[tuple[tuple[str, str], float]]] = {
             (SOFTWARE_LIBRDKAFKA, 0.3)],
 }
 #: Codec names accepted by ``codec=`` / ``--codec``.
-CODECS = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP, "snappy": CompressionType.SNAPPY,
-          "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
+CODECS = {name: ctype for ctype, name in COMPRESSION_NAMES.items()}
 #: Error codes that mean a client and the broker disagree about the protocol (not flow control).
 PROTOCOL_ERROR_CODES = frozenset({int(ErrorCode.UNSUPPORTED_VERSION), int(ErrorCode.INVALID_REQUEST),
                                   int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), int(ErrorCode.INVALID_RECORD),
