@@ -56,7 +56,3 @@ def detect_framing(data: Buffer, compression_type: int) -> _Framing:
 
 def xxh32(data: Buffer, seed: int = 0) -> int:
     """XXH32 (the LZ4 frame checksum) of ``data``."""
-
-# test hooks
-def _lz4_block_size(block: Buffer, history: int = 0) -> int: ...
-def _use_cramjam_lz4(flag: bool) -> bool: ...

@@ -10,9 +10,6 @@ __all__ = ["crc32c", "uuid_hash", "compute_subscription_id", "hardware_accelerat
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC32C of a C-contiguous buffer, continuing the finished CRC ``value``; unsigned 32-bit."""
 
-def _crc32c_sw(data: Buffer, value: int = 0) -> int:
-    """``crc32c`` through the slicing-by-8 tables only."""
-
 def hardware_accelerated() -> bool:
     """True when the CPU's CRC32C instructions are in use."""
 
@@ -23,6 +20,3 @@ def compute_subscription_id(
     requested_metrics: Iterable[str], push_interval_ms: int, client_instance_id: uuid.UUID | Buffer
 ) -> int:
     """Kafka's SubscriptionId (signed int32) for metric names already in Java HashSet order."""
-
-def _java_utf8(s: str) -> bytes:
-    """``String.getBytes(UTF_8)`` for a str that may hold surrogate code points."""

@@ -28,6 +28,8 @@ class _ApiMessage(Message):
     MAX_VERSION: ClassVar[int]
 
 class RequestHeader(Message):
+    MIN_VERSION: int
+    MAX_VERSION: int
     api_key: int
     api_version: int
     correlation_id: int
@@ -39,6 +41,8 @@ class RequestHeader(Message):
     def header_version(self) -> int: ...
 
 class ResponseHeader(Message):
+    MIN_VERSION: int
+    MAX_VERSION: int
     correlation_id: int
     unknown_tagged_fields: _Tags
     def __init__(self, correlation_id: int = 0, unknown_tagged_fields: _Tags = None) -> None: ...

@@ -31,7 +31,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 import pyarrow as pa
 
 from .. import _otlp
-from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, ErrorCode
 from .._codec import decompress
 from .._protocol import PushTelemetryRequest, decode_request, split_frames
 from ..broker.subscriptions import kafka_uuid_string
@@ -41,6 +41,8 @@ __all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "loca
            "DEFAULT_MAX_OUTPUT"]
 
 #: Largest decompressed payload accepted per row (Kafka's default telemetry.max.bytes).
+_INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
+_INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 DEFAULT_MAX_OUTPUT = DEFAULT_TELEMETRY_MAX_BYTES
 ERROR_CODE, ERROR, ERROR_STAGE = "error_code", "error", "error_stage"
 FRAME_COLUMNS = ("client_id", "correlation_id", "client_instance_id", "subscription_id", "terminating",
@@ -124,7 +126,7 @@ def _decode_payload_batches(batches: Iterator[pa.RecordBatch], payload_col: str,
         good, good_rows, errors = [], [], []
         for i, (data, ctype) in enumerate(zip(payloads, ctypes)):
             if data is None or ctype is None:
-                errors.append((i, 87, "null payload or compression type", "input"))
+                errors.append((i, _INVALID_RECORD, "null payload or compression type", "input"))
                 continue
             try:
                 raw = decompress(data, int(ctype), max_output) if data else b""
@@ -150,7 +152,7 @@ def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, sch
         payloads, payload_src, meta, errors = [], [], [], []
         for i, value in enumerate(values):
             if value is None:
-                errors.append((i, 42, "null frame", "frame"))
+                errors.append((i, _INVALID_REQUEST, "null frame", "frame"))
                 continue
             try:
                 frames = _frames_of(value)
@@ -338,7 +340,7 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
                                  "error_code", "error"))
             try:
                 if value is None:
-                    raise Kip714Error("null frame", 42)
+                    raise Kip714Error("null frame", ErrorCode.INVALID_REQUEST)
                 req = decode_request(_frames_of(value)[0])
                 row.update(api_key=req.api_key, api_version=req.api_version, correlation_id=req.correlation_id,
                            client_id=req.header.client_id)
