@@ -103,6 +103,9 @@ class PushTelemetryRequest(_ApiMessage):
     def client_instance_id_bytes(self) -> bytes: ...
     @property
     def metrics_size(self) -> int: ...
+    def decision_fields(self) -> tuple[bytes, int, bool, int, int]:
+        """``(client_instance_id_bytes, subscription_id, terminating, compression_type, metrics_size)``: what
+        the broker decides on, without building a ``uuid.UUID`` or a memoryview."""
 
 class PushTelemetryResponse(_ApiMessage):
     throttle_time_ms: int
