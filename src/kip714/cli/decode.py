@@ -12,7 +12,6 @@ import kip714
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 
-from ..otlp import reference as otlp_pb
 from ._text import codec_name as _codec_name
 from ._text import table as _table
 
@@ -36,7 +35,11 @@ def decode_push(frame, max_output: int):
         return req, None, []
     metrics = body.metrics if body.metrics is not None else b""
     payload = kip714.decompress(metrics, body.compression_type, max_output) if len(metrics) else b""
-    return req, payload, otlp_pb.flatten(payload)
+    rows = kip714.decode_metrics(payload).to_pylist() if payload else []
+    for r in rows:   # Arrow maps come back as (key, value) pairs; print them as objects
+        r["attributes"] = dict(r["attributes"])
+        r["resource"] = dict(r["resource"])
+    return req, payload, rows
 
 
 def run(args: argparse.Namespace) -> int:
