@@ -1,11 +1,6 @@
-"""Benchmarks share the test helpers (kio bridge, kafka-python schemas) and the capture data."""
+"""The pytest-benchmark front-end of ``kip714 bench`` (see test_bench.py)."""
 
-import pathlib
-import sys
-
-TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))
-
+import time
 
 import pytest
 
@@ -17,8 +12,6 @@ def measure(benchmark):
 
     def run(fn, *args, iterations=None, **kwargs):
         fn(*args, **kwargs)  # warm up, and size the loop to ~0.2 ms per round
-        import time
-
         t0 = time.perf_counter()
         for _ in range(20):
             fn(*args, **kwargs)

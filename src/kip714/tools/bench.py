@@ -45,6 +45,7 @@ import time
 import traceback
 import uuid
 import zlib
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Callable, Sequence
 
@@ -315,11 +316,29 @@ def python_subscription_id(crc32c_fn: Callable[[bytes], int]) -> Callable:
     return subscription_id
 
 
-class Bench:
-    """One ``kip714 bench`` run: groups add rows (table), curves (plots) and skipped-peer notes."""
+@dataclass(frozen=True)
+class Case:
+    """One table row's contenders, as ``pair()`` saw them: kip714's ``(f, args)`` and the peer's
+    ``(name, f, args)`` (None when the peer is missing). The pytest-benchmark front-end (``bench/``) times
+    these same callables, so both harnesses measure the same thing."""
 
-    def __init__(self, quick: bool = False, groups: Sequence[str] = GROUPS, log=None, spark_k: int | None = None):
-        self.quick = quick
+    group: str
+    key: str
+    operation: str
+    kip714: tuple
+    peer: tuple | None
+
+
+class Bench:
+    """One ``kip714 bench`` run: groups add rows (table), curves (plots) and skipped-peer notes.
+
+    ``collect=True`` runs every group with the fewest rounds and keeps each pair's contenders in
+    :attr:`cases` (what ``bench/test_bench.py`` hands to pytest-benchmark)."""
+
+    def __init__(self, quick: bool = False, groups: Sequence[str] = GROUPS, log=None, spark_k: int | None = None,
+                 collect: bool = False):
+        self.quick = quick or collect
+        self.cases: list[Case] | None = [] if collect else None
         self.groups = list(groups)
         self.log_stream = log if log is not None else sys.stderr
         self.rows: list[dict] = []
@@ -330,9 +349,9 @@ class Bench:
         self.group_seconds: dict[str, float] = {}
         self.spark_k = spark_k
         self.extra_machine: dict[str, Any] = {}
-        # rounds: full 30 (the pytest suites' figure), quick 9
-        self.rounds = 9 if quick else 30
-        self.budget = 0.25 if quick else 1.5  # seconds per contender and measurement, at most
+        # rounds: full 30, quick 9; collecting only needs the callables (and one quick look)
+        self.rounds = 3 if collect else 9 if quick else 30
+        self.budget = 0.02 if collect else 0.25 if quick else 1.5  # seconds per contender and measurement
 
     # -------------------------------------------------------------- helpers
     def log(self, msg: str) -> None:
@@ -394,6 +413,9 @@ class Bench:
                 contenders.append((pf, pa_))
             except PeerMissing as exc:
                 peer_skipped = self.skip(group, peer_dist or "peer", str(exc))
+        if self.cases is not None:
+            self.cases.append(Case(group, key, operation, kip,
+                                   (peer_name, *contenders[1]) if len(contenders) > 1 else None))
         stats = interleaved(contenders, rounds or self.rounds, budget_s=self.budget)
         return self.add_row(group, key, operation, stats[0], stats[1] if len(stats) > 1 else None,
                             peer_name, peer_skipped, goal, note=note, extra=extra)
