@@ -5,12 +5,13 @@ iteration order, :mod:`.javaorder`), the native per-instance table (``kip714._in
 
 from __future__ import annotations
 
-from .manager import DEFAULT_ACCEPTED_COMPRESSION_TYPES, TelemetryBroker
+from .._instances import InstanceTable
+from .manager import TelemetryBroker
 from .receivers import BackgroundReceiver, ReceiverContext, TelemetryPayload, TelemetryReceiver
 from .subscriptions import ClientInfo, Resolution, Subscription, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = [
-    "DEFAULT_ACCEPTED_COMPRESSION_TYPES", "BackgroundReceiver", "ClientInfo", "ReceiverContext", "Resolution",
+    "BackgroundReceiver", "ClientInfo", "InstanceTable", "ReceiverContext", "Resolution",
     "Subscription", "SubscriptionRegistry", "TelemetryBroker", "TelemetryPayload", "TelemetryReceiver",
     "kafka_uuid_string",
 ]
