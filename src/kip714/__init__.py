@@ -6,7 +6,7 @@ The public API is the union of the subpackages' ``__all__``, in the order of the
 
 __version__ = "0.1.0"
 
-from . import broker, client, codec, errors, otlp, wire
+from . import broker, client, codec, errors, wire
 from ._enums import ApiKey, CompressionType, ErrorCode
 from .broker import *  # noqa: F403  (each subpackage's __all__ is its public part)
 from .client import *  # noqa: F403

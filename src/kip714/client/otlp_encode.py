@@ -261,14 +261,15 @@ class _Metric:
         self._lock = collector._lock
         self.name = name
         self.attributes: dict[str, Any] = dict(attributes)
-        self._items = attributes
+        #: The attributes as (key, value) pairs in the order they were given (how they are encoded).
+        self.attribute_items = attributes
         self.description = description
         self.unit = unit
         #: When the metric was added (the start time of cumulative points and of the first delta point).
         self.added_ns = added_ns
 
-    def _reset_baseline(self) -> None:  # pragma: no cover - overridden where there is a baseline
-        pass
+    def reset_baseline(self) -> None:
+        """Forget the delta baseline (Java's ``metricsReset``); metrics without one have nothing to do."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.attributes}>"
@@ -298,9 +299,6 @@ class Gauge(_Metric):
     def value(self) -> Any:
         """The value the next collection would report (calls ``value_fn`` if there is one)."""
         return self.value_fn() if self.value_fn is not None else self._value
-
-    def _reset_baseline(self) -> None:
-        pass
 
 
 class Sum(_Metric):
@@ -339,7 +337,22 @@ class Sum(_Metric):
         """The running total (cumulative value)."""
         return self.value_fn() if self.value_fn is not None else self._total
 
-    def _reset_baseline(self) -> None:
+    def take(self, now: int, delta: bool) -> tuple[Any, int] | None:
+        """``(value, start time)`` of the point a collection at ``now`` reports, or ``None`` when there is no
+        number to report. A delta collection moves the baseline to ``now``. Call under the collector's lock."""
+        total = self.value
+        if total is None or not _is_number(total):
+            return None
+        if not delta:
+            return total, self.added_ns
+        if self._last is None:
+            value, start = total, self.added_ns
+        else:
+            value, start = total - self._last[0], self._last[1]
+        self._last = (total, now)
+        return value, start
+
+    def reset_baseline(self) -> None:
         self._last = None
 
 
@@ -391,7 +404,26 @@ class Histogram(_Metric):
     def sum(self) -> float:
         return self._sum
 
-    def _reset_baseline(self) -> None:
+    def take(self, now: int, delta: bool) -> tuple[list[int], int, float, int, float, float] | None:
+        """``(bucket counts, count, sum, start time, min, max)`` of the point a collection at ``now`` reports,
+        or ``None`` when nothing was ever recorded. A delta collection moves the baseline to ``now``. Call
+        under the collector's lock."""
+        if self._count == 0 and self._last is None:
+            return None
+        if not delta:
+            return list(self._counts), self._count, self._sum, self.added_ns, self._min, self._max
+        if self._last is None:
+            counts, count, total, start = list(self._counts), self._count, self._sum, self.added_ns
+        else:
+            lc, ln, ls, start = self._last
+            counts = [a - b for a, b in zip(self._counts, lc)]
+            count, total = self._count - ln, self._sum - ls
+        lo, hi = self._imin, self._imax
+        self._last = (list(self._counts), self._count, self._sum, now)
+        self._imin, self._imax = math.inf, -math.inf
+        return counts, count, total, start, lo, hi
+
+    def reset_baseline(self) -> None:
         self._last = None
         self._imin, self._imax = self._min, self._max
 
@@ -550,7 +582,7 @@ class MetricsCollector:
         reports everything since it was added."""
         with self._lock:
             for m in self._metrics.values():
-                m._reset_baseline()
+                m.reset_baseline()
 
     # -- collecting --------------------------------------------------------------------------------------
 
@@ -601,58 +633,38 @@ class MetricsCollector:
             if self.layout == "librdkafka":
                 p.start_time_unix_nano = previous
             p.time_unix_nano = now
-            _fill_attributes(p.attributes, metric._items)
+            _fill_attributes(p.attributes, metric.attribute_items)
             _set_number(p, value, metric.value_type)
             return m
 
         if isinstance(metric, Sum):
-            total = metric.value
-            if total is None or not _is_number(total):
+            taken = metric.take(now, delta)
+            if taken is None:
                 return None
+            value, start = taken
             m = self._new_metric(metric)
             s = m.sum
             s.is_monotonic = metric.monotonic
+            s.aggregation_temporality = _DELTA if delta else _CUMULATIVE
             p = s.data_points.add()
-            if delta:
-                s.aggregation_temporality = _DELTA
-                if metric._last is None:
-                    value, start = total, metric.added_ns
-                else:
-                    value, start = total - metric._last[0], metric._last[1]
-                metric._last = (total, now)
-            else:
-                s.aggregation_temporality = _CUMULATIVE
-                value, start = total, metric.added_ns
             p.start_time_unix_nano = start
             p.time_unix_nano = now
-            _fill_attributes(p.attributes, metric._items)
+            _fill_attributes(p.attributes, metric.attribute_items)
             _set_number(p, value, metric.value_type)
             return m
 
         if isinstance(metric, Histogram):
-            if metric._count == 0 and metric._last is None:
+            taken = metric.take(now, delta)
+            if taken is None:
                 return None
+            counts, count, total, start, lo, hi = taken
             m = self._new_metric(metric)
             h = m.histogram
+            h.aggregation_temporality = _DELTA if delta else _CUMULATIVE
             p = h.data_points.add()
-            if delta:
-                h.aggregation_temporality = _DELTA
-                if metric._last is None:
-                    counts, count, total, start = list(metric._counts), metric._count, metric._sum, metric.added_ns
-                else:
-                    lc, ln, ls, start = metric._last
-                    counts = [a - b for a, b in zip(metric._counts, lc)]
-                    count, total = metric._count - ln, metric._sum - ls
-                lo, hi = metric._imin, metric._imax
-                metric._last = (list(metric._counts), metric._count, metric._sum, now)
-                metric._imin, metric._imax = math.inf, -math.inf
-            else:
-                h.aggregation_temporality = _CUMULATIVE
-                counts, count, total, start = list(metric._counts), metric._count, metric._sum, metric.added_ns
-                lo, hi = metric._min, metric._max
             p.start_time_unix_nano = start
             p.time_unix_nano = now
-            _fill_attributes(p.attributes, metric._items)
+            _fill_attributes(p.attributes, metric.attribute_items)
             p.count = count
             p.sum = total
             p.bucket_counts.extend(counts)

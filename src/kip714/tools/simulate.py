@@ -485,7 +485,7 @@ class _Model:
         s["conn_total"] += new_conns
         s["conn_rate"] = new_conns / (dt / 1000.0)
         s["conn_count"] = float(len(self.node_keys()))
-        incidents = self.fleet._incidents
+        incidents = self.fleet.incidents
         requests = self.request_rate * dt / 1000.0
         new_requests = 0
         lat_sum = weight = 0.0
@@ -883,7 +883,7 @@ class Fleet:
         self.start_spread_ms = max(0, int(start_spread_ms))
         self.close_spread_ms = max(0, int(close_spread_ms))
         self.incidents_enabled = incidents
-        self._incidents: _Incidents = _Incidents(seed, (), 0)
+        self.incidents: _Incidents = _Incidents(seed, (), 0)
         choices = _software_choices(software)
         if isinstance(codec, str) and codec == "mixed":
             codec_choices: list[str | None] = ["zstd", "lz4", "gzip", "snappy", "none"]
@@ -910,7 +910,7 @@ class Fleet:
             if crng.random() < rack_fraction:
                 resource["client_rack"] = crng.choice(_RACKS)
             group_id = member_id = None
-            coordinator, base_assignment = crng.choice(self.nodes), 0
+            coordinator = crng.choice(self.nodes)
             if kind == "producer":
                 service = crng.choice(_SERVICES)
                 client_id = f"{client_id_prefix}{service}-producer-{i}"
@@ -974,23 +974,32 @@ class Fleet:
         return [c for c in self.clients if c.kind == "consumer"]
 
     @property
+    def start_ms(self) -> int:
+        """When the in-process run started on the simulated clock (Unix-epoch milliseconds)."""
+        return self._t0
+
+    @property
     def now_ms(self) -> int:
         """The simulated clock (Unix-epoch milliseconds) of an in-process run."""
         return self._now
 
-    def _sim_clock_ns(self) -> int:
+    def sim_clock_ns(self) -> int:
+        """The simulated clock in nanoseconds (what simulated clients read)."""
         return self._now * 1_000_000
 
-    def _push(self, t: int, kind: int, client: SimClient, data: Any = None) -> None:
+    def schedule(self, t: int, kind: int, client: SimClient, data: Any = None) -> None:
+        """Queue an event for ``client`` at simulated time ``t``."""
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, client, data))
 
-    def _count_response(self, api: str, code: int, client: SimClient) -> None:
+    def count_response(self, api: str, code: int, client: SimClient) -> None:
+        """Count one answer of the endpoint (by API and error code), fleet-wide and per client."""
         (self.stats.get_results if api == "GetTelemetrySubscriptions" else self.stats.push_results)[code] += 1
         if code:
             client.errors[code] += 1
 
-    def _count_push(self, client: SimClient, body: PushTelemetryRequest, code: int) -> None:
+    def count_push(self, client: SimClient, body: PushTelemetryRequest, code: int) -> None:
+        """Count one push a client sent (sizes, codecs, terminating)."""
         st = self.stats
         size = len(body.metrics) if body.metrics is not None else 0
         st.payload_bytes += size
@@ -1056,9 +1065,9 @@ class Fleet:
             self._t0 = int(self.start_ms if self.start_ms is not None else time.time() * 1000)
             self._now = self._t0
             if self.incidents_enabled:
-                self._incidents = _Incidents(self.seed, self.nodes, self._t0)
+                self.incidents = _Incidents(self.seed, self.nodes, self._t0)
             for c in self.clients:
-                self._push(self._t0 + c.start_offset_ms, _START, c)
+                self.schedule(self._t0 + c.start_offset_ms, _START, c)
         begin = self._now
         end = begin + duration
         pending = sorted(((begin + int(off), i, fn) for i, (off, fn) in enumerate(actions)), key=lambda a: a[:2])
@@ -1263,9 +1272,9 @@ class Fleet:
             client.telemetry.handle_failed_request(now_ms(), exc)
             return False
         code = resp.body.error_code
-        self._count_response(api, code, client)
+        self.count_response(api, code, client)
         if type(body) is PushTelemetryRequest:
-            self._count_push(client, body, code)
+            self.count_push(client, body, code)
             otlp_total = client.telemetry.stats.uncompressed_bytes_pushed
             if code == 0:
                 self.stats.payloads += 1 if body.metrics else 0
@@ -1291,16 +1300,16 @@ class _RunContext:
 
     def tick(self, t: int) -> int:
         """The first poll tick at or after ``t``."""
-        t0, step = self.fleet._t0, self.step
+        t0, step = self.fleet.start_ms, self.step
         return t0 + -(-(t - t0) // step) * step
 
     def dispatch(self, kind: int, client: SimClient, data: Any, reschedule: bool = True) -> None:
         fleet = self.fleet
-        now = fleet._now
+        now = fleet.now_ms
         if kind == _START:
-            client.start(fleet, fleet._sim_clock_ns, now)
+            client.start(fleet, fleet.sim_clock_ns, now)
             fleet.stats.started += 1
-            fleet._push(self.tick(now + client.connect_delay_ms), _POLL, client)
+            fleet.schedule(self.tick(now + client.connect_delay_ms), _POLL, client)
         elif kind == _POLL:
             self.poll(client, now)
         else:
@@ -1315,7 +1324,7 @@ class _RunContext:
         wait = tel.time_to_next_update(_REQUEST_TIMEOUT_MS, now)
         if wait >= INT_MAX:
             return
-        self.fleet._push(self.tick(now + max(wait, minimum)), _POLL, client)
+        self.fleet.schedule(self.tick(now + max(wait, minimum)), _POLL, client)
 
     def poll(self, client: SimClient, now: int) -> None:
         tel = client.telemetry
@@ -1326,7 +1335,7 @@ class _RunContext:
             self.schedule(client, now, minimum=self.step)
             return
         self.send(client, body, now)
-        self.fleet._push(now + client.rtt_ms, _RESPONSE, client, self._last_response)
+        self.fleet.schedule(now + client.rtt_ms, _RESPONSE, client, self._last_response)
 
     def send(self, client: SimClient, body: Any, now: int) -> None:
         fleet, st = self.fleet, self.fleet.stats
@@ -1335,8 +1344,8 @@ class _RunContext:
         code = response.error_code
         if type(body) is PushTelemetryRequest:
             st.requests["PushTelemetry"] += 1
-            fleet._count_response("PushTelemetry", code, client)
-            fleet._count_push(client, body, code)
+            fleet.count_response("PushTelemetry", code, client)
+            fleet.count_push(client, body, code)
             if self.recorder is not None and (code == 0 or self.record_rejected):
                 self.record(body, client, code, now)
             if payload is not None:
@@ -1349,7 +1358,7 @@ class _RunContext:
         else:
             st.requests["GetTelemetrySubscriptions"] += 1
             client.gets += 1
-            fleet._count_response("GetTelemetrySubscriptions", code, client)
+            fleet.count_response("GetTelemetrySubscriptions", code, client)
 
     def record(self, body: PushTelemetryRequest, client: SimClient, code: int, now: int) -> None:
         self.recorder.record(push_row(body, client.client_info, self.node_id, code, now))
@@ -1359,7 +1368,7 @@ class _RunContext:
         if not client.started or client.closed:
             return
         tel = client.telemetry
-        now = self.fleet._now
+        now = self.fleet.now_ms
         if tel.enabled and tel.initiate_close(now):
             body = tel.create_request(now)
             if body is not None:
