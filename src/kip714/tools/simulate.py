@@ -974,7 +974,7 @@ class Fleet:
         return [c for c in self.clients if c.kind == "consumer"]
 
     @property
-    def start_ms(self) -> int:
+    def run_start_ms(self) -> int:
         """When the in-process run started on the simulated clock (Unix-epoch milliseconds)."""
         return self._t0
 
@@ -1300,7 +1300,7 @@ class _RunContext:
 
     def tick(self, t: int) -> int:
         """The first poll tick at or after ``t``."""
-        t0, step = self.fleet.start_ms, self.step
+        t0, step = self.fleet.run_start_ms, self.step
         return t0 + -(-(t - t0) // step) * step
 
     def dispatch(self, kind: int, client: SimClient, data: Any, reschedule: bool = True) -> None:
