@@ -2,7 +2,7 @@
 
 Goal (issue 7): >= 3x a protobuf-based Spark UDF on the same data. The peer is ``mapInArrow`` whose Python
 function decompresses with zstandard and flattens with protobuf (upb) + Python (``kip714.otlp.reference.flatten``),
-building the same columns with ``pa.RecordBatch.from_pydict`` (python-ecosystem.md §C: the table-generating
+building the same columns with ``pa.RecordBatch.from_pydict`` (docs/reference/python-ecosystem.md §C: the table-generating
 Arrow APIs are the fastest protobuf-based route). Both read the same cached input DataFrame of K rows, each a
 zstd-compressed ~100 KB OTLP MetricsData, and are materialised with ``write.format("noop")``. The first run of
 each pays for Python worker start-up, so one warm-up round runs before the two measured rounds.

@@ -229,7 +229,7 @@ VEC8 = [
 GREEK_17 = "alpha kappa gamma lambda iota epsilon beta sigma phi delta mu nu".split()
 GREEK_19 = "alpha kappa gamma lambda epsilon beta iota phi sigma delta mu nu".split()
 
-# kafka-java-behaviour.md §6, rows 1-11: (requested metrics in order, interval, uuid, id)
+# docs/reference/kafka-java-behaviour.md §6, rows 1-11: (requested metrics in order, interval, uuid, id)
 SUBSCRIPTION_VECTORS = [
     pytest.param([], 300000, VEC_UUID, -1583195767, id="1-none"),
     pytest.param(

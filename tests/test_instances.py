@@ -1,7 +1,7 @@
 """kip714._instances: the broker's per-client-instance state (rate limits, terminating flag, expiry, LRU).
 
 The named cases port the instance-state parts of Kafka's ClientMetricsManagerTest / ClientMetricsInstanceTest
-(kafka-java-behaviour.md §3(c), §3(d), §6) on a fake clock. A small pure-Python model of the same
+(docs/reference/kafka-java-behaviour.md §3(c), §3(d), §6) on a fake clock. A small pure-Python model of the same
 semantics is checked against the native table on hypothesis-generated histories, and the batch entry
 points are checked against the single-request path.
 """

@@ -19,7 +19,7 @@ from kip714.client.naming import (
     telemetry_metric_name,
 )
 
-# TelemetryMetricNamingConventionTest and kafka-java-behaviour.md §5. Kafka's helper takes (name, group);
+# TelemetryMetricNamingConventionTest and docs/reference/kafka-java-behaviour.md §5. Kafka's helper takes (name, group);
 # ours takes (group, name), so each row is written (name, group) as in Kafka and swapped in the test.
 KAFKA_VECTORS = [
     ("connection-creation-rate", "producer-metrics", "org.apache.kafka.producer.connection.creation.rate"),
@@ -121,7 +121,7 @@ def test_consumer_record_latency_metrics():
     assert attrs == {}
 
 
-# librdkafka-behaviour.md §4: the names librdkafka hard-codes, and the Java (group, name) they come from.
+# docs/reference/librdkafka-behaviour.md §4: the names librdkafka hard-codes, and the Java (group, name) they come from.
 LIBRDKAFKA_NAMES = [
     ("producer-metrics", "connection-creation-rate", "org.apache.kafka.producer.connection.creation.rate"),
     ("producer-metrics", "connection-creation-total", "org.apache.kafka.producer.connection.creation.total"),
@@ -158,7 +158,7 @@ def test_librdkafka_names(group, name, expected):
 
 
 def test_kip_standard_names_from_subscription_vector_8():
-    # The 13 KIP standard metric names used in kafka-java-behaviour.md §6 vector 8 are all derivable.
+    # The 13 KIP standard metric names used in docs/reference/kafka-java-behaviour.md §6 vector 8 are all derivable.
     standard = {
         "org.apache.kafka.producer.connection.creation.rate", "org.apache.kafka.producer.connection.creation.total",
         "org.apache.kafka.producer.node.request.latency.avg", "org.apache.kafka.producer.node.request.latency.max",

@@ -154,7 +154,7 @@ def test_appendix_b_push_request_and_response_bodies():
     assert PushTelemetryResponse().encode() == bytes(7)
 
 
-# Exact responses that a loopback harness fed to librdkafka 2.16 successfully (librdkafka-behaviour.md §3).
+# Exact responses that a loopback harness fed to librdkafka 2.16 successfully (docs/reference/librdkafka-behaviour.md §3).
 def test_librdkafka_harness_api_versions_v3_response():
     body = ApiVersionsResponse(api_keys=[ApiVersion(3, 0, 12), ApiVersion(10, 0, 2), ApiVersion(18, 0, 3),
                                          ApiVersion(71, 0, 0), ApiVersion(72, 0, 0)])

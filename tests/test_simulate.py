@@ -226,7 +226,7 @@ def test_config_change_mid_run_resubscribes_every_client():
     unknown, throttled = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID), int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
     # Kafka 4.1+: the Get right after UNKNOWN_SUBSCRIPTION_ID is exempt from throttling but does not move
     # lastGetRequestTimestamp, so the next push is THROTTLED when the client's jitter drew < 1 x interval
-    # (kafka-java-behaviour.md 3(c)); that client then subscribes once more. Nothing else goes wrong.
+    # (docs/reference/kafka-java-behaviour.md 3(c)); that client then subscribes once more. Nothing else goes wrong.
     assert stats.protocol_errors == {unknown: 40}
     assert set(stats.errors_by_code) <= {unknown, throttled}
     assert stats.push_results[unknown] == 40 and set(stats.get_results) == {0}

@@ -27,7 +27,7 @@ def test_kafka_uuid_string():
     assert kafka_uuid_string(uuid.UUID(int=(0xFFFFFFFF00000000 << 64) | 0x0000000100000000)) == "_____wAAAAAAAAABAAAAAA"
 
 
-# Vectors from kafka-java-behaviour.md §6, computed with real JDK 17 / 25 HashSet, ConcurrentHashMap, CRC32C.
+# Vectors from docs/reference/kafka-java-behaviour.md §6, computed with real JDK 17 / 25 HashSet, ConcurrentHashMap, CRC32C.
 @pytest.mark.parametrize("subs,interval,order,sid", [
     ([], 300000, [], -1583195767),
     ([("sub-1", P + "client.producer.partition.queue.," + P + "client.producer.partition.latency", 30000)], 30000,

@@ -6,7 +6,7 @@ Get and last Push times, the push interval, the SubscriptionId, the config versi
 built from, the terminating flag and the last error. Time is always passed in by the caller
 (milliseconds); the table never reads a clock.
 
-Kafka 4.1+ semantics (kafka-java-behaviour.md §3(c), §3(d)):
+Kafka 4.1+ semantics (docs/reference/kafka-java-behaviour.md §3(c), §3(d)):
 
 * An instance expires ``max(cache_expiry_ms, 3 * push_interval_ms)`` after its last request. Every Get
   or Push that reaches it (``create`` and every ``decide_*``) re-arms that deadline. An expired instance
@@ -448,7 +448,7 @@ cdef inline int16_t _get_core(Table* t, uint32_t i, int64_t now) noexcept nogil:
 
 cdef inline int16_t _push_core(Table* t, uint32_t i, int64_t now, int32_t sub_id, bint terminating,
                                int64_t compression, int64_t wire_size, int64_t max_bytes) noexcept nogil:
-    """PushTelemetry validation steps 4-8 and the ``finally`` (kafka-java-behaviour.md §3(d))."""
+    """PushTelemetry validation steps 4-8 and the ``finally`` (docs/reference/kafka-java-behaviour.md §3(d))."""
     cdef Entry* ep
     cdef int16_t err = E_NONE
     cdef bint can_accept
