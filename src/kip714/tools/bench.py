@@ -53,6 +53,8 @@ import kip714
 from kip714._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, compression_type_from_name
 
 ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
+#: The source checkout this module sits in (src/kip714/tools/bench.py), when it runs from one.
+CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 
 GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "spark")
 from . import SAMPLES
@@ -589,7 +591,7 @@ class Bench:
         except PeerMissing as exc:
             self.skip(group, "kafka-python", str(exc))
             return None
-        schemas = pathlib.Path(__file__).resolve().parents[2] / "tests" / "kp_schemas"
+        schemas = CHECKOUT / "tests" / "kp_schemas"
         if not (schemas / "__init__.py").is_file():
             self.skip(group, "kafka-python", "kafka-python has no KIP-714 schemas outside a source checkout "
                                              "(tests/kp_schemas)")
@@ -1176,7 +1178,7 @@ def _loadavg():
 
 
 def _git_describe() -> str | None:
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = CHECKOUT
     if not (root / ".git").exists():
         return None
     try:
