@@ -946,7 +946,7 @@ class Bench:
         except ImportError:
             backend = None
         self.extra_machine["protobuf_backend"] = backend
-        peer_name = f"protobuf {dist_version('protobuf')} ({backend}) + Python (otlp_pb.flatten)"
+        peer_name = f"protobuf {dist_version('protobuf')} ({backend}) + Python (otlp.reference.flatten)"
         if backend != "upb":
             self.notes.append(f"otlp: protobuf backend is {backend!r}, not upb: the peer is slower than it "
                               "should be")
@@ -1113,7 +1113,7 @@ def _peer_schema():
 
 def protobuf_mapper(batches):
     """The protobuf-based decoder as a mapInArrow function: the direct codec call, protobuf (upb) parsing and
-    Python flattening (kip714.otlp_pb.flatten), columns built per batch (pa.RecordBatch.from_pydict: the
+    Python flattening (kip714.otlp.reference.flatten), columns built per batch (pa.RecordBatch.from_pydict: the
     fastest way to Arrow from rows measured here). Only zstd and uncompressed rows are handled."""
     import pyarrow as pa
     import zstandard
