@@ -43,7 +43,7 @@ bench-quick: build
 	$(VENV)/bin/kip714 bench --quick
 
 clean:
-	rm -rf build src/kip714/*.so src/_native/*.c src/_native/*.html
+	rm -rf build src/kip714/*.so src/_native/*/*.c src/_native/*/*.html
 
 # ------------------------------------------------------------------------------------------ hardening
 # make fuzz      — coverage-guided fuzzing of every harness in fuzz/ (FUZZ_SECONDS each, default 60;

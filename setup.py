@@ -1,4 +1,7 @@
-"""Build the Cython core: every ``src/_native/<name>.pyx`` becomes the extension ``kip714.<name>``.
+"""Build the Cython core: every ``src/_native/<folder>/<name>.pyx`` becomes the extension ``kip714.<name>``.
+
+Each extension's folder holds its ``.pyx``, ``.pxi`` and headers; ``src/_native/common/`` holds what they
+share (the bounded wire reader ``kbuf.pxd``, byte order in ``kip714_bytes.h``).
 
 Environment switches:
   KIP714_DEBUG=1      -O0 -g, Cython line tracing off but bounds/wraparound checks on
@@ -21,6 +24,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent
 NATIVE = Path("src") / "_native"
+COMMON = NATIVE / "common"
 
 debug = os.environ.get("KIP714_DEBUG") == "1"
 sanitize = os.environ.get("KIP714_SANITIZE") == "1"
@@ -70,9 +74,9 @@ extensions = [
     Extension(
         f"kip714.{pyx.stem}",
         [str(pyx)],
-        include_dirs=[str(NATIVE)],
+        include_dirs=[str(pyx.parent.relative_to(HERE)), str(COMMON)],
     )
-    for pyx in sorted((HERE / NATIVE).glob("*.pyx"))
+    for pyx in sorted((HERE / NATIVE).glob("*/_*.pyx"))
     # KIP714_ONLY=_a,_b builds just those modules (handy while iterating on one of them)
     if not os.environ.get("KIP714_ONLY") or pyx.stem in os.environ["KIP714_ONLY"].split(",")
 ]
@@ -83,7 +87,7 @@ setup(
     cmdclass={"build_ext": BuildExt},
     ext_modules=cythonize(
         extensions,
-        include_path=[str(NATIVE)],
+        include_path=[str(COMMON)],
         compiler_directives=directives,
         annotate=os.environ.get("KIP714_ANNOTATE") == "1",
         nthreads=0,

@@ -20,7 +20,7 @@ LOGS=$ROOT/build/fuzz-logs
 mkdir -p "$TREE" "$LOGS"
 
 # 1. a private copy of the sources, built with coverage instrumentation when clang is there
-tar --exclude='*.so' --exclude='src/_native/*.c' --exclude='__pycache__' -cf - \
+tar --exclude='*.so' --exclude='src/_native/*/*.c' --exclude='__pycache__' -cf - \
     setup.py pyproject.toml README.md LICENSE src | (cd "$TREE" && tar -xf -)
 if command -v clang >/dev/null 2>&1; then
     export CC=clang LDSHARED="clang -shared"
@@ -29,7 +29,7 @@ if command -v clang >/dev/null 2>&1; then
 else
     MODE="no clang: Python coverage only"
 fi
-for pyx in "$TREE"/src/_native/*.pyx; do
+for pyx in "$TREE"/src/_native/*/_*.pyx; do
     mod=$(basename "$pyx" .pyx)
     (cd "$TREE" && KIP714_ONLY=$mod "$PY" setup.py --quiet build_ext --inplace --force >"$LOGS/build-$mod.log" 2>&1) \
         || echo "warning: $mod did not build (see $LOGS/build-$mod.log); targets needing it skip or fail"

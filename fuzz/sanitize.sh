@@ -26,7 +26,7 @@ mkdir -p "$TREE"
 if git rev-parse --git-dir >/dev/null 2>&1; then
     git ls-files -co --exclude-standard -z | tar --null -T - -cf - | (cd "$TREE" && tar -xf -)
 else
-    tar --exclude=./build --exclude=./.venv --exclude='*.so' --exclude='./src/_native/*.c' -cf - . \
+    tar --exclude=./build --exclude=./.venv --exclude='*.so' --exclude='./src/_native/*/*.c' -cf - . \
         | (cd "$TREE" && tar -xf -)
 fi
 echo "building the extensions with ASan + UBSan in $TREE"

@@ -74,7 +74,7 @@ def sdist_problems(sdist: pathlib.Path, src: pathlib.Path) -> list[str]:
     """Files a from-scratch build (or the test suite) needs that the sdist does not carry."""
     with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    wanted = [p.relative_to(src).as_posix() for p in (src / "src" / "_native").iterdir()
+    wanted = [p.relative_to(src).as_posix() for p in (src / "src" / "_native").rglob("*")
               if p.suffix in (".pyx", ".pxd", ".pxi", ".h")]
     wanted += ["LICENSE", "README.md", "pyproject.toml", "setup.py", "src/kip714/py.typed"]
     wanted += [p.relative_to(src).as_posix() for p in (src / "src" / "kip714").glob("*.pyi")]
@@ -175,7 +175,7 @@ def check_distribution_from_scratch(root: pathlib.Path, tmp_path: pathlib.Path) 
     _copy_tree(root, src)
     sdist = build_sdist(src, tmp_path / "dist")
     problems = sdist_problems(sdist, src)
-    natives = sorted(p.stem for p in (src / "src" / "_native").glob("*.pyx"))
+    natives = sorted(p.stem for p in (src / "src" / "_native").glob("*/_*.pyx"))
 
     (tmp_path / "wheel").mkdir()
     wheel = build_wheel_from_sdist(sdist, tmp_path / "wheel")

@@ -13,7 +13,7 @@ import kip714
 SOURCES = pathlib.Path(__file__).parents[1] / "src" / "_native"
 #: one stub per extension ships in the package (what a wheel's tests see: no sources next to them)
 STUBS = sorted(p.stem for p in pathlib.Path(kip714.__file__).parent.glob("_*.pyi"))
-NATIVE_MODULES = sorted(p.stem for p in SOURCES.glob("*.pyx")) if SOURCES.is_dir() else STUBS
+NATIVE_MODULES = sorted(p.stem for p in SOURCES.glob("*/_*.pyx")) if SOURCES.is_dir() else STUBS
 
 
 def test_native_sources_exist():

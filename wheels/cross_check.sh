@@ -28,6 +28,9 @@ ROOT=$(pwd)
 PY=${PY:-$ROOT/.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 NATIVE=$ROOT/src/_native
+# every extension folder and common/ on the include path (the headers sit next to their .pyx)
+NATIVE_INC=()
+for d in "$NATIVE"/*/; do NATIVE_INC+=("-I${d%/}"); done
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -50,13 +53,13 @@ OBJDUMP=$(command -v llvm-objdump || ls /usr/lib/llvm-*/bin/llvm-objdump 2>/dev/
 
 # --- the generated C must exist and be newer than every Cython source
 CFILES=()
-for pyx in "$NATIVE"/*.pyx; do
+for pyx in "$NATIVE"/*/_*.pyx; do
     c=${pyx%.pyx}.c
     if [ ! -f "$c" ]; then echo "$c is missing: run \`make build\` first"; exit 2; fi
     # its sources: the .pyx, the .pxi files it includes and the local .pxd files it cimports
     deps=("$pyx")
-    for inc in $(sed -n 's/^include "\(.*\)"/\1/p' "$pyx"); do deps+=("$NATIVE/$inc"); done
-    for pxd in "$NATIVE"/*.pxd; do
+    for inc in $(sed -n 's/^include "\(.*\)"/\1/p' "$pyx"); do deps+=("$(dirname "$pyx")/$inc"); done
+    for pxd in "$NATIVE"/common/*.pxd; do
         if grep -qE "^(from|cimport) $(basename "$pxd" .pxd)\b" "$pyx"; then deps+=("$pxd"); fi
     done
     for src in "${deps[@]}"; do
@@ -199,21 +202,21 @@ selftest() {
 # ====================================================================================== aarch64 Linux
 if have aarch64-linux-gnu-gcc; then
     if compile_all "aarch64 gcc -O2 (Python $PYVER)" "$WORK/a64" o aarch64-linux-gnu-gcc -c -O2 -Wall \
-            -Wno-unused-function -fPIC -I"$PYINC" -I"$NATIVE"; then
+            -Wno-unused-function -fPIC -I"$PYINC" "${NATIVE_INC[@]}"; then
         n=$(aarch64-linux-gnu-objdump -d "$WORK/a64/_crc.o" | grep -cE '\scrc32c[bhwx]\s' || true)
         if [ "$n" -gt 0 ]; then pass "aarch64 gcc: _crc.o has $n crc32c instructions (ARMv8 CRC path selected)"
         else fail "aarch64 gcc: _crc.o has no crc32c instruction (tables only)"; fi
     fi
     for entry in "${OTHER_INC[@]}"; do
         compile_all "aarch64 gcc -fsyntax-only (Python ${entry%%:*})" "$WORK/a64-${entry%%:*}" o \
-            aarch64-linux-gnu-gcc -fsyntax-only -Wall -Wno-unused-function -I"${entry#*:}" -I"$NATIVE" || true
+            aarch64-linux-gnu-gcc -fsyntax-only -Wall -Wno-unused-function -I"${entry#*:}" "${NATIVE_INC[@]}" || true
     done
     if [ -z "$QEMU" ]; then
         skip "qemu-aarch64 self-test: no qemu-aarch64 (qemu-user)"
-    elif build "aarch64 gcc self-test" aarch64-linux-gnu-gcc -O2 -Wall -Wextra -static -I"$NATIVE" \
+    elif build "aarch64 gcc self-test" aarch64-linux-gnu-gcc -O2 -Wall -Wextra -static "${NATIVE_INC[@]}" \
             "$WORK/crc_selftest.c" -o "$WORK/t_a64" \
         && build "aarch64 gcc self-test" aarch64-linux-gnu-gcc -O2 -Wall -Wextra -static -DK714_TEST_NO_HWCAP \
-            -I"$NATIVE" "$WORK/crc_selftest.c" -o "$WORK/t_a64_nohwcap"; then
+            "${NATIVE_INC[@]}" "$WORK/crc_selftest.c" -o "$WORK/t_a64_nohwcap"; then
         selftest "qemu-aarch64 self-test (gcc)" hw "$QEMU $WORK/t_a64"
         selftest "qemu-aarch64 self-test (gcc), KIP714_CRC32C_SOFTWARE=1" sw "$QEMU $WORK/t_a64" KIP714_CRC32C_SOFTWARE=1
         selftest "qemu-aarch64 self-test (gcc), AT_HWCAP without CRC32" sw "$QEMU $WORK/t_a64_nohwcap"
@@ -226,14 +229,14 @@ A64_SYSROOT=/usr/aarch64-linux-gnu
 if have clang && [ -d "$A64_SYSROOT/include" ]; then
     if compile_all "aarch64 clang -O2 (Python $PYVER)" "$WORK/a64c" o clang --target=aarch64-linux-gnu \
             --sysroot="$A64_SYSROOT" -c -O2 -Wall -Wno-unused-function -Wno-unreachable-code -fPIC \
-            -I"$PYINC" -I"$NATIVE" && [ -n "$OBJDUMP" ]; then
+            -I"$PYINC" "${NATIVE_INC[@]}" && [ -n "$OBJDUMP" ]; then
         # llvm-objdump decodes the CRC instructions only when told the feature is there
         n=$("$OBJDUMP" -d --mattr=+crc "$WORK/a64c/_crc.o" | grep -cE '\scrc32c[bhwx]\s' || true)
         if [ "$n" -gt 0 ]; then pass "aarch64 clang: _crc.o has $n crc32c instructions"
         else fail "aarch64 clang: _crc.o has no crc32c instruction"; fi
     fi
     if have ld.lld && [ -n "$QEMU" ] && clang --target=aarch64-linux-gnu --sysroot="$A64_SYSROOT" -fuse-ld=lld \
-            -static -O2 -Wall -Wextra -I"$NATIVE" "$WORK/crc_selftest.c" -o "$WORK/t_a64_clang" 2>"$WORK/clang-link.log"; then
+            -static -O2 -Wall -Wextra "${NATIVE_INC[@]}" "$WORK/crc_selftest.c" -o "$WORK/t_a64_clang" 2>"$WORK/clang-link.log"; then
         selftest "qemu-aarch64 self-test (clang)" hw "$QEMU $WORK/t_a64_clang"
     else
         skip "qemu-aarch64 self-test (clang): needs lld, qemu-user and the aarch64 sysroot"
@@ -245,8 +248,8 @@ fi
 # ============================================================================================== musl
 if have musl-gcc; then
     compile_all "musl-gcc -O2 (x86_64, Python $PYVER)" "$WORK/musl" o musl-gcc -c -O2 -Wall \
-        -Wno-unused-function -fPIC -I"$PYINC" -I"$NATIVE" || true
-    if build "musl self-test" musl-gcc -O2 -Wall -Wextra -I"$NATIVE" "$WORK/crc_selftest.c" -o "$WORK/t_musl"; then
+        -Wno-unused-function -fPIC -I"$PYINC" "${NATIVE_INC[@]}" || true
+    if build "musl self-test" musl-gcc -O2 -Wall -Wextra "${NATIVE_INC[@]}" "$WORK/crc_selftest.c" -o "$WORK/t_musl"; then
         selftest "musl self-test" any "$WORK/t_musl"
         selftest "musl self-test, KIP714_CRC32C_SOFTWARE=1" sw "$WORK/t_musl" KIP714_CRC32C_SOFTWARE=1
     fi
@@ -345,7 +348,7 @@ EOF
                 -Wno-builtin-macro-redefined -c -O2 -Wall -Wno-unused-function -Wno-unreachable-code \
                 -Wno-unused-but-set-variable -Wvla -Wgnu -Wpointer-arith -Wzero-length-array -nostdinc \
                 -isystem "$RES" -isystem "$MINGW_INC" -include "$WORK/winpy/msvc_prelude.h" \
-                -I"$WORK/winpy/include" -I"$NATIVE" && [ -n "$OBJDUMP" ]; then
+                -I"$WORK/winpy/include" "${NATIVE_INC[@]}" && [ -n "$OBJDUMP" ]; then
             dis=$("$OBJDUMP" -d "$WORK/msvc/_crc.obj")
             n=$(echo "$dis" | grep -cE '\scrc32[bwlq]?\s' || true)
             m=$(echo "$dis" | grep -c 'cpuid' || true)
@@ -357,7 +360,7 @@ EOF
     fi
     if have x86_64-w64-mingw32-gcc; then
         compile_all "Windows x64, MinGW gcc -O2 (LLP64)" "$WORK/mingw" o x86_64-w64-mingw32-gcc -c -O2 -Wall \
-            -Wno-unused-function -Wno-maybe-uninitialized -I"$WORK/winpy/include" -I"$NATIVE" || true
+            -Wno-unused-function -Wno-maybe-uninitialized -I"$WORK/winpy/include" "${NATIVE_INC[@]}" || true
     fi
 else
     skip "Windows: no mingw-w64 CRT headers in $MINGW_INC (mingw-w64)"
@@ -378,7 +381,7 @@ if have clang && [ -n "$OBJDUMP" ]; then
         shift
         o="$WORK/mac_$tgt$*.o"
         if ! clang --target="$tgt" "$@" -ffreestanding -nostdinc -isystem "$RES" -isystem "$WORK/macstub" -O2 -Wall \
-                -Wextra -I"$NATIVE" -c "$WORK/crc_tu.c" -o "$o" 2>"$WORK/mac.log"; then
+                -Wextra "${NATIVE_INC[@]}" -c "$WORK/crc_tu.c" -o "$o" 2>"$WORK/mac.log"; then
             fail "macOS $spec: crc32c_impl.h does not compile: $(head -3 "$WORK/mac.log" | tr '\n' ' ')"
             continue
         fi
@@ -404,7 +407,7 @@ if [ "$(uname -m)" = x86_64 ]; then
             flags=()
             label="__builtin_cpu_supports"
             if [ $detect = cpuid ]; then flags=(-DKIP714_CRC32C_CPUID); label="<cpuid.h> detection, as on macOS"; fi
-            build "host self-test ($cc)" $cc -O2 -Wall -Wextra "${flags[@]}" -I"$NATIVE" "$WORK/crc_selftest.c" \
+            build "host self-test ($cc)" $cc -O2 -Wall -Wextra "${flags[@]}" "${NATIVE_INC[@]}" "$WORK/crc_selftest.c" \
                 -o "$WORK/t_host" || continue
             selftest "host self-test ($cc, $label)" any "$WORK/t_host"
         done

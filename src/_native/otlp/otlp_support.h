@@ -9,35 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kip714_bytes.h"
+#include "kip714_hash.h"
+
 /* ------------------------------------------------------------------------------- little endian */
 
-/* Protobuf fixed32/fixed64/double are little-endian on the wire, whatever the host. */
-static inline uint64_t otlp_le64(const unsigned char *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint32_t otlp_le32(const unsigned char *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-
-/* n little-endian 8-byte words from src into host-order uint64 dst (a plain copy on LE hosts). */
-static inline void otlp_le64_copy(uint64_t *dst, const unsigned char *src, size_t n) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    for (size_t i = 0; i < n; i++) dst[i] = otlp_le64(src + 8 * i);
-#else
-    if (n) memcpy(dst, src, n * 8);
-#endif
-}
+/* Protobuf fixed32/fixed64/double are little-endian on the wire, whatever the host (common/kip714_bytes.h). */
+#define otlp_le64 k714_le64
+#define otlp_le32 k714_le32
+#define otlp_le64_copy k714_le64_copy
 
 static inline double otlp_bits_to_double(uint64_t b) { double d; memcpy(&d, &b, 8); return d; }
 static inline uint64_t otlp_double_to_bits(double d) { uint64_t b; memcpy(&b, &d, 8); return b; }
@@ -112,15 +92,6 @@ static inline int otlp_utf8_valid(const unsigned char *s, size_t n) {
 
 /* ----------------------------------------------------------------------------------------- hash */
 
-static inline uint64_t otlp_mix(uint64_t h) {
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93ULL;
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93ULL;
-    h ^= h >> 32;
-    return h;
-}
-
 /* A fast seeded hash of a byte string (for the intern tables; the seed is random per process and the
  * tables cap probe lengths, so crafted collisions cost speed, never correctness). */
 static inline uint64_t otlp_hash(const unsigned char *p, size_t n, uint64_t seed) {
@@ -138,7 +109,7 @@ static inline uint64_t otlp_hash(const unsigned char *p, size_t n, uint64_t seed
         memcpy(&w, p, n);
         h = (h ^ w) * 0x94d049bb133111ebULL;
     }
-    return otlp_mix(h);
+    return k714_mix64(h);
 }
 
 /* --------------------------------------------------------------------------------------- base64 */

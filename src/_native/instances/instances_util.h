@@ -13,19 +13,12 @@
 
 #include <stdint.h>
 
+#include "kip714_hash.h"
+
 #define K714I_NIL 0xFFFFFFFFu
 
-static inline uint64_t k714i_fmix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBULL;
-    x ^= x >> 31;
-    return x;
-}
-
 static inline uint64_t k714i_hash(uint64_t msb, uint64_t lsb, uint64_t k0, uint64_t k1) {
-    return k714i_fmix64(k714i_fmix64(msb ^ k0) ^ lsb ^ k1);
+    return k714_mix64(k714_mix64(msb ^ k0) ^ lsb ^ k1);
 }
 
 static inline int64_t k714i_wsub(int64_t a, int64_t b) {

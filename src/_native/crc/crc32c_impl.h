@@ -34,21 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kip714_bytes.h"
+
 #define K714_CRC32C_POLY 0x82F63B78u
 
 /* ------------------------------------------------------------------------------------ tables */
 
 static uint32_t k714_crc_tab[8][256];          /* slicing-by-8 */
 static int k714_crc_hw_active = 0;             /* 1 when the hardware path is selected */
-
-static inline uint32_t k714_load_le32(const unsigned char *p) {
-    /* byte assembly: one plain load on little-endian targets, correct on big-endian ones */
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static inline uint64_t k714_load_le64(const unsigned char *p) {
-    return (uint64_t)k714_load_le32(p) | ((uint64_t)k714_load_le32(p + 4) << 32);
-}
 
 static void k714_crc_build_tables(void) {
     uint32_t i, k, c;
@@ -70,8 +63,8 @@ static void k714_crc_build_tables(void) {
 /* Software update of the raw register: byte at a time until 8-byte chunks, slicing-by-8 in the middle. */
 static uint32_t k714_crc32c_sw_update(uint32_t crc, const unsigned char *p, size_t n) {
     while (n >= 8) {
-        uint32_t lo = crc ^ k714_load_le32(p);
-        uint32_t hi = k714_load_le32(p + 4);
+        uint32_t lo = crc ^ k714_le32(p);
+        uint32_t hi = k714_le32(p + 4);
         crc = k714_crc_tab[7][lo & 0xFFu] ^ k714_crc_tab[6][(lo >> 8) & 0xFFu]
             ^ k714_crc_tab[5][(lo >> 16) & 0xFFu] ^ k714_crc_tab[4][lo >> 24]
             ^ k714_crc_tab[3][hi & 0xFFu] ^ k714_crc_tab[2][(hi >> 8) & 0xFFu]
@@ -220,13 +213,13 @@ K714_HW_FN static inline uint32_t k714_crc32c_hw1(uint32_t crc32, const unsigned
     k714_hwacc_t acc = crc32;
     uint32_t crc;
     while (n >= 8) {
-        acc = K714_HW_U64(acc, k714_load_le64(p));
+        acc = K714_HW_U64(acc, k714_le64(p));
         p += 8;
         n -= 8;
     }
     crc = (uint32_t)acc;
     if (n >= 4) {
-        crc = K714_HW_U32(crc, k714_load_le32(p));
+        crc = K714_HW_U32(crc, k714_le32(p));
         p += 4;
         n -= 4;
     }
@@ -241,9 +234,9 @@ K714_HW_FN static inline uint32_t k714_crc32c_hw3(uint32_t crc, const unsigned c
     const unsigned char *end = p + block;
     uint32_t joined;
     while (p < end) {
-        c0 = K714_HW_U64(c0, k714_load_le64(p));
-        c1 = K714_HW_U64(c1, k714_load_le64(p + block));
-        c2 = K714_HW_U64(c2, k714_load_le64(p + 2 * block));
+        c0 = K714_HW_U64(c0, k714_le64(p));
+        c1 = K714_HW_U64(c1, k714_le64(p + block));
+        c2 = K714_HW_U64(c2, k714_le64(p + 2 * block));
         p += 8;
     }
     joined = k714_crc_shift(shift, (uint32_t)c0) ^ (uint32_t)c1;
