@@ -15,6 +15,7 @@ from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..sinks import ParquetRecorder
+from ._sinks import add_sink_options, build_sinks
 
 _ACCEPTED = ",".join(COMPRESSION_NAMES[c] for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 
@@ -50,6 +51,7 @@ def add_parser(sub) -> None:
     p.add_argument("--summary-interval", type=float, default=10.0, help="seconds between summary log lines (0: off)")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: run until SIGINT/SIGTERM)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_sink_options(p)
     p.set_defaults(func=run)
 
 
@@ -73,6 +75,9 @@ def run(args: Any) -> int:
                              accepted_compression_types=accepted, max_instances=args.max_instances,
                              node_id=args.node_id)
     recorder = ParquetRecorder(args.record) if args.record else None
+    sinks = build_sinks(args, recorder)
+    for sink in sinks:
+        broker.add_receiver(sink)
     server = TelemetryServer(broker, args.host, args.port, advertised_host=args.advertised_host,
                              advertised_port=args.advertised_port, recorder=recorder,
                              max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
@@ -93,6 +98,10 @@ def run(args: Any) -> int:
             for t in tasks:
                 t.cancel()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        for sink in sinks:
+            sink.close()
     print(server.summary())
     return 0

@@ -1,3 +1,262 @@
-"""placeholder"""
-class OtlpForwarder:  # replaced in the forwarding step
-    pass
+"""Forwarding client telemetry to an OpenTelemetry collector: :class:`OtlpForwarder` (OTLP/HTTP, protobuf).
+
+A :class:`~kip714.TelemetryReceiver`. On the request path an accepted payload is only appended to a bounded
+queue (a full queue drops it and counts ``queue-full``; nothing blocks). A sender thread takes what is
+queued, adds the chosen broker-added labels to the resource attributes of every ``ResourceMetrics``
+natively (:func:`kip714._otlp_splice.add_resource_attributes`: the client's bytes are otherwise copied as
+they are, a key the client set on its resource keeps the client's value), concatenates the payloads into
+one ``ExportMetricsServiceRequest`` (same field number as ``MetricsData.resource_metrics``, so concatenated
+messages are one request), gzips it and POSTs it to ``…/v1/metrics`` with urllib3.
+
+Retries follow the OTLP/HTTP specification: 429, 502, 503 and 504 (and connection failures) are retried,
+waiting ``Retry-After`` when the server sends one, otherwise an exponential backoff with jitter
+(``initial_backoff_s`` doubling up to ``max_backoff_s``); a batch still failing after ``max_elapsed_s`` is
+dropped and counted (``retries-exhausted``). Other statuses are not retried (``rejected``). While a batch
+is being retried the queue keeps absorbing pushes up to ``max_queue``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import logging
+import random
+import threading
+import time
+import urllib.parse
+from collections import deque
+from typing import Any, Iterable, Mapping
+
+from .prometheus import DEFAULT_LABELS, parse_labels
+
+__all__ = ["OtlpForwarder", "RETRYABLE_STATUSES"]
+
+log = logging.getLogger("kip714.otlp")
+
+#: Statuses the OTLP/HTTP specification says to retry.
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+
+
+def metrics_url(endpoint: str) -> str:
+    """``http://host:4318`` → ``http://host:4318/v1/metrics``; a URL with a path is used as it is."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"OTLP endpoint must be an http:// or https:// URL, not {endpoint!r}")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/v1/metrics")
+    return urllib.parse.urlunsplit(parts)
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A ``Retry-After`` header (delay seconds or an HTTP date) in seconds from now, or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class OtlpForwarder:
+    """Forwards every accepted payload to an OTLP/HTTP collector (see the module docstring).
+
+    ``OtlpForwarder("http://collector:4318", labels=("client_id", "client_instance_id"),
+    headers={"Authorization": "Bearer …"})``; ``broker.add_receiver(forwarder)``.
+
+    Options: ``compression`` ("gzip" or "none"), ``timeout_s`` per request, ``max_queue`` payloads
+    waiting, ``max_batch_payloads`` / ``max_batch_bytes`` per request, ``initial_backoff_s``,
+    ``max_backoff_s`` (the ceiling), ``max_elapsed_s`` (give a batch up after), TLS: ``ca_file``,
+    ``client_cert`` / ``client_key``, ``verify``."""
+
+    def __init__(self, endpoint: str, labels: Iterable[str] | str = DEFAULT_LABELS,
+                 headers: Mapping[str, str] | None = None, compression: str = "gzip", timeout_s: float = 10.0,
+                 max_queue: int = 10_000, max_batch_payloads: int = 512, max_batch_bytes: int = 4 << 20,
+                 initial_backoff_s: float = 1.0, max_backoff_s: float = 30.0, max_elapsed_s: float = 300.0,
+                 ca_file: str | None = None, client_cert: str | None = None, client_key: str | None = None,
+                 verify: bool = True) -> None:
+        import urllib3
+
+        if compression not in ("gzip", "none"):
+            raise ValueError("compression must be 'gzip' or 'none'")
+        self.url = metrics_url(endpoint)
+        self.labels = parse_labels(labels)
+        self.compression = compression
+        self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": "kip714-otlp-forwarder",
+                        **dict(headers or {})}
+        if compression == "gzip":
+            self.headers["Content-Encoding"] = "gzip"
+        self.max_queue = int(max_queue)
+        self.max_batch_payloads = int(max_batch_payloads)
+        self.max_batch_bytes = int(max_batch_bytes)
+        self.initial_backoff_s = float(initial_backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.max_elapsed_s = float(max_elapsed_s)
+        tls: dict[str, Any] = {}
+        if self.url.startswith("https:"):
+            tls = {"cert_reqs": "CERT_REQUIRED" if verify else "CERT_NONE", "ca_certs": ca_file,
+                   "cert_file": client_cert, "key_file": client_key}
+            if not verify:
+                tls["assert_hostname"] = False
+        self._http = urllib3.PoolManager(num_pools=1, maxsize=1, retries=False,
+                                         timeout=urllib3.Timeout(total=timeout_s), **tls)
+        self._queue: deque = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._closed = False
+        self._stop = threading.Event()
+        # counters (self-metrics)
+        self.forwarded = 0                     # payloads delivered (2xx)
+        self.requests: dict[str, int] = {}     # by status ("200", "503", "error")
+        self.dropped: dict[str, int] = {}      # payloads, by reason
+        self.retries = 0
+        self._thread = threading.Thread(target=self._run, name="kip714-otlp", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ receiver (request path)
+
+    def export_metrics(self, context, payload) -> None:
+        """Queue an accepted payload (never blocks; a full queue drops it and counts ``queue-full``)."""
+        if len(self._queue) >= self.max_queue:
+            self._count("queue-full")
+            return
+        labels = payload.labels
+        self._idle.clear()
+        self._queue.append((tuple((n, labels.get(n, "")) for n in self.labels), payload.data))
+        self._wake.set()
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    def _count(self, reason: str, n: int = 1) -> None:
+        with self._lock:
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    # ------------------------------------------------------------------ sender
+
+    def _take_batch(self) -> tuple[list[bytes], int]:
+        from .._otlp_splice import add_resource_attributes, encode_attributes
+        from ..errors import Kip714Error
+
+        parts, size, taken = [], 0, 0
+        encoded: dict[tuple, list] = {}
+        while self._queue and taken < self.max_batch_payloads and size < self.max_batch_bytes:
+            labels, data = self._queue.popleft()
+            taken += 1
+            attrs = encoded.get(labels)
+            if attrs is None:
+                attrs = encoded[labels] = encode_attributes(labels)
+            try:
+                out = add_resource_attributes(data, attrs)
+            except Kip714Error:
+                self._count("malformed")
+                continue
+            parts.append(out)
+            size += len(out)
+        return parts, taken
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(0.5)
+            self._wake.clear()
+            while self._queue:
+                parts, _ = self._take_batch()
+                if parts:
+                    try:
+                        self._send(parts)
+                    except Exception:  # a bug must not stop the forwarder; the batch is counted
+                        log.exception("OTLP forwarder failed")
+                        self._count("internal-error", len(parts))
+            self._idle.set()
+            if self._closed and not self._queue:
+                return
+
+    def _send(self, parts: list[bytes]) -> None:
+        body = b"".join(parts)
+        if self.compression == "gzip":
+            body = gzip.compress(body, compresslevel=6)
+        started = time.monotonic()
+        backoff = self.initial_backoff_s
+        while True:
+            status, wait = self._post(body)
+            if status is not None and 200 <= status < 300:
+                with self._lock:
+                    self.forwarded += len(parts)
+                return
+            if status is not None and status not in RETRYABLE_STATUSES:
+                log.warning("OTLP export refused with HTTP %s: %d payloads dropped", status, len(parts))
+                self._count("rejected", len(parts))
+                return
+            if wait is None:
+                wait = backoff * random.uniform(0.5, 1.0)
+                backoff = min(backoff * 2, self.max_backoff_s)
+            wait = min(wait, self.max_backoff_s)
+            if self._closed or time.monotonic() + wait - started > self.max_elapsed_s:
+                self._count("retries-exhausted", len(parts))
+                return
+            with self._lock:
+                self.retries += 1
+            self._stop.wait(wait)
+
+    def _post(self, body: bytes) -> tuple[int | None, float | None]:
+        import urllib3
+
+        try:
+            r = self._http.request("POST", self.url, body=body, headers=self.headers, preload_content=True)
+        except urllib3.exceptions.HTTPError as exc:
+            log.debug("OTLP export failed: %s", exc)
+            self._status("error")
+            return None, None
+        self._status(str(r.status))
+        return r.status, retry_after_seconds(r.headers.get("Retry-After"))
+
+    def _status(self, key: str) -> None:
+        with self._lock:
+            self.requests[key] = self.requests.get(key, 0) + 1
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything queued so far was sent or given up (True), or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._queue and self._idle.wait(0.01) and not self._queue:
+                return True
+        return False
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (retrying no longer than ``timeout``), then stop."""
+        self.flush(timeout)
+        self._closed = True
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        left = len(self._queue)
+        if left:
+            self._count("shutdown", left)
+            self._queue.clear()
+        self._http.clear()
+
+    # ------------------------------------------------------------------ self-metrics
+
+    def self_metrics(self) -> list:
+        """kip714_otlp_* metric families (the Prometheus exporter exposes them when both run)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        with self._lock:
+            forwarded = CounterMetricFamily("kip714_otlp_payloads_forwarded", "Payloads delivered to the OTLP "
+                                            "endpoint", value=self.forwarded)
+            dropped = CounterMetricFamily("kip714_otlp_payloads_dropped", "Payloads not delivered, by reason",
+                                          labels=["reason"])
+            for reason, n in sorted(self.dropped.items()):
+                dropped.add_metric([reason], n)
+            requests = CounterMetricFamily("kip714_otlp_requests", "Export requests by HTTP status ('error': no "
+                                           "response)", labels=["status"])
+            for status, n in sorted(self.requests.items()):
+                requests.add_metric([status], n)
+            retries = CounterMetricFamily("kip714_otlp_retries", "Export requests retried", value=self.retries)
+        return [forwarded, dropped, requests, retries]

@@ -1,0 +1,15 @@
+"""Typing stub for the native OTLP resource-attribute splice (kip714._otlp_splice)."""
+
+from collections.abc import Iterable
+
+from typing_extensions import Buffer
+
+__all__ = ["add_resource_attributes", "encode_attributes"]
+
+def encode_attributes(attributes: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """[(key, value)] → [(key bytes, Resource.attributes field bytes)] for add_resource_attributes."""
+
+def add_resource_attributes(data: Buffer, attributes: list[tuple[bytes, bytes]]) -> bytes:
+    """data (OTLP MetricsData) with the attributes added to the Resource of every ResourceMetrics (created
+    when absent; keys the client set on that Resource are not added again). Raises
+    kip714.errors.CorruptPayloadError for malformed bytes; at most 16 attributes."""

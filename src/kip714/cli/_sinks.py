@@ -1,0 +1,98 @@
+"""The exporter options shared by ``kip714 serve`` and ``kip714 proxy``: Prometheus exposition and OTLP
+forwarding (:func:`add_sink_options` adds them to a parser, :func:`build_sinks` builds the receivers)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from ..sinks.prometheus import BROKER_LABELS, DEFAULT_LABELS
+
+log = logging.getLogger("kip714.sinks")
+
+_LABELS_HELP = ", ".join(BROKER_LABELS)
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` / ``[V6]:PORT`` / ``:PORT`` (all interfaces) → (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or "0.0.0.0", int(port)
+
+
+def _header(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def add_sink_options(parser: argparse.ArgumentParser) -> None:
+    """Add the Prometheus and OTLP exporter options to ``parser``."""
+    g = parser.add_argument_group("Prometheus exposition (client metrics as a scrape target)")
+    g.add_argument("--prometheus", metavar="HOST:PORT", type=host_port,
+                   help="serve the clients' metrics for Prometheus on http://HOST:PORT/metrics (text format or "
+                        "OpenMetrics by content negotiation), with kip714's own kip714_* metrics")
+    g.add_argument("--prometheus-labels", default=",".join(DEFAULT_LABELS), metavar="LIST",
+                   help=f"broker-added labels put on every series (default {','.join(DEFAULT_LABELS)}; any of "
+                        f"{_LABELS_HELP}; '' for none)")
+    g.add_argument("--prometheus-max-series", type=int, default=100_000, metavar="N",
+                   help="at most N time series exposed; new series beyond are refused and counted (default 100000)")
+    g.add_argument("--prometheus-no-scope-labels", action="store_true",
+                   help="leave out the otel_scope_name/otel_scope_version labels")
+    g.add_argument("--prometheus-tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    g.add_argument("--prometheus-tls-key", metavar="FILE", help="the private key of --prometheus-tls-cert")
+    o = parser.add_argument_group("OTLP forwarding (client metrics to an OpenTelemetry collector)")
+    o.add_argument("--otlp-endpoint", metavar="URL",
+                   help="forward every accepted payload as OTLP/HTTP protobuf to URL (its /v1/metrics is used when "
+                        "URL has no path), the broker-added labels added to the resource attributes")
+    o.add_argument("--otlp-labels", default=",".join(DEFAULT_LABELS), metavar="LIST",
+                   help=f"broker-added labels added as resource attributes (default {','.join(DEFAULT_LABELS)}; "
+                        f"any of {_LABELS_HELP})")
+    o.add_argument("--otlp-header", action="append", type=_header, default=[], metavar="K=V",
+                   help="HTTP header sent with every export (repeatable), e.g. Authorization=Bearer\\ TOKEN")
+    o.add_argument("--otlp-compression", choices=["gzip", "none"], default="gzip", help="request body compression")
+    o.add_argument("--otlp-timeout", type=float, default=10.0, metavar="S", help="seconds per export request")
+    o.add_argument("--otlp-queue", type=int, default=10_000, metavar="N",
+                   help="payloads waiting to be sent at most; more are dropped and counted (default 10000)")
+    o.add_argument("--otlp-ca", metavar="FILE", help="CA bundle to verify the collector's certificate (https)")
+    o.add_argument("--otlp-client-cert", metavar="FILE", help="client certificate for mutual TLS (PEM)")
+    o.add_argument("--otlp-client-key", metavar="FILE", help="the private key of --otlp-client-cert")
+    o.add_argument("--otlp-insecure", action="store_true", help="do not verify the collector's certificate")
+
+
+def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
+    """The receivers the options ask for (started: the Prometheus HTTP server listens, the forwarder's
+    sender runs). Each has ``close()``. ``recorder`` (a ParquetRecorder) gets its queue depth exposed."""
+    from ..sinks.otlp_forward import OtlpForwarder
+    from ..sinks.prometheus import PrometheusExporter, parse_labels
+
+    sinks: list[Any] = []
+    exporter = forwarder = None
+    if getattr(args, "otlp_endpoint", None):
+        forwarder = OtlpForwarder(
+            args.otlp_endpoint, labels=parse_labels(args.otlp_labels), headers=dict(args.otlp_header),
+            compression=args.otlp_compression, timeout_s=args.otlp_timeout, max_queue=args.otlp_queue,
+            ca_file=args.otlp_ca, client_cert=args.otlp_client_cert, client_key=args.otlp_client_key,
+            verify=not args.otlp_insecure)
+        sinks.append(forwarder)
+    if getattr(args, "prometheus", None):
+        host, port = args.prometheus
+        exporter = PrometheusExporter(labels=parse_labels(args.prometheus_labels),
+                                      max_series=args.prometheus_max_series,
+                                      scope_labels=not args.prometheus_no_scope_labels)
+        if recorder is not None:
+            exporter.watch_queue("recorder", recorder.pending)
+        if forwarder is not None:
+            exporter.watch_queue("otlp", lambda: forwarder.queue_depth)
+            exporter.add_self_metrics(forwarder.self_metrics)
+        bound = exporter.start_http_server(host, port, certfile=args.prometheus_tls_cert,
+                                           keyfile=args.prometheus_tls_key)
+        scheme = "https" if args.prometheus_tls_cert else "http"
+        log.info("event=prometheus url=%s://%s:%d/metrics", scheme, host, bound)
+        exporter.url = f"{scheme}://{host}:{bound}/metrics"
+        sinks.insert(0, exporter)
+    return sinks
