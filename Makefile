@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
 EXTRAS ?= test,demo
 
-.PHONY: all setup build test demo bench bench-quick clean java
+.PHONY: all setup build test demo bench bench-quick clean java prometheus
 
 all: test
 
@@ -17,6 +17,13 @@ java:
 	  echo "installing a JDK (openjdk-17-jdk-headless) for Spark and the JDK tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    openjdk-17-jdk-headless >/dev/null; }
+
+# The exporter tests scrape kip714 with a real Prometheus server; install Debian's when none is there.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing Prometheus (prometheus) for the exporter tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    prometheus >/dev/null; }
 
 $(STAMP): pyproject.toml setup.py | java
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +37,7 @@ setup: $(STAMP)
 build: $(STAMP)
 	$(PY) setup.py --quiet build_ext --inplace
 
-test: build
+test: build prometheus
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build

@@ -1,0 +1,198 @@
+"""A real Prometheus server (Debian's ``prometheus``, installed by ``make prometheus``) scraping kip714.
+
+Prometheus runs on 127.0.0.1 with its own temporary storage and a 1 s scrape interval; real librdkafka
+clients (confluent-kafka) push to ``kip714 serve``'s TelemetryServer with a PrometheusExporter, and the
+tests ask Prometheus' HTTP API what it stored. Every wait is bounded."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+import server_thread
+
+import otlp_build as ob
+
+import kip714
+from kip714 import PrometheusExporter, SubscriptionRegistry, TelemetryBroker
+from kip714.broker.receivers import CallbackReceiver, ReceiverContext, TelemetryPayload
+from kip714.broker.subscriptions import ClientInfo
+from kip714.endpoint.server import TelemetryServer
+from kip714.otlp import reference
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+PROMETHEUS = shutil.which("prometheus")
+pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus server is not installed (make prometheus)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    def __init__(self, tmp, targets):
+        self.port = free_port()
+        cfg = tmp / "prometheus.yml"
+        cfg.write_text(json.dumps({                       # YAML is a superset of JSON
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+            "scrape_configs": [{"job_name": "kip714", "static_configs": [{"targets": targets}]}]}))
+        self.log = open(tmp / "prometheus.log", "wb")
+        self.proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("prometheus did not become ready: " + (tmp / "prometheus.log").read_text()[-2000:])
+
+    def query(self, q, at=None):
+        params = {"query": q}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def wait(self, q, pred=bool, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = self.query(q)
+            if pred(result):
+                return result
+            time.sleep(0.3)
+        raise AssertionError(f"timed out waiting on {q}: last {result}")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("prom")
+    reg = SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "500"})
+    served = PrometheusExporter()                         # default labels: client_id, client_instance_id
+    seen = []                                             # every accepted payload, for the oracle
+    broker = TelemetryBroker(reg, node_id=1, receivers=[served, CallbackReceiver(seen.append)])
+    server = server_thread.ServerThread(TelemetryServer(broker, "127.0.0.1", 0), 10)
+    direct = PrometheusExporter(labels="client_id")       # fed directly: restarts and histograms
+    ports = [served.start_http_server("127.0.0.1", 0), direct.start_http_server("127.0.0.1", 0)]
+    prom = Prometheus(tmp, [f"127.0.0.1:{p}" for p in ports])
+    try:
+        yield {"server": server, "served": served, "direct": direct, "prom": prom, "seen": seen}
+    finally:
+        prom.stop()
+        server.stop()
+        served.close()
+        direct.close()
+
+
+def feed(ex, data, instance, client_id):
+    ci = ClientInfo(client_id=client_id)
+    ex.export_metrics(ReceiverContext(ci, 1), TelemetryPayload(instance, False, "OTLP", data, ci.labels(1, instance),
+                                                               0, 1, 0))
+
+
+def test_librdkafka_producer_series_values_and_disappearance(stack):
+    prom, seen = stack["prom"], stack["seen"]
+    p = confluent_kafka.Producer({"bootstrap.servers": stack["server"].bootstrap, "client.id": "prom-producer",
+                                  "enable.sparse.connections": False, "log_level": 0})
+    gauge = 'org_apache_kafka_producer_node_request_latency_avg{client_id="prom-producer"}'
+    counter = 'org_apache_kafka_producer_connection_creation_total{client_id="prom-producer"}'
+    try:
+        deadline = time.monotonic() + 20
+        found = []
+        while time.monotonic() < deadline and not found:
+            p.poll(0.1)
+            found = prom.query(gauge)
+        assert found, "the producer's series never reached Prometheus"
+        labels = found[0]["metric"]
+        assert labels["client_id"] == "prom-producer" and len(labels["client_instance_id"]) == 22
+        assert labels["node_id"] == "1" and labels["otel_scope_version"].startswith("2.")
+        assert labels["job"] == "kip714"
+        instance = labels["client_instance_id"]
+        for _ in range(10):
+            p.poll(0.1)
+    finally:
+        del p                      # rd_kafka_destroy: the terminating push
+        gc.collect()
+    assert stack["served"].flush(10)
+    mine = [pl for pl in seen if kip714.kafka_uuid_string(pl.client_instance_id) == instance]
+    assert mine and mine[-1].terminating
+    # the oracle: protobuf's reading of every accepted payload of this instance
+    total = sum(r["value"] for pl in mine for r in reference.flatten(pl.data)
+                if r["metric"] == "org.apache.kafka.producer.connection.creation.total")
+    last = {r["attributes"].get("node.id"): r["value"] for r in reference.flatten(mine[-1].data)
+            if r["metric"] == "org.apache.kafka.producer.node.request.latency.avg"}
+    # the terminating push's values are scraped once, then the series go stale
+    prom.wait(f"absent({counter})", timeout=15)
+    final = prom.query(f"last_over_time({counter}[2m])")
+    assert [float(r["value"][1]) for r in final] == [total]
+    final = prom.query(f"last_over_time({gauge}[2m])")
+    assert {r["metric"]["node_id"]: float(r["value"][1]) for r in final} == last
+    assert prom.query(gauge) == [] and prom.query(counter) == []
+    rates = prom.query(f"min_over_time(rate({counter}[3s])[1m:1s])")
+    assert all(float(r["value"][1]) >= 0 for r in rates)
+
+
+def test_restart_never_gives_a_negative_rate(stack):
+    prom, ex = stack["prom"], stack["direct"]
+    first, second = uuid.uuid4(), uuid.uuid4()
+    for v in (100, 130, 170):
+        feed(ex, ob.payload([ob.sum_("restart.demo", v, temporality=ob.CUMULATIVE, start=10)]), first, "r1")
+        time.sleep(1.1)
+    for v in (5, 12):         # the client restarted: a new instance id, a new start time, a smaller value
+        feed(ex, ob.payload([ob.sum_("restart.demo", v, temporality=ob.CUMULATIVE, start=99)]), second, "r1")
+        time.sleep(1.1)
+    prom.wait('restart_demo_total{client_id="r1"}', lambda r: r and float(r[0]["value"][1]) == 182)
+    assert float(prom.query('resets(restart_demo_total{client_id="r1"}[1m])')[0]["value"][1]) == 0
+    rates = prom.query('min_over_time(rate(restart_demo_total{client_id="r1"}[3s])[1m:1s])')
+    assert rates and all(float(r["value"][1]) >= 0 for r in rates)
+
+
+def test_histogram_quantile_over_exported_buckets(stack):
+    prom, ex = stack["prom"], stack["direct"]
+    inst = uuid.uuid4()
+    feed(ex, ob.payload([ob.histogram("hq.latency", [1.0, 2.0, 4.0], [0, 10, 0, 0], 15.0, unit="s")]), inst, "h1")
+    feed(ex, ob.payload([ob.histogram("hq.latency", [1.0, 2.0, 4.0], [0, 0, 10, 0], 30.0, unit="s")]), inst, "h1")
+    q = 'histogram_quantile(0.5, hq_latency_seconds_bucket{client_id="h1"})'
+    result = prom.wait(q)
+    assert float(result[0]["value"][1]) == pytest.approx(2.0)      # 10 in (1, 2], 10 in (2, 4]: the median is 2
+    result = prom.query('histogram_quantile(0.75, hq_latency_seconds_bucket{client_id="h1"})')
+    assert float(result[0]["value"][1]) == pytest.approx(3.0)
+    assert float(prom.query('hq_latency_seconds_count{client_id="h1"}')[0]["value"][1]) == 20
+    assert float(prom.query('hq_latency_seconds_sum{client_id="h1"}')[0]["value"][1]) == 45
+
+
+def test_self_metrics_are_scraped(stack):
+    prom = stack["prom"]
+    result = prom.wait('kip714_pushes_total{error_code="NONE"}')
+    assert float(result[0]["value"][1]) >= 1
+    assert prom.wait("kip714_export_series_limit")[0]["value"][1] == "100000"
+    assert prom.query('up{job="kip714"}') and all(r["value"][1] == "1" for r in prom.query('up{job="kip714"}'))
