@@ -1,7 +1,8 @@
 """``kip714 bench``: kip714 against its peers, measured in the same run, without pytest.
 
 The measurements are the ones of the pytest-benchmark suites in ``bench/`` (same payloads, same peers),
-grouped as ``protocol``, ``codec``, ``crc``, ``limiter``, ``broker``, ``otlp`` and ``spark``. The result is a
+grouped as ``protocol``, ``codec``, ``crc``, ``limiter``, ``broker``, ``otlp``, ``export`` (the Prometheus
+exporter and the OTLP forwarder, :mod:`kip714.tools.bench_export`) and ``spark``. The result is a
 table (operation, kip714, peer, ratio, goal, met), optionally a JSON file for tracking and PNG plots of how
 the cost grows with the work (payload size, live instances, batch size) next to the peer's curve.
 
@@ -56,7 +57,7 @@ ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 #: The source checkout this module sits in (src/kip714/tools/bench.py), when it runs from one.
 CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 
-GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "spark")
+GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark")
 from . import SAMPLES
 LIMIT = DEFAULT_TELEMETRY_MAX_BYTES  # the decompression cap
 
@@ -383,6 +384,8 @@ class Bench:
                 met = 1e9 / kip["median"] >= target
             elif kind == "max_bytes":
                 met = kip["value"] <= target
+            elif kind == "max_time":
+                met = kip["median"] <= target
         if unit == "time":
             kip_text = fmt_ns(kip["median"])
             peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
@@ -985,6 +988,12 @@ class Bench:
                    "payload bytes", "time per payload (ns)", xs,
                    {"kip714 decode_metrics → pyarrow.Table": kip_ns,
                     f"protobuf ({backend}) + otlp_pb.flatten → dicts": peer_ns}, points=nrows)
+
+    # ============================================================== export
+    def group_export(self) -> None:
+        from . import bench_export
+
+        bench_export.run(self)
 
     # ============================================================== spark
     def group_spark(self) -> None:
