@@ -1,6 +1,8 @@
 """``kip714 demo``: real client telemetry, collected by ``kip714 serve`` and decoded on local Spark.
 
-1. Start a KIP-714 endpoint (:class:`~kip714.server.TelemetryServer`) on 127.0.0.1 that records every push.
+1. Start a KIP-714 endpoint (:class:`~kip714.server.TelemetryServer`) on 127.0.0.1 that records every push
+   and serves the clients' metrics for Prometheus (:class:`~kip714.PrometheusExporter`, ``/metrics``) while
+   it runs; one PromQL query is shown, evaluated on a scrape of that endpoint.
 2. Point clients at it for a few seconds: real librdkafka producers and a consumer (confluent-kafka, when
    installed) and a simulated fleet of Java- and librdkafka-style clients over TCP.
 3. Run the bulk pipeline on local Spark over the recording: ``points/`` and ``errors/`` in Parquet.
@@ -86,12 +88,17 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
     registry = SubscriptionRegistry()
     registry.set("demo", {"metrics": "*", "interval.ms": "1000"})
     broker = TelemetryBroker(registry, node_id=1)
+    from ..sinks.prometheus import PrometheusExporter
+
+    exporter = PrometheusExporter()
+    broker.add_receiver(exporter)
+    metrics_port = exporter.start_http_server("127.0.0.1", 0)
     recorder = ParquetRecorder(out / "recording")
     server = TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder)
     srv = _ServerThread(server)
     bootstrap = f"127.0.0.1:{server.port}"
     _say(started, f"kip714 serve listening on {bootstrap} (push interval 1 s, all metrics), recording to "
-                  f"{out / 'recording'}")
+                  f"{out / 'recording'}; Prometheus metrics on http://127.0.0.1:{metrics_port}/metrics")
     fleet = Fleet(simulated // 2, simulated - simulated // 2, seed=714, software="mix", codec="mixed")
     fleet_result = {}
     fleet_thread = threading.Thread(
@@ -104,12 +111,42 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
     _say(started, f"{real} real librdkafka clients (confluent-kafka) pushed for {seconds:.0f} s" if real
          else "confluent-kafka is not installed: no real librdkafka clients this time")
     fleet_thread.join(seconds + 30)
+    _show_query(exporter, metrics_port)
+    exporter.close()
     srv.stop()
     _say(started, f"endpoint stopped: {server.summary()}")
 
     summary = run_pipeline(str(out / "recording"), str(out), master=master, progress=True)
     _say(started, f"pipeline: {summary.describe()}")
     return _report(out, master, started)
+
+
+DEMO_QUERY = "topk(5, max by (client_id, node_id) (org_apache_kafka_producer_node_request_latency_avg))"
+
+
+def _show_query(exporter, port: int) -> None:
+    """Scrape the demo's /metrics once and evaluate :data:`DEMO_QUERY` on it (what Grafana would plot)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    exporter.flush(5)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    best: dict[tuple[str, str], float] = {}
+    series = 0
+    for family in text_string_to_metric_families(text):
+        series += len(family.samples)
+        if family.name != "org_apache_kafka_producer_node_request_latency_avg":
+            continue
+        for s in family.samples:
+            key = (s.labels.get("client_id", ""), s.labels.get("node_id", ""))
+            best[key] = max(best.get(key, float("-inf")), s.value)
+    print(f"\nPrometheus endpoint: {series} samples in one scrape. PromQL, evaluated on that scrape:\n  {DEMO_QUERY}")
+    for (client, node), v in sorted(best.items(), key=lambda kv: -kv[1])[:5]:
+        print(f"  {{client_id={client!r}, node_id={node!r}}}  {v:.3f} ms")
+    if not best:
+        print("  (no producer latency series: no librdkafka or simulated producer pushed)")
 
 
 def _report(out: pathlib.Path, master: str | None, started: float) -> int:
