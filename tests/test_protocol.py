@@ -388,12 +388,13 @@ def test_counts_larger_than_the_remaining_bytes_are_refused_before_allocating():
     assert peak < 64 * 1024
 
 
-def test_null_metrics_is_accepted_and_kept():
-    body = PushTelemetryRequest(client_instance_id=DOC_UUID, metrics=None).encode()
-    assert body[-2:] == b"\x00\x00"
-    decoded = PushTelemetryRequest.decode(body)
-    assert decoded.metrics is None and decoded.metrics_size == 0
-    assert decoded.encode() == body
+def test_null_metrics_is_refused_as_kafka_refuses_it():
+    # Metrics is not nullable: Kafka's parser throws "non-nullable field metrics was serialized as null"
+    # (tests/test_nullability.py covers every field)
+    body = PushTelemetryRequest(client_instance_id=DOC_UUID, metrics=b"").encode()
+    assert body[-2:] == b"\x01\x00"
+    with pytest.raises(kip714.MalformedFrameError, match="non-nullable field metrics was serialized as null"):
+        PushTelemetryRequest.decode(body[:-2] + b"\x00\x00")
 
 
 def test_invalid_utf8_is_replaced_like_java():

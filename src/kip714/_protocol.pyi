@@ -95,10 +95,10 @@ class PushTelemetryRequest(_ApiMessage):
     subscription_id: int
     terminating: bool
     compression_type: int
-    metrics: Buffer | None
+    metrics: Buffer  # never None when decoded (the field is not nullable)
     unknown_tagged_fields: _Tags
     def __init__(self, client_instance_id: _UuidLike = None, subscription_id: int = 0, terminating: bool = False,
-                 compression_type: int = 0, metrics: Buffer | None = b"", unknown_tagged_fields: _Tags = None) -> None: ...
+                 compression_type: int = 0, metrics: Buffer = b"", unknown_tagged_fields: _Tags = None) -> None: ...
     @property
     def client_instance_id_bytes(self) -> bytes: ...
     @property

@@ -118,35 +118,38 @@ cdef inline int kr_uvarint_checked(KReader* r, uint32_t* out) except -1:
 
 
 cdef inline Py_ssize_t kr_compact_len(KReader* r, str what) except -2:
-    """A compact length (uvarint N+1; 0 means null). Returns -1 for null. Checked against what remains."""
+    """A compact length as Kafka's generated readers compute it: ``readUnsignedVarint() - 1`` in Java
+    ``int`` arithmetic, so 0 and every value from 2**31 + 1 up give a negative length, which Kafka reads
+    as null. Returns -1 for null (the caller refuses it where the field is not nullable); a length the
+    remaining bytes cannot hold is refused."""
     cdef uint32_t raw
     kr_uvarint_checked(r, &raw)
-    if raw == 0:
+    cdef int32_t n = <int32_t>(raw - 1u)
+    if n < 0:
         return -1
-    cdef Py_ssize_t n = <Py_ssize_t>raw - 1
     if n > r.end - r.pos:
         kr_fail(r, what)
     return n
 
 
 cdef inline Py_ssize_t kr_compact_count(KReader* r, str what, Py_ssize_t min_element_size) except -2:
-    """A compact array count; -1 for null. A count the remaining bytes cannot hold is refused up front."""
+    """A compact array count (Java ``int`` arithmetic as in :func:`kr_compact_len`); -1 for null. A
+    count the remaining bytes cannot hold is refused up front."""
     cdef uint32_t raw
     kr_uvarint_checked(r, &raw)
-    if raw == 0:
+    cdef int32_t n = <int32_t>(raw - 1u)
+    if n < 0:
         return -1
-    cdef Py_ssize_t n = <Py_ssize_t>raw - 1
-    if n * min_element_size > r.end - r.pos:
+    if <Py_ssize_t>n * min_element_size > r.end - r.pos:
         kr_bad(r, f"{what}: {n} elements cannot fit in the {r.end - r.pos} bytes left")
     return n
 
 
 cdef inline Py_ssize_t kr_classic_count(KReader* r, str what, Py_ssize_t min_element_size) except -2:
-    """A classic (int32) array count; -1 for null; negative counts other than -1 are malformed."""
+    """A classic (int32) array count; -1 for null. Kafka's generated readers take *any* negative count
+    as null (``if (arrayLength < 0)``), so -2 is null too, not an error."""
     cdef int32_t n = kr_i32(r)
-    if n < -1:
-        kr_bad(r, f"{what}: negative array length {n}")
-    if n == -1:
+    if n < 0:
         return -1
     if <Py_ssize_t>n * min_element_size > r.end - r.pos:
         kr_bad(r, f"{what}: {n} elements cannot fit in the {r.end - r.pos} bytes left")
@@ -172,11 +175,9 @@ cdef inline object kr_compact_string(KReader* r, str what):
 
 
 cdef inline object kr_string(KReader* r, str what):
-    """Classic nullable string (int16 length, -1 null) → str or None."""
+    """Classic nullable string (int16 length; any negative length is null, as in Kafka) → str or None."""
     cdef int16_t n = kr_i16(r)
-    if n < -1:
-        kr_bad(r, f"{what}: negative string length {n}")
-    if n == -1:
+    if n < 0:
         return None
     kr_need(r, n, what)
     return kr_str_at(r, n, what)
@@ -193,11 +194,9 @@ cdef inline object kr_compact_bytes(KReader* r, str what):
 
 
 cdef inline object kr_bytes(KReader* r, str what):
-    """Classic nullable bytes (int32 length, -1 null) → bytes (a copy) or None."""
+    """Classic nullable bytes (int32 length; any negative length is null, as in Kafka) → bytes or None."""
     cdef int32_t n = kr_i32(r)
-    if n < -1:
-        kr_bad(r, f"{what}: negative bytes length {n}")
-    if n == -1:
+    if n < 0:
         return None
     kr_need(r, n, what)
     cdef object b = PyBytes_FromStringAndSize(<const char*>(r.buf + r.pos), n)

@@ -129,25 +129,38 @@ cdef inline object _str_at(const unsigned char* p, Py_ssize_t n):
     return PyUnicode_DecodeUTF8(<const char*>p, n, "replace")
 
 
+# Nulls and lengths follow Kafka's generated readers (MessageDataGenerator.generateVariableLengthReader):
+# any negative length is null; null in a field that is not nullable at that version is refused with
+# Kafka's text "non-nullable field <name> was serialized as null" (<name> is the camelCase field name, or
+# "<name> element" for an element of an array of strings); a string longer than 0x7fff bytes is refused
+# with "string field <name> had invalid length <n>". The table of which field is nullable in which
+# version is in tests/test_nullability.py.
+
+cdef inline int kr_null_refused(KReader* r, str what) except -1:
+    return kr_bad(r, f"non-nullable field {what} was serialized as null")
+
+
 cdef inline object kr_cstr(KReader* r, str what, bint nullable):
     """Compact string; Kafka's replacement-character UTF-8 decoding; null refused unless nullable."""
     cdef Py_ssize_t n = kr_compact_len(r, what)
     if n < 0:
         if not nullable:
-            kr_bad(r, f"non-nullable {what} was null")
+            kr_null_refused(r, what)
         return None
+    if n > 0x7fff:
+        kr_bad(r, f"string field {what} had invalid length {n}")
     cdef object s = _str_at(r.buf + r.pos, n)
     r.pos += n
     return s
 
 
 cdef inline object kr_str(KReader* r, str what, bint nullable):
-    """Classic string (int16 length)."""
+    """Classic string (int16 length; any negative length is null)."""
     cdef int16_t n = kr_i16(r)
     if n < 0:
-        if n == -1 and nullable:
+        if nullable:
             return None
-        kr_bad(r, f"{what}: bad string length {n}")
+        kr_null_refused(r, what)
     kr_need(r, n, what)
     cdef object s = _str_at(r.buf + r.pos, n)
     r.pos += n
@@ -166,7 +179,7 @@ cdef inline Py_ssize_t kr_array_v(KReader* r, bint flexible, str what, Py_ssize_
     else:
         n = kr_classic_count(r, what, min_size)
     if n < 0 and not nullable:
-        kr_bad(r, f"non-nullable {what} was null")
+        kr_null_refused(r, what)
     return n
 
 
@@ -183,11 +196,11 @@ cdef int kw_utf8(KWriter* w, object s, bint flexible, bint nullable, str what) e
             kw_i16(w, -1)
         return 0
     data = PyUnicode_AsUTF8AndSize(s, &n)
+    if n > 32767:  # Kafka's writers refuse it in both forms ("field is too long to be serialized")
+        raise ValueError(f"{what} is longer than 32767 bytes")
     if flexible:
         kw_uvarint(w, <uint32_t>(n + 1))
     else:
-        if n > 32767:
-            raise ValueError(f"{what} is longer than 32767 bytes")
         kw_i16(w, <int>n)
     kw_raw(w, <const unsigned char*>data, n)
     return 0
@@ -671,7 +684,7 @@ cdef object _dec_gts_response(KReader* r, int version):
     m.error_code = kr_i16(r)
     kr_uuid(r, &m._msb, &m._lsb)
     m.subscription_id = kr_i32(r)
-    n = kr_array_v(r, True, "AcceptedCompressionTypes", 1, False)
+    n = kr_array_v(r, True, "acceptedCompressionTypes", 1, False)
     types = [None] * n
     for i in range(n):
         types[i] = kr_i8(r)
@@ -679,10 +692,10 @@ cdef object _dec_gts_response(KReader* r, int version):
     m.push_interval_ms = kr_i32(r)
     m.telemetry_max_bytes = kr_i32(r)
     m.delta_temporality = kr_bool(r)
-    n = kr_array_v(r, True, "RequestedMetrics", 1, False)
+    n = kr_array_v(r, True, "requestedMetrics", 1, False)
     metrics = [None] * n
     for i in range(n):
-        metrics[i] = kr_cstr(r, "RequestedMetrics item", False)
+        metrics[i] = kr_cstr(r, "requestedMetrics element", False)
     m.requested_metrics = metrics
     m.unknown_tagged_fields = kr_tagged_fields(r)
     return m
@@ -693,8 +706,10 @@ cdef class PushTelemetryRequest(_InstanceMessage):
     """PushTelemetry request v0 (key 72).
 
     ``metrics`` is the (possibly compressed) OTLP payload. On a decoded request it is a read-only
-    memoryview into the decoded buffer (no copy); it is ``None`` when the wire carried null (librdkafka
-    before 2.10.1 sent null for an empty payload)."""
+    memoryview into the decoded buffer (no copy). The field is not nullable: a null on the wire (what
+    librdkafka before 2.10.1 sent for an empty payload) raises MalformedFrameError, "non-nullable field
+    metrics was serialized as null", as Kafka's parser does (the broker then closes the connection), and
+    encoding ``metrics=None`` raises ValueError."""
 
     API_KEY = K_PUSH_TELEMETRY
     IS_REQUEST = True
@@ -757,6 +772,8 @@ cdef class PushTelemetryRequest(_InstanceMessage):
         kw_i32(w, self.subscription_id)
         kw_i8(w, 1 if self.terminating else 0)
         kw_i8(w, self.compression_type)
+        if self.metrics is None:
+            raise ValueError("metrics may not be None (the field is not nullable)")
         kw_buffer(w, self.metrics, True)
         kw_tags(w, self.unknown_tagged_fields)
         return 0
@@ -769,14 +786,13 @@ cdef object _dec_push_request(KReader* r, int version, object src):
     m.subscription_id = kr_i32(r)
     m.terminating = kr_bool(r)
     m.compression_type = kr_i8(r)
-    n = kr_compact_len(r, "Metrics")
+    n = kr_compact_len(r, "metrics")
     if n < 0:
-        m._metrics = None
-    else:
-        m._src = src
-        m._m_off = r.pos
-        m._m_len = n
-        r.pos += n
+        kr_null_refused(r, "metrics")   # Metrics is not nullable: Kafka closes the connection
+    m._src = src
+    m._m_off = r.pos
+    m._m_len = n
+    r.pos += n
     m.unknown_tagged_fields = kr_tagged_fields(r)
     return m
 
@@ -879,10 +895,8 @@ cdef RequestHeader _read_request_header_fixed(KReader* r, object src):
     h.api_version = kr_i16(r)
     h.correlation_id = kr_i32(r)
     n = kr_i16(r)
-    if n < -1:
-        kr_bad(r, f"client id: bad string length {n}")
     h._src = src
-    h._cid_len = n
+    h._cid_len = n if n >= 0 else -1   # ClientId is nullable: any negative length is null, as in Kafka
     if n >= 0:
         kr_need(r, n, "client id")
         h._cid_off = r.pos
@@ -898,10 +912,8 @@ cdef object _decode_request_entry(KReader* r, object src, int unused_a, int unus
     req.api_version = version = kr_i16(r)
     req.correlation_id = kr_i32(r)
     n = kr_i16(r)
-    if n < -1:
-        kr_bad(r, f"client id: bad string length {n}")
     req._src = src
-    req._cid_len = n
+    req._cid_len = n if n >= 0 else -1   # nullable: any negative length is null, as in Kafka
     if n >= 0:
         kr_need(r, n, "client id")
         req._cid_off = r.pos

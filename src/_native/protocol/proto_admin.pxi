@@ -47,8 +47,8 @@ cdef class ApiVersionsRequest(Message):
 cdef object _dec_api_versions_request(KReader* r, int version):
     cdef ApiVersionsRequest m = ApiVersionsRequest.__new__(ApiVersionsRequest)
     if version >= 3:
-        m.client_software_name = kr_cstr(r, "ClientSoftwareName", False)
-        m.client_software_version = kr_cstr(r, "ClientSoftwareVersion", False)
+        m.client_software_name = kr_cstr(r, "clientSoftwareName", False)
+        m.client_software_version = kr_cstr(r, "clientSoftwareVersion", False)
         m.unknown_tagged_fields = kr_tagged_fields(r)
     else:
         m.client_software_name = ""
@@ -222,7 +222,7 @@ cdef object _dec_api_versions_response(KReader* r, int version):
     cdef ApiVersion k
     cdef list keys
     m.error_code = kr_i16(r)
-    n = kr_array_v(r, flexible, "ApiKeys", 7 if flexible else 6, False)
+    n = kr_array_v(r, flexible, "apiKeys", 7 if flexible else 6, False)
     keys = [None] * n
     for i in range(n):
         k = ApiVersion.__new__(ApiVersion)
@@ -266,12 +266,12 @@ cdef object _dec_tag_bool(KReader* r, object src, int a, int b, bint c):
 
 
 cdef object _dec_supported_features(KReader* r, object src, int a, int b, bint c):
-    cdef Py_ssize_t i, n = kr_array_v(r, True, "SupportedFeatures", 6, False)
+    cdef Py_ssize_t i, n = kr_array_v(r, True, "supportedFeatures", 6, False)
     cdef list out = [None] * n
     cdef SupportedFeature f
     for i in range(n):
         f = SupportedFeature.__new__(SupportedFeature)
-        f.name = kr_cstr(r, "SupportedFeatures name", False)
+        f.name = kr_cstr(r, "name", False)
         f.min_version = kr_i16(r)
         f.max_version = kr_i16(r)
         f.unknown_tagged_fields = kr_tagged_fields(r)
@@ -281,12 +281,12 @@ cdef object _dec_supported_features(KReader* r, object src, int a, int b, bint c
 
 
 cdef object _dec_finalized_features(KReader* r, object src, int a, int b, bint c):
-    cdef Py_ssize_t i, n = kr_array_v(r, True, "FinalizedFeatures", 6, False)
+    cdef Py_ssize_t i, n = kr_array_v(r, True, "finalizedFeatures", 6, False)
     cdef list out = [None] * n
     cdef FinalizedFeature f
     for i in range(n):
         f = FinalizedFeature.__new__(FinalizedFeature)
-        f.name = kr_cstr(r, "FinalizedFeatures name", False)
+        f.name = kr_cstr(r, "name", False)
         f.max_version_level = kr_i16(r)
         f.min_version_level = kr_i16(r)
         f.unknown_tagged_fields = kr_tagged_fields(r)
@@ -371,7 +371,7 @@ cdef object _dec_metadata_request(KReader* r, int version):
     cdef Py_ssize_t i, n
     cdef MetadataRequestTopic t
     cdef uint64_t msb, lsb
-    n = kr_array_v(r, flexible, "Topics", 1 if flexible else 2, version >= 1)
+    n = kr_array_v(r, flexible, "topics", 1 if flexible else 2, version >= 1)
     if n < 0:
         m.topics = None
     else:
@@ -383,7 +383,7 @@ cdef object _dec_metadata_request(KReader* r, int version):
                 t.topic_id = _make_uuid(msb, lsb)
             else:
                 t.topic_id = _make_uuid(0, 0)
-            t.name = kr_string_v(r, flexible, "topic name", version >= 10)
+            t.name = kr_string_v(r, flexible, "name", version >= 10)
             t.unknown_tagged_fields = kr_tagged_fields(r) if flexible else None
             topics[i] = t
         m.topics = topics
@@ -583,32 +583,32 @@ cdef object _dec_metadata_response(KReader* r, int version):
     cdef uint64_t msb, lsb
     cdef list brokers, topics, parts
     m.throttle_time_ms = kr_i32(r) if version >= 3 else 0
-    n = kr_array_v(r, flexible, "Brokers", 9 if flexible else 10, False)
+    n = kr_array_v(r, flexible, "brokers", 9 if flexible else 10, False)
     brokers = [None] * n
     for i in range(n):
         b = MetadataResponseBroker.__new__(MetadataResponseBroker)
         b.node_id = kr_i32(r)
-        b.host = kr_string_v(r, flexible, "broker host", False)
+        b.host = kr_string_v(r, flexible, "host", False)
         b.port = kr_i32(r)
-        b.rack = kr_string_v(r, flexible, "broker rack", True) if version >= 1 else None
+        b.rack = kr_string_v(r, flexible, "rack", True) if version >= 1 else None
         b.unknown_tagged_fields = kr_tagged_fields(r) if flexible else None
         brokers[i] = b
     m.brokers = brokers
-    m.cluster_id = kr_string_v(r, flexible, "cluster id", True) if version >= 2 else None
+    m.cluster_id = kr_string_v(r, flexible, "clusterId", True) if version >= 2 else None
     m.controller_id = kr_i32(r) if version >= 1 else -1
-    n = kr_array_v(r, flexible, "Topics", 6 if flexible else 8, False)
+    n = kr_array_v(r, flexible, "topics", 6 if flexible else 8, False)
     topics = [None] * n
     for i in range(n):
         t = MetadataResponseTopic.__new__(MetadataResponseTopic)
         t.error_code = kr_i16(r)
-        t.name = kr_string_v(r, flexible, "topic name", version >= 12)
+        t.name = kr_string_v(r, flexible, "name", version >= 12)
         if version >= 10:
             kr_uuid(r, &msb, &lsb)
             t.topic_id = _make_uuid(msb, lsb)
         else:
             t.topic_id = _make_uuid(0, 0)
         t.is_internal = kr_bool(r) if version >= 1 else False
-        np = kr_array_v(r, flexible, "Partitions", 12 if flexible else 18, False)
+        np = kr_array_v(r, flexible, "partitions", 12 if flexible else 18, False)
         parts = [None] * np
         for j in range(np):
             p = MetadataResponsePartition.__new__(MetadataResponsePartition)
@@ -616,9 +616,9 @@ cdef object _dec_metadata_response(KReader* r, int version):
             p.partition_index = kr_i32(r)
             p.leader_id = kr_i32(r)
             p.leader_epoch = kr_i32(r) if version >= 7 else -1
-            p.replica_nodes = _read_int32_array(r, flexible, "ReplicaNodes")
-            p.isr_nodes = _read_int32_array(r, flexible, "IsrNodes")
-            p.offline_replicas = _read_int32_array(r, flexible, "OfflineReplicas") if version >= 5 else []
+            p.replica_nodes = _read_int32_array(r, flexible, "replicaNodes")
+            p.isr_nodes = _read_int32_array(r, flexible, "isrNodes")
+            p.offline_replicas = _read_int32_array(r, flexible, "offlineReplicas") if version >= 5 else []
             p.unknown_tagged_fields = kr_tagged_fields(r) if flexible else None
             parts[j] = p
         t.partitions = parts
