@@ -13,10 +13,12 @@ wire size over ``telemetry_max_bytes`` → TELEMETRY_TOO_LARGE; then (non-empty 
 failure → INVALID_RECORD, decompressed size over ``telemetry_max_bytes`` → TELEMETRY_TOO_LARGE (newest
 Kafka), a receiver raising → INVALID_RECORD.
 
-One documented difference: Kafka matches subscriptions against the connection attributes captured when an
-instance was first created on the broker; kip714 matches against the :class:`ClientInfo` of the request
-being handled. They differ only when one instance id arrives over connections with different attributes
-and a subscription selects on those attributes.
+Subscriptions are matched, as in Kafka's ``ClientMetricsManager.clientInstance()``, against the
+:class:`ClientInfo` captured when the instance was created on this broker (Kafka's
+``ClientMetricsInstanceMetadata``, built from the request that found the instance absent). A re-creation
+after a subscription change keeps that metadata; only an instance that left the table (expiry, LRU
+eviction, its connection closing) is captured afresh by the next request. The labels handed to receivers
+come from the request being handled, as Kafka's receiver gets the current request context.
 """
 
 from __future__ import annotations
@@ -124,6 +126,10 @@ class TelemetryBroker:
         self._export_time_total = 0.0
         self._export_time_max = 0.0
         self._by_connection: dict[Any, bytes] = {}   # connection id → instance (re)created on it last
+        # instance → the ClientInfo captured when it was created (Kafka's ClientMetricsInstanceMetadata).
+        # Entries of instances that left the native table by expiry or eviction are swept out once the
+        # map outgrows the live instances by a quarter (amortised O(1) per creation).
+        self._metadata: dict[bytes, ClientInfo] = {}
 
     # ---------------------------------------------------------------------------------- dispatch
 
@@ -182,17 +188,40 @@ class TelemetryBroker:
         Returns True if a live instance was removed. Unknown connections are ignored."""
         with self._lock:
             id16 = self._by_connection.pop(connection, None)
+            if id16 is not None:
+                self._metadata.pop(id16, None)
         return id16 is not None and self.instances.remove(id16)
 
+    def client_metadata(self, instance: uuid.UUID | bytes) -> ClientInfo | None:
+        """The ClientInfo subscriptions are matched against for ``instance``: the one captured when the
+        instance was created (None if it is not known)."""
+        id16 = instance.bytes if isinstance(instance, uuid.UUID) else bytes(instance)
+        if self.instances.get_state(id16) is None:
+            return None
+        return self._metadata.get(id16)
+
     def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, now_ms: int,
-                connection: Hashable | None):
-        """Kafka's clientInstance() for a new or stale instance: resolve and (re)create it."""
-        res = self.registry.resolve(client_info or _ANONYMOUS, instance)
-        self.instances.create(id16, now_ms, res.version, res.subscription_id, res.push_interval_ms)
-        if connection is not None:
-            with self._lock:
+                connection: Hashable | None, stale: bool):
+        """Kafka's clientInstance() for an absent (``stale`` False) or stale instance: resolve the
+        subscriptions against the instance's metadata and (re)create it. An absent instance captures the
+        request's ClientInfo; a stale one keeps what it captured when it was created."""
+        with self._lock:
+            info = self._metadata.get(id16) if stale else None
+            if info is None:
+                info = client_info or _ANONYMOUS
+                self._metadata[id16] = info
+                if len(self._metadata) > len(self.instances) + max(1024, len(self.instances) >> 2):
+                    self._sweep_metadata()
+            if connection is not None:
                 self._by_connection[connection] = id16
+        res = self.registry.resolve(info, instance)
+        self.instances.create(id16, now_ms, res.version, res.subscription_id, res.push_interval_ms)
         return res
+
+    def _sweep_metadata(self) -> None:
+        """Drop the captured metadata of instances no longer in the table (called under the lock)."""
+        get_state = self.instances.get_state
+        self._metadata = {k: v for k, v in self._metadata.items() if get_state(k) is not None}
 
     def _get(self, body: GetTelemetrySubscriptionsRequest, client_info: ClientInfo | None, now_ms: int,
              connection: Hashable | None):
@@ -203,12 +232,13 @@ class TelemetryBroker:
         res = None
         code = self.instances.try_get(id16, now_ms, self.registry.version)
         if code < 0:
-            res = self._create(id16, instance, client_info, now_ms, connection)
+            res = self._create(id16, instance, client_info, now_ms, connection, code == -2)
             code = self.instances.decide_get(id16, now_ms)
         if code:
             return GetTelemetrySubscriptionsResponse(0, code)
         if res is None:
-            res = self.registry.resolve(client_info or _ANONYMOUS, instance)
+            # a live instance answers with the subscription it was built with: match what it captured
+            res = self.registry.resolve(self._metadata.get(id16) or client_info or _ANONYMOUS, instance)
         return GetTelemetrySubscriptionsResponse(
             0, 0, instance, res.subscription_id, self.accepted_compression_types, res.push_interval_ms,
             self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
@@ -223,7 +253,7 @@ class TelemetryBroker:
             if code == -3:  # ZERO or ONE: INVALID_REQUEST before any instance is touched
                 self._count("invalid-request")
                 return PushTelemetryResponse(0, _INVALID_REQUEST), None
-            self._create(id16, body.client_instance_id, client_info, now_ms, connection)
+            self._create(id16, body.client_instance_id, client_info, now_ms, connection, code == -2)
             code = table.decide_push(id16, now_ms, sid, terminating, ctype, size, self.telemetry_max_bytes)
             if code == 0 and size == 0:
                 table.set_last_error(id16, _NONE)
