@@ -108,7 +108,8 @@ def frames(data: bytes) -> None:
                 req.api_key, req.api_version, req.correlation_id, req.client_id)
             if type(req.body) is kip714.PushTelemetryRequest:
                 m = req.body.metrics
-                assert m is None or (m.readonly and req.body.metrics_size == m.nbytes)
+                # Metrics is not nullable (Kafka refuses a null): a decoded push always has a view
+                assert m is not None and m.readonly and req.body.metrics_size == m.nbytes
                 fields = req.body.decision_fields()
                 assert fields[0] == req.body.client_instance_id.bytes
             _roundtrip_request(req)

@@ -2,9 +2,10 @@
 
 Seeds come from the real captures (``fuzz/make_corpus.py``); ``regress-*`` files are inputs that once
 found a bug and must keep passing. A short, seeded mutation pass over the seeds adds a little fresh
-input on every run. Inputs in ``fuzz/findings/`` are open findings in code owned elsewhere: they are
-replayed as expected failures (an XPASS means the finding was fixed: move the file into the corpus).
-The long, coverage-guided runs are ``make fuzz`` (see fuzz/README.md).
+input on every run. Inputs a fuzzing run leaves in ``fuzz/findings/`` (``TARGET-crash-<sha1>``, or a
+reproducer filed there) are replayed with the corpus, and fail until the bug is fixed; then the file
+moves into ``fuzz/corpus/TARGET/regress-<what>``. The long, coverage-guided runs are ``make fuzz`` (see
+fuzz/README.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def _corpus():
         d = FUZZ / "corpus" / name
         for path in sorted(d.iterdir()) if d.is_dir() else ():
             yield pytest.param(name, path, id=f"{name}/{path.name}")
+    findings = FUZZ / "findings"
+    for path in sorted(findings.iterdir()) if findings.is_dir() else ():
+        name = path.name.split("-")[0]
+        if path.is_file() and path.suffix != ".md" and name in targets.TARGETS:
+            yield pytest.param(name, path, id=f"findings/{path.name}")
 
 
 @pytest.fixture(autouse=True)
@@ -70,15 +76,8 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
     return bytes(b)
 
 
-#: Oracles of open findings (fuzz/findings/README.md) switched off for the random mutations only, so
-#: that an open finding shows up once, as an XFAIL below, instead of failing this test at random.
-#: Remove an entry when its finding is fixed.
-OPEN_FINDINGS: frozenset[str] = frozenset()
-
-
 @pytest.mark.parametrize("target", list(targets.TARGETS))
-def test_seeded_mutations(target, monkeypatch):
-    monkeypatch.setattr(targets, "TOLERATE", targets.TOLERATE | OPEN_FINDINGS)
+def test_seeded_mutations(target):
     rng = random.Random(f"kip714-{target}")
     seeds = sorted((FUZZ / "corpus" / target).glob("seed-*"))
     rounds = 40 if target in ("stream", "config") else 300
@@ -88,19 +87,3 @@ def test_seeded_mutations(target, monkeypatch):
             targets.TARGETS[target](data)
         except BaseException as exc:
             raise AssertionError(f"{target} failed on mutated input {data.hex()}") from exc
-
-
-def _findings():
-    d = FUZZ / "findings"
-    for path in sorted(d.iterdir()) if d.is_dir() else ():
-        if path.suffix == ".md" or not path.is_file():
-            continue
-        name = path.name.split("-")[0]
-        if name in targets.TARGETS:
-            yield pytest.param(name, path, id=path.name)
-
-
-@pytest.mark.parametrize("target,path", list(_findings()))
-@pytest.mark.xfail(reason="open finding in a module owned elsewhere (fuzz/findings/README.md)", strict=False)
-def test_open_finding(target, path):
-    targets.TARGETS[target](path.read_bytes())
