@@ -132,7 +132,7 @@ def test_serve_matches_the_port_of_the_connection_that_created_the_instance():
     """Two live connections of one client: the Get on the second connection is matched against the source
     port of the first (the subscription selects on it), as a Kafka broker does."""
     import server_thread
-    from kip714.server import TelemetryServer
+    from kip714.endpoint.server import TelemetryServer
 
     registry = SubscriptionRegistry()
     srv = server_thread.ServerThread(TelemetryServer(TelemetryBroker(registry), "127.0.0.1", 0))

@@ -382,7 +382,7 @@ def test_compact_string_longer_than_0x7fff_is_refused_like_kafka():
 def test_serve_closes_the_connection_on_a_null_metrics_push():
     import server_thread
     from kip714 import SubscriptionRegistry, TelemetryBroker
-    from kip714.server import TelemetryServer
+    from kip714.endpoint.server import TelemetryServer
 
     registry = SubscriptionRegistry()
     registry.set("all", {"metrics": "*", "interval.ms": "1000"})
