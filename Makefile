@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
 EXTRAS ?= test,demo
 
-.PHONY: all setup build test demo bench bench-quick clean java prometheus
+.PHONY: all setup build test demo bench bench-quick clean java prometheus snappy-java
 
 all: test
 
@@ -25,6 +25,15 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    prometheus >/dev/null; }
 
+# The snappy differential test (tests/test_snappy_java.py) runs the real snappy-java: Debian's
+# libsnappy-java, installed when missing on a machine with apt-get.
+SNAPPY_JAVA_JAR ?= /usr/share/java/snappy-java.jar
+snappy-java:
+	@test -f $(SNAPPY_JAVA_JAR) || ! command -v apt-get >/dev/null 2>&1 || { \
+	  echo "installing snappy-java (libsnappy-java) for the snappy differential test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libsnappy-java >/dev/null; }
+
 $(STAMP): pyproject.toml setup.py | java
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel "Cython>=3.1,<4"
@@ -37,7 +46,7 @@ setup: $(STAMP)
 build: $(STAMP)
 	$(PY) setup.py --quiet build_ext --inplace
 
-test: build prometheus
+test: build prometheus snappy-java
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build

@@ -552,11 +552,14 @@ def test_snappy_xerial_details(payload):
     assert decompress(x + y, 2, len(payload) + 4) == payload + b"tail"
     assert decompress(_codec.XERIAL_HEADER, 2, 0) == b""  # empty stream: header only
     assert compress(b"", 2) == _codec.XERIAL_HEADER
+    # as snappy-java reads it (tests/test_snappy_java.py checks every such rule against snappy-java itself):
+    # 1-3 stray bytes where a chunk length is due end the stream; the first header's version is not read
+    assert decompress(x + b"\x00", 2, 10 * MiB) == payload
+    assert decompress(x + b"\x00\x00\x00", 2, 10 * MiB) == payload
+    assert decompress(x[:8] + b"\x00\x00\x00\x00" + x[12:], 2, 10 * MiB) == payload
     bad = [
-        x[:15],  # truncated header
-        x[:8] + b"\x00\x00\x00\x00" + x[12:],  # version 0
-        x + b"\x00",  # partial chunk length
-        x + b"\x00\x00\x00",
+        x[:15],  # too short for a header: read as a raw block, which it is not
+        x + y[:8] + b"\x00\x00\x00\x00" + y[12:],  # a concatenated stream of version 0
         x + b"\x00\x00\x00\x00",  # zero-length chunk
         x + b"\x80\x00\x00\x01",  # negative chunk length
         x + b"\x00\x00\x00\x10" + b"\x01" * 5,  # chunk longer than the data
@@ -582,7 +585,7 @@ def test_snappy_google_framing_is_rejected(payload):
         decompress(_codec.SNAPPY_FRAMING_MAGIC, 2, MiB)
 
 
-@pytest.mark.parametrize("linked", [False, True])
+@pytest.mark.parametrize("linked", [False, True])   # one block is written independent even when linked
 @pytest.mark.parametrize("content_checksum", [False, True])
 @pytest.mark.parametrize("block_checksum", [False, True])
 @pytest.mark.parametrize("store_size", [False, True])
@@ -599,6 +602,11 @@ def test_lz4_frames_from_python_lz4(payload, linked, content_checksum, block_che
         store_size=store_size,
         block_size=block_size,
     )
+    if not frame[4] & 0x20:
+        # linked blocks: Kafka's Lz4BlockInputStream refuses the frame ("Dependent block stream is unsupported")
+        with pytest.raises(CorruptPayloadError, match="linked"):
+            decompress(frame, 3, 10 * MiB)
+        return
     assert decompress(frame, 3, len(payload)) == payload
     with pytest.raises(TelemetryTooLargeError):
         decompress(frame, 3, len(payload) - 1)
@@ -630,10 +638,11 @@ def test_lz4_framing_errors(payload):
         "truncated block": good[: len(good) // 2],
         "header only": good[:7],
         "bad magic": b"\x05" + good[1:],
-        "trailing garbage": good + b"x",
-        "trailing partial frame": good + good[:5],
         "skippable frame": b"\x50\x2a\x4d\x18\x00\x00\x00\x00" + good,
     }
+    # Kafka's reader stops at the end mark: whatever follows is never read
+    for tail in (b"x", good[:5], bytes(3), good):
+        assert decompress(good + tail, 3, MiB) == payload[:70_000]
     for what, data in cases.items():
         with pytest.raises(CorruptPayloadError):
             decompress(data, 3, MiB)
@@ -656,7 +665,8 @@ def test_lz4_descriptor_checks():
     body = b"\x05\x00\x00\x80hello\x00\x00\x00\x00"  # one stored block, then the end mark
     assert decompress(_lz4_header(0x60, 0x40) + body, 3, 5) == b"hello"
     assert decompress(_lz4_header(0x60, 0x70) + body, 3, 5) == b"hello"  # 4 MiB blocks
-    assert decompress(_lz4_header(0x40, 0x40) + body, 3, 5) == b"hello"  # linked
+    with pytest.raises(CorruptPayloadError, match="linked"):       # Kafka: "Dependent block stream is unsupported"
+        decompress(_lz4_header(0x40, 0x40) + body, 3, 5)
     for flg, bd, extra in [
         (0xA0, 0x40, b""),  # version 2
         (0x62, 0x40, b""),  # reserved FLG bit
@@ -667,25 +677,23 @@ def test_lz4_descriptor_checks():
     ]:
         with pytest.raises(CorruptPayloadError):
             decompress(_lz4_header(flg, bd, extra) + body, 3, MiB)
-    # declared content size must match, and is checked against the limit before decoding
+    # a declared content size is skipped, as Kafka's reader skips it: neither checked nor used as a limit
     sized = _lz4_header(0x68, 0x40, struct.pack("<Q", 5)) + body
     assert decompress(sized, 3, 5) == b"hello"
     with pytest.raises(TelemetryTooLargeError):
         decompress(sized, 3, 4)
-    for wrong in (4, 6, 2**40):
-        with pytest.raises((CorruptPayloadError, TelemetryTooLargeError)):
-            decompress(_lz4_header(0x68, 0x40, struct.pack("<Q", wrong)) + body, 3, MiB)
-    with pytest.raises(TelemetryTooLargeError):
-        decompress(_lz4_header(0x68, 0x40, struct.pack("<Q", 2**40)) + body, 3, MiB)
+    for wrong in (0, 4, 6, 2**40, 2**64 - 1):
+        assert decompress(_lz4_header(0x68, 0x40, struct.pack("<Q", wrong)) + body, 3, 5) == b"hello"
+    with pytest.raises(CorruptPayloadError):                       # but its 8 bytes must be there
+        decompress(_lz4_header(0x68, 0x40, b"\x05\x00")[:-1], 3, MiB)
     # block larger than the maximum block size
     with pytest.raises(CorruptPayloadError):
         decompress(_lz4_header(0x60, 0x40) + struct.pack("<I", 0x80010001) + bytes(65537) + bytes(4), 3, MiB)
-    # 0x80000000 is an empty stored block, not the end mark (as in LZ4F; Kafka's Java reader stops there)
+    # 0x80000000 ends the frame as Kafka's reader reads it (it masks the stored bit off, then sees 0);
+    # LZ4F takes it for an empty stored block and wants a real end mark after it
     empty_stored = _lz4_header(0x60, 0x40) + b"\x05\x00\x00\x80hello\x00\x00\x00\x80"
-    with pytest.raises(CorruptPayloadError):
-        decompress(empty_stored, 3, 5)
-    assert decompress(empty_stored + bytes(4), 3, 5) == b"hello"
-    assert lz4.frame.decompress(empty_stored + bytes(4)) == b"hello"
+    assert decompress(empty_stored, 3, 5) == b"hello"
+    assert decompress(empty_stored + b"\x03\x00\x00\x80abc" + bytes(4), 3, 5) == b"hello"
 
 
 def test_lz4_block_that_only_decodes_as_size_prefixed_is_corrupt():
@@ -751,9 +759,11 @@ def test_lz4_checksums(payload):
     assert decompress(frame, 3, len(data)) == data
     # the content checksum field is XXH32 of the content
     assert struct.unpack("<I", frame[-4:])[0] == xxh32(data)
+    # Kafka reads the content checksum field but does not verify it ("TODO: verify this content checksum")
     bad_content = frame[:-1] + bytes([frame[-1] ^ 1])
-    with pytest.raises(CorruptPayloadError):
-        decompress(bad_content, 3, MiB)
+    assert decompress(bad_content, 3, MiB) == data
+    with pytest.raises(CorruptPayloadError):                      # the field must be there, though
+        decompress(frame[:-1], 3, MiB)
     _, blocks, _ = lz4_blocks(frame)
     first_len = len(blocks[0][1])
     bad_block = bytearray(frame)
@@ -762,12 +772,14 @@ def test_lz4_checksums(payload):
         decompress(bytes(bad_block), 3, MiB)
 
 
-def test_lz4_concatenated_frames(payload):
+def test_lz4_concatenated_frames_are_not_read_past_the_first(payload):
+    # Kafka's Lz4BlockInputStream is finished at the first end mark: a second frame is never read, so only
+    # the first frame's content is the payload, and whatever the second holds does not matter
     a, b = payload[:70_000], payload[70_000:90_000]
-    both = compress(a, 3) + lz4.frame.compress(b, block_linked=True)
-    assert decompress(both, 3, len(a) + len(b)) == a + b
+    for second in (compress(b, 3), lz4.frame.compress(b, block_linked=True), compress(b, 3)[:9], b"junk"):
+        assert decompress(compress(a, 3) + second, 3, len(a)) == a
     with pytest.raises(TelemetryTooLargeError):
-        decompress(both, 3, len(a) + len(b) - 1)
+        decompress(compress(a, 3) + compress(b, 3), 3, len(a) - 1)
 
 
 def test_zstd_frames_from_zstandard(payload):
@@ -884,7 +896,7 @@ def make_bombs() -> dict[str, tuple[int, bytes]]:
     for linked in (False, True):
         comp = lz4.frame.LZ4FrameCompressor(block_linked=linked, block_size=lz4.frame.BLOCKSIZE_MAX64KB)
         bombs[f"lz4-linked={linked}"] = (3, b"".join([comp.begin()] + [comp.compress(chunk) for _ in range(n)] + [comp.flush()]))
-    comp = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB)
+    comp = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False)
     bombs["lz4-4MB-blocks"] = (3, b"".join([comp.begin()] + [comp.compress(chunk) for _ in range(n)] + [comp.flush()]))
     zobj = zstandard.ZstdCompressor(level=3).compressobj()
     bombs["zstd-no-size"] = (4, b"".join([zobj.compress(chunk) for _ in range(n)] + [zobj.flush()]))
@@ -923,15 +935,17 @@ def test_bombs_are_valid(bombs):
 )
 def test_bomb_refused_with_small_peak_memory(bombs, kind):
     ctype, data = bombs[kind]
+    # linked LZ4 blocks are refused before anything is decoded (Kafka does not read them)
+    expected = CorruptPayloadError if kind == "lz4-linked=True" else TelemetryTooLargeError
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
-        with pytest.raises(TelemetryTooLargeError) as info:
+        with pytest.raises(expected) as info:
             decompress(data, ctype, MiB)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert info.value.error_code == 118
+    assert info.value.error_code == (87 if kind == "lz4-linked=True" else 118)
     # about the limit (plus a chunk), whatever the bomb's size
     assert peak < 3 * MiB, f"{kind}: peak {peak} bytes"
 
@@ -943,13 +957,13 @@ import resource, sys
 sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
 import test_codec as t
 from kip714._codec import decompress
-from kip714.errors import TelemetryTooLargeError
+from kip714.errors import CorruptPayloadError, TelemetryTooLargeError
 bombs = t.make_bombs()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 for kind, (ctype, data) in bombs.items():
     try:
         decompress(data, ctype, 1 << 20)
-    except TelemetryTooLargeError:
+    except (CorruptPayloadError if kind == "lz4-linked=True" else TelemetryTooLargeError):
         pass
     else:
         raise SystemExit(kind + ' not refused')
@@ -973,7 +987,7 @@ def fuzz_corpus() -> list[tuple[int, bytes]]:
     plain = otlp_payloads()[0]
     for ctype in (1, 2, 3, 4):
         corpus[(ctype, compress(plain, ctype))] = None
-    corpus[(3, lz4.frame.compress(plain, block_linked=True, content_checksum=True, block_checksum=True))] = None
+    corpus[(3, lz4.frame.compress(plain, block_linked=False, content_checksum=True, block_checksum=True))] = None
     corpus[(4, zstandard.ZstdCompressor(write_checksum=True).compress(plain))] = None
     corpus[(1, gzip.compress(plain))] = None
     return list(corpus)

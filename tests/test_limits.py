@@ -111,7 +111,8 @@ _BOMB_SCRIPT = textwrap.dedent(r"""
 
     def lz4_bomb(mib, content_size):
         import lz4.frame
-        c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, content_checksum=False)
+        c = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, content_checksum=False,
+                                        block_linked=False)  # as Java and librdkafka write (Kafka refuses linked)
         head = c.begin(source_size=(mib << 20) if content_size else 0)
         return head + b"".join(c.compress(CHUNK) for _ in range(mib)) + c.flush()
 

@@ -10,14 +10,15 @@ Decompression rules shared by all codecs
 ----------------------------------------
 * ``max_output`` is a hard limit on the decompressed size. Exactly ``max_output`` bytes is accepted; one byte
   more raises :class:`~kip714.errors.TelemetryTooLargeError` (TELEMETRY_TOO_LARGE). Where the framing
-  declares the size up front (snappy's length preamble, an LZ4 or zstd content size) the check happens before
+  declares the size up front (snappy's length preamble, a zstd content size) the check happens before
   anything is allocated or decompressed; otherwise output is produced in bounded steps and decompression
   stops as soon as the limit is passed, so a decompression bomb costs at most about ``max_output`` bytes.
-* Anything that does not decompress (bad magic, bad checksum, truncation, trailing garbage after the last
-  frame, corrupt blocks) raises :class:`~kip714.errors.CorruptPayloadError` (INVALID_RECORD). gzip is
-  the exception: bytes after a member are treated exactly as Kafka's ``GZIPInputStream`` treats them
-  (ignored unless they parse as another member's header; see :func:`decompress`). The
-  exceptions of the underlying codec packages never escape.
+* Anything that does not decompress (bad magic, bad checksum, truncation, corrupt blocks) raises
+  :class:`~kip714.errors.CorruptPayloadError` (INVALID_RECORD). What follows the end of a stream is
+  treated as Kafka's readers treat it (see :func:`decompress`): gzip as ``GZIPInputStream`` (ignored
+  unless it parses as another member's header), snappy as snappy-java's ``SnappyInputStream`` (1-3 stray
+  bytes ignored), LZ4 as Kafka's ``Lz4BlockInputStream`` (everything after the first frame ignored);
+  zstd: see :func:`decompress`. The exceptions of the underlying codec packages never escape.
 * A type id outside 0..4 raises :class:`~kip714.errors.UnsupportedCompressionTypeError`
   (UNSUPPORTED_COMPRESSION_TYPE).
 * An empty payload with a codec other than none raises :class:`~kip714.errors.CorruptPayloadError`: none of
@@ -36,7 +37,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
 import zlib as _zlib
@@ -123,7 +124,6 @@ _XERIAL_MAX_BLOCK = _cramjam.snappy.compress_raw_max_len(bytes(XERIAL_BLOCK_SIZE
 
 cdef enum:
     _ZSTD_BLOCK_MAX = 128 * 1024         # zstd Block_Maximum_Size is min(Window_Size, 128 KiB)
-    _LZ4_WINDOW = 64 * 1024              # linked LZ4 blocks may reference this much earlier output
     _NOGIL_THRESHOLD = 32 * 1024         # release the GIL for walks/copies/hashes over at least this many bytes
     _ZSTD_STREAM_CHUNK = 256 * 1024      # read size of the bounded zstd streaming path
     _POOL_MAX = 16                       # idle zstd contexts kept per pool
@@ -413,22 +413,37 @@ cdef Py_ssize_t _snappy_preamble(const unsigned char* p, Py_ssize_t n, uint64_t*
     return 0
 
 
+# A xerial stream is read as snappy-java's SnappyInputStream reads it (Kafka's SnappyCompression wraps it,
+# checked against snappy-java itself in tests/test_snappy_java.py):
+# * the first header's version fields are not looked at (only its 8-byte magic);
+# * where a chunk length is due, fewer than 4 bytes left mean the end of the stream: 1-3 stray bytes after
+#   the last chunk are ignored;
+# * a chunk length equal to the magic's first four bytes starts a concatenated stream's header: fewer than
+#   12 more bytes is an error; if the 8-byte magic does not follow, the stream ends there (the rest is
+#   ignored); a version under 1 is an error;
+# * a negative or zero chunk length, a truncated chunk or an invalid snappy block is an error.
+
 cdef const char* _xerial_walk(const unsigned char* p, Py_ssize_t n, uint64_t* total,
-                              Py_ssize_t* nchunks, Py_ssize_t* bad_at) noexcept nogil:
-    """Validate a xerial stream (header already checked) and sum the chunks' uncompressed lengths."""
+                              Py_ssize_t* nchunks, Py_ssize_t* bad_at, Py_ssize_t* end,
+                              bint* not_a_header) noexcept nogil:
+    """Validate a xerial stream (first header already checked) and sum the chunks' uncompressed lengths;
+    ``end`` is where SnappyInputStream stops reading, unless ``not_a_header`` is set: then the stream holds
+    a 4-byte magic prefix that does not start a header, and how much of the rest Kafka reads depends on
+    how its reads are cut (_snappy_java_read)."""
     cdef Py_ssize_t pos = 16
     cdef uint32_t clen
     cdef uint64_t ulen, sum_ = 0
     cdef Py_ssize_t count = 0
-    while pos < n:
+    while n - pos >= 4:
         bad_at[0] = pos
-        if n - pos < 4:
-            return "truncated chunk length"
         clen = kc_be32(p + pos)
         if clen == KC_XERIAL_MAGIC_HEAD:
             # SnappyInputStream accepts concatenated streams: a full header where a chunk length would be
-            if n - pos < 16 or memcmp(p + pos, <const void*>_XERIAL_MAGIC_C, 8) != 0:
-                return "truncated or invalid concatenated stream header"
+            if n - pos < 16:
+                return "truncated concatenated stream header"
+            if memcmp(p + pos, <const void*>_XERIAL_MAGIC_C, 8) != 0:
+                not_a_header[0] = True
+                break
             if <int>kc_be32(p + pos + 8) < 1:
                 return "unsupported snappy-java stream version"
             pos += 16
@@ -445,30 +460,31 @@ cdef const char* _xerial_walk(const unsigned char* p, Py_ssize_t n, uint64_t* to
         pos += clen
     total[0] = sum_
     nchunks[0] = count
+    end[0] = pos
     return NULL
 
 
 cdef object _unsnappy(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
     cdef uint64_t ulen = 0, total = 0
-    cdef Py_ssize_t nchunks = 0, bad_at = 0, pos, opos, written
+    cdef Py_ssize_t nchunks = 0, bad_at = 0, pos, opos, written, end = 0
+    cdef bint not_a_header = False
     cdef uint32_t clen
     cdef const char* err
     cdef object out
     if n >= 10 and memcmp(p, <const void*>_FRAMING_MAGIC_C, 10) == 0:
         _raise_corrupt("snappy", "the snappy framing format (ff 06 00 00 sNaPpY) is not accepted, as in Kafka")
-    if n >= 8 and memcmp(p, <const void*>_XERIAL_MAGIC_C, 8) == 0:
-        # ---- xerial (snappy-java SnappyOutputStream) framing
-        if n < 16:
-            _raise_corrupt("snappy", "truncated xerial stream header")
-        if <int>kc_be32(p + 8) < 1:
-            _raise_corrupt("snappy", f"unsupported snappy-java stream version {<int>kc_be32(p + 8)}")
+    if n >= 16 and memcmp(p, <const void*>_XERIAL_MAGIC_C, 8) == 0:
+        # ---- xerial (snappy-java SnappyOutputStream) framing; shorter input is read as a raw block, as
+        #      snappy-java does
         if n >= _NOGIL_THRESHOLD:
             with nogil:
-                err = _xerial_walk(p, n, &total, &nchunks, &bad_at)
+                err = _xerial_walk(p, n, &total, &nchunks, &bad_at, &end, &not_a_header)
         else:
-            err = _xerial_walk(p, n, &total, &nchunks, &bad_at)
+            err = _xerial_walk(p, n, &total, &nchunks, &bad_at, &end, &not_a_header)
         if err != NULL:
             _raise_corrupt("snappy", f"xerial stream: {err.decode('ascii')} at offset {bad_at}")
+        if not_a_header:
+            return _snappy_java_read(p, n, limit)
         if total > <uint64_t>limit:
             _raise_too_large("snappy", total, limit)
         if total == 0:
@@ -477,14 +493,14 @@ cdef object _unsnappy(object src, const unsigned char* p, Py_ssize_t n, Py_ssize
             out = _new_bytes(<Py_ssize_t>total)
         pos = 16
         opos = 0
-        while pos < n:
+        while pos < end:
             # second pass over a validated stream; the bounds are re-checked in case the caller's buffer
             # (a bytearray, say) was modified meanwhile
             if n - pos < 4:
                 _raise_changed("snappy")
             clen = kc_be32(p + pos)
             if clen == KC_XERIAL_MAGIC_HEAD:
-                if n - pos < 16:
+                if n - pos < 16 or memcmp(p + pos, <const void*>_XERIAL_MAGIC_C, 8) != 0:
                     _raise_changed("snappy")
                 pos += 16
                 continue
@@ -524,6 +540,9 @@ cdef object _unsnappy(object src, const unsigned char* p, Py_ssize_t n, Py_ssize
     return out
 
 
+include "codec_snappy_java.pxi"
+
+
 # ================================================================================================= lz4
 
 cdef struct Lz4Frame:
@@ -539,10 +558,21 @@ cdef struct Lz4Frame:
     bint content_checksum
 
 
+# LZ4 is read as Kafka's broker reads it (clients/.../compress/Lz4BlockInputStream.java with lz4-java):
+# * the FLG byte must have version 01, its two low bits clear (so no dictionary id) and *block independence
+#   set* ("Dependent block stream is unsupported"): frames with linked blocks are refused;
+# * BD: reserved bits clear, block maximum id 4..7; the header checksum is verified;
+# * a content size, when flagged, is skipped: it is neither checked against the output nor used as a limit;
+# * a block size word whose low 31 bits are 0 is the end mark (0x80000000 too, the stored bit is masked off
+#   first); block checksums are verified; a flagged content checksum must be present but is not verified;
+# * the reader stops at the end mark: whatever follows the first frame (another frame, stray bytes) is
+#   never read, so it is ignored and only the first frame's content is returned.
+
 cdef const char* _lz4_walk(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos, Lz4Frame* f,
                            Py_ssize_t* bad_at) noexcept nogil:
-    """Check one LZ4 frame's structure starting at ``pos``: header and its checksum, every block header and
-    size, block checksums, the end mark and the content checksum field. Nothing is decompressed."""
+    """Check one LZ4 frame's structure starting at ``pos`` as Kafka's reader does: header and its checksum,
+    every block header and size, block checksums, the end mark and the content checksum field's presence.
+    Nothing is decompressed."""
     cdef Py_ssize_t avail = n - pos, desc_len, q
     cdef uint8_t flg, bd, bid
     cdef uint32_t v, size
@@ -567,6 +597,8 @@ cdef const char* _lz4_walk(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
         return "invalid block maximum size"
     f.block_max = (<Py_ssize_t>1) << (8 + 2 * bid)
     f.independent = (flg & 0x20) != 0
+    if not f.independent:
+        return "linked (dependent) blocks are not supported, as in Kafka"
     f.block_checksum = (flg & 0x10) != 0
     f.has_size = (flg & 0x08) != 0
     f.content_checksum = (flg & 0x04) != 0
@@ -586,8 +618,8 @@ cdef const char* _lz4_walk(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
         v = kc_le32(p + q)
         q += 4
         size = v & KC_LZ4_SIZE_MASK
-        if v == 0:
-            break                                  # the end mark; 0x80000000 is an empty stored block (as LZ4F)
+        if size == 0:
+            break                                  # the end mark (Kafka masks the stored bit off first)
         if <Py_ssize_t>size > f.block_max:
             return "block larger than the frame's maximum block size"
         if <uint64_t>(n - q) < <uint64_t>size + (4 if f.block_checksum else 0):
@@ -604,30 +636,6 @@ cdef const char* _lz4_walk(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
         q += 4
     f.bound = bound
     f.end = q
-    return NULL
-
-
-cdef const char* _lz4_walk_all(const unsigned char* p, Py_ssize_t n, Lz4Frame* first, Py_ssize_t* nframes,
-                               uint64_t* declared, Py_ssize_t* bad_at) noexcept nogil:
-    cdef Lz4Frame f
-    cdef Py_ssize_t pos = 0, count = 0
-    cdef uint64_t sizes = 0
-    cdef const char* err
-    while pos < n:
-        if count > 0 and (n - pos < 4 or kc_le32(p + pos) != KC_LZ4_MAGIC):
-            bad_at[0] = pos
-            return "trailing bytes after the last frame"
-        err = _lz4_walk(p, n, pos, &f, bad_at)
-        if err != NULL:
-            return err
-        if count == 0:
-            first[0] = f
-        if f.has_size:
-            sizes = sizes + f.content_size if sizes + f.content_size >= sizes else <uint64_t>-1
-        count += 1
-        pos = f.end
-    nframes[0] = count
-    declared[0] = sizes
     return NULL
 
 
@@ -692,14 +700,9 @@ cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py
     cdef bint stored
     cdef object out
     cdef PyObject* raw
-    cdef uint32_t h
     cdef char* dst
-    if f.has_size:
-        if f.content_size > <uint64_t>budget:
-            _raise_too_large("lz4", f.content_size, budget)
-        cap = <Py_ssize_t>f.content_size
-    else:
-        cap = <Py_ssize_t>f.bound if f.bound < <uint64_t>budget else budget
+    # the content size is not trusted (Kafka skips it): the output is bounded by the blocks and the budget
+    cap = <Py_ssize_t>f.bound if f.bound < <uint64_t>budget else budget
     out = _new_bytes(cap) if cap > 0 else b""
     q = f.blocks
     while True:
@@ -709,15 +712,13 @@ cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py
         v = kc_le32(p + q)
         q += 4
         size = v & KC_LZ4_SIZE_MASK
-        if v == 0:
+        if size == 0:
             break
         if <Py_ssize_t>size > f.block_max or <Py_ssize_t>size + (4 if f.block_checksum else 0) > f.end - q:
             _raise_changed("lz4")
         stored = (v & KC_LZ4_STORED_BIT) != 0
         if stored:
             if <Py_ssize_t>size > cap - opos:
-                if f.has_size:
-                    _raise_corrupt("lz4", f"frame at offset {start} holds more data than its content size")
                 _raise_too_large("lz4", f"more than {budget}", budget)
             dst = PyBytes_AS_STRING(out) + opos
             if size >= _NOGIL_THRESHOLD:
@@ -730,7 +731,7 @@ cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py
             room = cap - opos
             if room > f.block_max:
                 room = f.block_max
-            history = 0 if f.independent else (opos if opos < _LZ4_WINDOW else _LZ4_WINDOW)
+            history = 0                            # blocks are independent (linked frames are refused)
             written = _lz4_decode_block(p, q, size, out, opos, room, history)
             if written < 0:
                 # The fast decoder refused the block: it is corrupt, it decodes to more than the room left
@@ -757,23 +758,11 @@ cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py
                 if written == -1:
                     _raise_corrupt("lz4", f"corrupt block at offset {q - 4}")
                 if written < 0:
-                    if f.has_size:
-                        _raise_corrupt("lz4", f"frame at offset {start} holds more data than its content size")
                     _raise_too_large("lz4", f"more than {budget}", budget)
         opos += written
         q += size + (4 if f.block_checksum else 0)
-    if f.has_size and <uint64_t>opos != f.content_size:
-        _raise_corrupt("lz4", f"frame at offset {start} decompressed to {opos} bytes but declares "
-                              f"{f.content_size}")
-    if f.content_checksum:
-        dst = PyBytes_AS_STRING(out)
-        if opos >= _NOGIL_THRESHOLD:
-            with nogil:
-                h = kc_xxh32(<const unsigned char*>dst, <size_t>opos, 0)
-        else:
-            h = kc_xxh32(<const unsigned char*>dst, <size_t>opos, 0)
-        if h != f.content_xxh:
-            _raise_corrupt("lz4", f"content checksum mismatch in frame at offset {start}")
+    # a content size and a content checksum are not verified: Kafka's reader skips the one and reads the
+    # other without checking it ("TODO: verify this content checksum")
     if opos == cap:
         return out
     if opos == 0:
@@ -792,34 +781,18 @@ cdef object _lz4_frame(const unsigned char* p, Lz4Frame* f, Py_ssize_t start, Py
 
 
 cdef object _unlz4(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
-    cdef Lz4Frame first, f
-    cdef Py_ssize_t nframes = 0, bad_at = 0, pos, total
-    cdef uint64_t declared = 0
+    cdef Lz4Frame frame
+    cdef Py_ssize_t bad_at = 0
     cdef const char* err
-    cdef list parts
-    cdef object part
+    # Kafka's reader ends at the first frame's end mark: nothing after it is looked at
     if n >= _NOGIL_THRESHOLD:
         with nogil:
-            err = _lz4_walk_all(p, n, &first, &nframes, &declared, &bad_at)
+            err = _lz4_walk(p, n, 0, &frame, &bad_at)
     else:
-        err = _lz4_walk_all(p, n, &first, &nframes, &declared, &bad_at)
+        err = _lz4_walk(p, n, 0, &frame, &bad_at)
     if err != NULL:
         _raise_corrupt("lz4", f"{err.decode('ascii')} at offset {bad_at}")
-    if declared > <uint64_t>limit:
-        _raise_too_large("lz4", declared, limit)
-    if nframes == 1:
-        return _lz4_frame(p, &first, 0, limit)
-    parts = []
-    pos = 0
-    total = 0
-    while pos < n:
-        if _lz4_walk(p, n, pos, &f, &bad_at) != NULL:
-            _raise_changed("lz4")
-        part = _lz4_frame(p, &f, pos, limit - total)
-        total += len(part)
-        parts.append(part)
-        pos = f.end
-    return b"".join(parts)
+    return _lz4_frame(p, &frame, 0, limit)
 
 
 def _lz4_block_size(block, history=0):
@@ -1119,11 +1092,15 @@ def decompress(data, compression_type, max_output):
       ignored, as are up to 18 bytes still in the reader's current 8 KiB buffer; bytes that do parse as a
       header start another member, which must then be valid.
     * 2 snappy: a raw snappy block (librdkafka) or snappy-java's xerial framing (Java clients), including
-      concatenated xerial streams; Google's framing format is rejected as Kafka rejects it. The total size
-      comes from the length preambles and is checked before anything is allocated.
-    * 3 lz4: one or more LZ4 frames with independent or linked blocks. Header checksum, block checksums and
-      the content checksum are verified, a declared content size must match and must fit the limit, and the
-      end mark is required. Dictionary ids and skippable frames are rejected.
+      concatenated xerial streams, read as Kafka's ``SnappyInputStream`` reads them (checked against
+      snappy-java): 1-3 stray bytes after the last chunk, and anything after a 4-byte magic prefix that
+      does not continue as a stream header, are ignored; input under 16 bytes is a raw block. Google's
+      framing format is rejected as Kafka rejects it. The total size comes from the length preambles and
+      is checked before anything is allocated.
+    * 3 lz4: an LZ4 frame read as Kafka's broker reads it (``Lz4BlockInputStream``): independent blocks
+      only (linked blocks are refused), header and block checksums verified, a content size skipped and a
+      content checksum read but not verified, the end mark required; whatever follows the first frame's
+      end (another frame, stray bytes) is ignored. Dictionary ids and skippable frames are rejected.
     * 4 zstd: one or more standard zstd frames, with or without a content size or checksum; skippable frames
       are skipped. A declared content size over the limit is refused before decoding.
 
