@@ -134,16 +134,19 @@ class TelemetryBroker:
     # ---------------------------------------------------------------------------------- dispatch
 
     def handle(self, body: Any, client_info: ClientInfo | None = None, now_ms: int | None = None,
-               connection: Hashable | None = None):
+               connection: Hashable | None = None, *, node_id: int | None = None):
         """Decide one request body (GetTelemetrySubscriptionsRequest or PushTelemetryRequest).
 
-        ``connection`` identifies the client connection the request came on (see :meth:`connection_closed`)."""
+        ``connection`` identifies the client connection the request came on (see :meth:`connection_closed`);
+        ``node_id`` is the broker the client sent it to when that is not this broker's ``node_id`` (a proxy
+        answering for every broker of a cluster): it becomes the ``node_id`` label and context."""
         if now_ms is None:
             now_ms = self.clock()
         if type(body) is PushTelemetryRequest:
-            result = self._push(body, client_info, now_ms, connection)
+            node = self.node_id if node_id is None else node_id
+            result = self._push(body, client_info, now_ms, connection, node)
             if self._observers:
-                self._observe(body, client_info, result[0].error_code, now_ms)
+                self._observe(body, client_info, result[0].error_code, now_ms, node)
             return result
         if type(body) is GetTelemetrySubscriptionsRequest:
             return self._get(body, client_info, now_ms, connection), None
@@ -158,23 +161,25 @@ class TelemetryBroker:
             self._observers.append(receiver)
 
     def deliver(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                now_ms: int | None = None) -> TelemetryPayload | None:
+                now_ms: int | None = None, *, node_id: int | None = None) -> TelemetryPayload | None:
         """Feed the receivers a push that someone else decided (a proxy tapping a real cluster, whose
         broker stays the authority): ``error_code`` is that answer. An accepted non-empty push is
         decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
-        payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one."""
+        payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one.
+        ``node_id``: the broker that answered (default this broker's ``node_id``)."""
         if now_ms is None:
             now_ms = self.clock()
+        node = self.node_id if node_id is None else node_id
         payload = None
         if error_code == 0 and body.metrics_size:
-            payload, _ = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms)
+            payload, _ = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms, node)
         if self._observers:
-            self._observe(body, client_info, error_code, now_ms)
+            self._observe(body, client_info, error_code, now_ms, node)
         return payload
 
     def _observe(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                 now_ms: int) -> None:
-        ctx = ReceiverContext(client_info or _ANONYMOUS, self.node_id)
+                 now_ms: int, node_id: int) -> None:
+        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id)
         for observer in self._observers:
             try:
                 observer.push_completed(ctx, body, error_code, now_ms)
@@ -244,7 +249,7 @@ class TelemetryBroker:
             self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
 
     def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int,
-              connection: Hashable | None):
+              connection: Hashable | None, node_id: int):
         id16, sid, terminating, ctype, size = body.decision_fields()
         table = self.instances
         code = table.try_push(id16, now_ms, self.registry.version, sid, terminating, ctype, size,
@@ -259,13 +264,14 @@ class TelemetryBroker:
                 table.set_last_error(id16, _NONE)
         if code or size == 0:
             return PushTelemetryResponse(0, code), None
-        payload, code = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms)
+        payload, code = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms, node_id)
         table.set_last_error(id16, code)
         if code:
             return PushTelemetryResponse(0, code), None
         return PushTelemetryResponse(0, 0), payload
 
-    def _export(self, body: PushTelemetryRequest, instance: uuid.UUID, client_info: ClientInfo, now_ms: int):
+    def _export(self, body: PushTelemetryRequest, instance: uuid.UUID, client_info: ClientInfo, now_ms: int,
+                node_id: int):
         started = time.perf_counter()
         ctype = body.compression_type
         try:
@@ -281,11 +287,11 @@ class TelemetryBroker:
             return None, _INVALID_RECORD
         payload = TelemetryPayload(
             client_instance_id=instance, terminating=body.terminating, content_type="OTLP", data=data,
-            labels=self.labels(client_info, instance),
+            labels=client_info.labels(node_id, instance),
             compression_type=0 if self.decompress_payloads else ctype,
             subscription_id=body.subscription_id, received_at_ms=now_ms)
         if self.receivers:
-            ctx = ReceiverContext(client_info, self.node_id)
+            ctx = ReceiverContext(client_info, node_id)
             for receiver in self.receivers:
                 try:
                     receiver.export_metrics(ctx, payload)

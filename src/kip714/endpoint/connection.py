@@ -5,7 +5,8 @@ port as Kafka prints them, the software it named in ApiVersions (KIP-511), its p
 :class:`~kip714.ClientInfo` the broker decides on. :class:`FramedConnection` is an asyncio protocol that
 cuts the byte stream into size-prefixed frames (``split_frames``, bounded by ``max_frame_bytes``), applies
 flow control both ways, tracks idleness and hands each whole frame to :meth:`FramedConnection.handle_frame`.
-:class:`EndpointStats` holds the connection-level counters of an endpoint; push and Get counts come from
+:class:`EndpointConnection` is the part both share whatever they do with the bytes (bookkeeping, drop, the
+telemetry answers). :class:`EndpointStats` holds the connection-level counters of an endpoint; push and Get counts come from
 the broker (``TelemetryBroker.metrics()``), never from a parallel count here.
 """
 
@@ -19,12 +20,12 @@ from collections import Counter
 from typing import Any
 
 from .._enums import ErrorCode
-from .._protocol import split_frames
+from .._protocol import encode_response, split_frames
 from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
 from ..errors import Kip714Error
 from .address import java_host_address
 
-__all__ = ["ClientIdentity", "EndpointStats", "FramedConnection", "connection_ids"]
+__all__ = ["ClientIdentity", "EndpointConnection", "EndpointStats", "FramedConnection", "connection_ids"]
 
 log = logging.getLogger("kip714.endpoint")
 
@@ -78,18 +79,21 @@ class EndpointStats(Counter):
     ``protocol_errors``, ``internal_errors``, ``idle_closed``, ``instances_dropped_on_disconnect``."""
 
 
-class FramedConnection(asyncio.Protocol):
-    """One client connection of an endpoint: frames in, :meth:`handle_frame` per whole frame.
+class EndpointConnection(asyncio.Protocol):
+    """What every client connection of an endpoint shares, whatever it does with the bytes: the
+    :class:`ClientIdentity`, the broker's connection id, the ``max_connections`` check and counters on
+    connect, the broker's ``connection_closed`` on disconnect, :meth:`drop`, and the telemetry answers
+    (:meth:`telemetry_response` for a request this endpoint decides, :meth:`telemetry_tapped` for a push
+    another broker decided) — the one code path ``serve`` and ``proxy`` handle telemetry by.
 
-    ``endpoint`` provides ``connections`` (a set), ``max_connections``, ``max_frame_bytes``,
-    ``stats`` (:class:`EndpointStats`), ``next_connection_id()`` and ``broker`` (its
-    ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
-    it). Subclasses implement :meth:`handle_frame`."""
+    ``endpoint`` provides ``connections`` (a set), ``max_connections``, ``stats``
+    (:class:`EndpointStats`), ``next_connection_id()`` and ``broker`` (a :class:`~kip714.TelemetryBroker`;
+    its ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
+    it)."""
 
     def __init__(self, endpoint: Any) -> None:
         self.endpoint = endpoint
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
         self.identity = ClientIdentity()
         self.last_activity = time.monotonic()
         self.connection_id = endpoint.next_connection_id()   # the broker's key for this connection
@@ -104,6 +108,10 @@ class FramedConnection(asyncio.Protocol):
 
     # asyncio callbacks
     def connection_made(self, transport) -> None:
+        self.accept(transport)
+
+    def accept(self, transport) -> bool:
+        """Take ``transport``; False (and the transport aborted) when the endpoint is at ``max_connections``."""
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self.identity.address, self.identity.port = java_host_address(str(peer[0])), int(peer[1])
@@ -112,10 +120,11 @@ class FramedConnection(asyncio.Protocol):
             log.warning("event=refused reason=max_connections peer=%s:%s", self.address, self.port)
             endpoint.stats["connections_refused"] += 1
             transport.abort()
-            return
+            return False
         endpoint.connections.add(self)
         endpoint.stats["connections"] += 1
         log.debug("event=connect peer=%s:%s", self.address, self.port)
+        return True
 
     def connection_lost(self, exc) -> None:
         self.endpoint.connections.discard(self)
@@ -123,6 +132,37 @@ class FramedConnection(asyncio.Protocol):
         if self.endpoint.broker.connection_closed(self.connection_id):
             self.endpoint.stats["instances_dropped_on_disconnect"] += 1
         log.debug("event=disconnect peer=%s:%s", self.address, self.port)
+
+    def drop(self, reason: str) -> None:
+        """Close the connection at once because of a protocol error (logged and counted), as Kafka does."""
+        log.warning("event=disconnect peer=%s:%s reason=%r", self.address, self.port, reason)
+        self.endpoint.stats["protocol_errors"] += 1
+        if self.transport is not None:
+            self.transport.abort()
+
+    # telemetry: the one code path of every endpoint
+    def telemetry_response(self, request: Any, node_id: int | None = None) -> bytes:
+        """The response frame to a decoded GetTelemetrySubscriptions or PushTelemetry :class:`~kip714.Request`,
+        decided by the endpoint's broker for the client on this connection (``node_id``: the broker the
+        client believes it talks to; default the broker's own)."""
+        info = self.identity.client_info(request.header.client_id)
+        response, _ = self.endpoint.broker.handle(request.body, info, None, self.connection_id, node_id=node_id)
+        return encode_response(request.correlation_id, response, request.api_version)
+
+    def telemetry_tapped(self, request: Any, error_code: int, node_id: int | None = None) -> None:
+        """A PushTelemetry :class:`~kip714.Request` another broker answered with ``error_code``: feed the
+        endpoint broker's receivers (the recording) without deciding anything."""
+        info = self.identity.client_info(request.header.client_id)
+        self.endpoint.broker.deliver(request.body, info, error_code, node_id=node_id)
+
+
+class FramedConnection(EndpointConnection):
+    """One client connection of an endpoint that answers requests itself: frames in, :meth:`handle_frame`
+    per whole frame. Subclasses implement :meth:`handle_frame`."""
+
+    def __init__(self, endpoint: Any) -> None:
+        super().__init__(endpoint)
+        self.buffer = bytearray()
 
     # Flow control: a client that sends requests without reading the answers would otherwise make the
     # transport buffer every response; stop reading while the write buffer is above its high-water mark.
@@ -159,13 +199,6 @@ class FramedConnection(asyncio.Protocol):
 
     def handle_frame(self, frame: bytes) -> None:
         raise NotImplementedError
-
-    def drop(self, reason: str) -> None:
-        """Close the connection at once because of a protocol error (logged and counted), as Kafka does."""
-        log.warning("event=disconnect peer=%s:%s reason=%r", self.address, self.port, reason)
-        self.endpoint.stats["protocol_errors"] += 1
-        if self.transport is not None:
-            self.transport.abort()
 
     def write(self, data: bytes) -> None:
         self.transport.write(data)

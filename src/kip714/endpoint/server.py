@@ -75,9 +75,7 @@ class _ServeConnection(FramedConnection):
         body = req.body
         version = req.api_version
         if type(body) is PushTelemetryRequest or type(body) is GetTelemetrySubscriptionsRequest:
-            info = self.identity.client_info(req.header.client_id)
-            response, _ = server.broker.handle(body, info, None, self.connection_id)
-            self.write(encode_response(req.correlation_id, response, version))
+            self.write(self.telemetry_response(req))
         elif type(body) is ApiVersionsRequest:
             error = self.identity.api_versions(body, version)
             resp = ApiVersionsResponse(error_code=error,
@@ -106,13 +104,14 @@ class TelemetryServer:
     that never completes do not count); while a client leaves its responses unread, the server stops
     reading its requests (asyncio flow control), so neither buffer grows without bound. As in Kafka 4.0+,
     the client instance created on a connection is dropped when that connection closes
-    (``stats["instances_dropped_on_disconnect"]``)."""
+    (``stats["instances_dropped_on_disconnect"]``). ``ssl``: an :class:`ssl.SSLContext` (server side) to
+    take TLS connections only (``security.protocol=SSL`` clients)."""
 
     def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_connections: int = 10000,
                  idle_timeout_s: float = 600.0, recorder=None, cluster_id: str = "kip714-telemetry",
-                 summary_interval_s: float = 0.0, on_payload=None) -> None:
+                 summary_interval_s: float = 0.0, on_payload=None, ssl=None) -> None:
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
         self.host, self.port = host, port
         self.advertised_host, self.advertised_port = advertised_host, advertised_port
@@ -122,6 +121,7 @@ class TelemetryServer:
         self.recorder = recorder
         self.cluster_id = cluster_id
         self.summary_interval_s = summary_interval_s
+        self.ssl = ssl
         if recorder is not None:
             self.broker.add_receiver(recorder)
         if on_payload is not None:
@@ -152,13 +152,14 @@ class TelemetryServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
-                                                reuse_address=True, backlog=1024)
+                                                reuse_address=True, backlog=1024, ssl=self.ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(self._idle_reaper()))
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(self._summaries()))
-        log.info("event=listening host=%s port=%d node_id=%d advertised=%s:%d", self.host, self.port,
-                 self.node_id, self.advertised_host or self.host, self.advertised_port or self.port)
+        log.info("event=listening host=%s port=%d node_id=%d advertised=%s:%d tls=%s", self.host, self.port,
+                 self.node_id, self.advertised_host or self.host, self.advertised_port or self.port,
+                 self.ssl is not None)
 
     async def close(self) -> None:
         for t in self._tasks:
