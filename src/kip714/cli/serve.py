@@ -1,10 +1,14 @@
-"""``kip714 serve``: a KIP-714 telemetry endpoint real clients push to (not a Kafka broker)."""
+"""``kip714 serve``: a KIP-714 telemetry endpoint real clients push to (not a Kafka broker).
+
+Also the option groups ``serve`` and ``proxy`` share (subscriptions, recording, client-side TLS, limits,
+running; the exporters' are in :mod:`._sinks`) and the helpers that turn them into a broker, a TLS context and a running endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+import ssl
 from typing import Any
 
 import kip714
@@ -14,10 +18,52 @@ from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEF
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
+from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
 from ._sinks import add_sink_options, build_sinks
 
 _ACCEPTED = ",".join(COMPRESSION_NAMES[c] for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
+
+
+def add_subscription_options(p, default_name: str) -> None:
+    """The subscription and broker options (kafka-client-metrics.sh's, plus the broker's settings)."""
+    g = p.add_argument_group("subscriptions (as kafka-client-metrics.sh sets them)")
+    g.add_argument("--metrics", help="metric-name prefixes of a subscription, comma separated ('*' for all)")
+    g.add_argument("--interval-ms", type=int, help="push interval of that subscription (100-3600000)")
+    g.add_argument("--match", help="selectors of that subscription, e.g. client_software_name=apache-kafka-java")
+    g.add_argument("--subscription-name", default=default_name, help=f"name of that subscription (default {default_name})")
+    g.add_argument("--config", help="subscriptions file (JSON, or lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
+                                    "reloaded on change, which bumps SubscriptionIds like Kafka")
+    g.add_argument("--accepted-compression", default=_ACCEPTED,
+                   help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
+    g.add_argument("--telemetry-max-bytes", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
+                   help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
+    g.add_argument("--max-instances", type=int, default=16384, help="client instances kept (LRU; default 16384)")
+    g.add_argument("--jdk", type=int, default=17, help="Java HashSet order to match for SubscriptionIds (17 or 19+)")
+    g.add_argument("--record", metavar="DIR", help="record every push (accepted or not) as Parquet files in DIR "
+                                                   "(the input of 'kip714 pipeline' and kip714.spark)")
+
+
+def add_tls_options(p) -> None:
+    """Client-side TLS: clients connect with ``security.protocol=SSL``."""
+    g = p.add_argument_group("TLS toward clients")
+    g.add_argument("--tls-cert", metavar="PEM", help="certificate chain (PEM): take TLS connections only "
+                                                     "(clients use security.protocol=SSL)")
+    g.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert (PEM; default: inside --tls-cert)")
+
+
+def add_run_options(p) -> None:
+    """Limits, logging and how long to run."""
+    g = p.add_argument_group("limits and running")
+    g.add_argument("--max-connections", type=int, default=10000, help="client connections (more are refused; "
+                                                                       "default 10000)")
+    g.add_argument("--idle-timeout", type=float, default=600.0, help="close connections idle this many seconds "
+                                                                     "(default 600)")
+    g.add_argument("--max-frame-bytes", type=int, default=kip714.DEFAULT_MAX_FRAME_BYTES,
+                   help="largest request/response frame (default 104857600, Kafka's socket.request.max.bytes)")
+    g.add_argument("--summary-interval", type=float, default=10.0, help="seconds between summary log lines (0: off)")
+    g.add_argument("--duration", type=float, help="stop after this many seconds (default: run until SIGINT/SIGTERM)")
+    g.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
 def add_parser(sub) -> None:
@@ -31,38 +77,23 @@ def add_parser(sub) -> None:
     p.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
     p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
-    p.add_argument("--metrics", help="metric-name prefixes of a subscription, comma separated ('*' for all)")
-    p.add_argument("--interval-ms", type=int, help="push interval of that subscription (100-3600000)")
-    p.add_argument("--match", help="selectors of that subscription, e.g. client_software_name=apache-kafka-java")
-    p.add_argument("--subscription-name", default="kip714-serve", help="name of that subscription")
-    p.add_argument("--config", help="subscriptions file (JSON, or lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
-                                    "reloaded on change, which bumps SubscriptionIds like Kafka")
-    p.add_argument("--accepted-compression", default=_ACCEPTED,
-                   help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
-    p.add_argument("--telemetry-max-bytes", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
-                   help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
-    p.add_argument("--max-instances", type=int, default=16384, help="client instances kept (LRU; default 16384)")
     p.add_argument("--node-id", type=int, default=1, help="this endpoint's node id (default 1)")
-    p.add_argument("--record", metavar="DIR", help="record every push (accepted or not) as Parquet files in DIR")
-    p.add_argument("--jdk", type=int, default=17, help="Java HashSet order to match for SubscriptionIds (17 or 19+)")
-    p.add_argument("--max-connections", type=int, default=10000)
-    p.add_argument("--idle-timeout", type=float, default=600.0, help="close idle connections after this many seconds")
-    p.add_argument("--max-frame-bytes", type=int, default=kip714.DEFAULT_MAX_FRAME_BYTES)
-    p.add_argument("--summary-interval", type=float, default=10.0, help="seconds between summary log lines (0: off)")
-    p.add_argument("--duration", type=float, help="stop after this many seconds (default: run until SIGINT/SIGTERM)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_subscription_options(p, "kip714-serve")
+    add_tls_options(p)
+    add_run_options(p)
     add_sink_options(p)
     p.set_defaults(func=run)
 
 
-def run(args: Any) -> int:
-    """Entry point of ``kip714 serve``."""
+def setup_logging(args: Any) -> None:
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, SubscriptionFileWatcher | None]:
+    """The broker the subscription options describe, and the watcher of ``--config`` (or None)."""
     registry = SubscriptionRegistry(jdk=args.jdk)
-    watcher = None
-    if args.config:
-        watcher = SubscriptionFileWatcher(registry, args.config)
+    watcher = SubscriptionFileWatcher(registry, args.config) if args.config else None
     if args.metrics is not None or args.match or args.interval_ms is not None:
         cfg = {"metrics": args.metrics if args.metrics is not None else "*"}
         if args.interval_ms is not None:
@@ -73,17 +104,38 @@ def run(args: Any) -> int:
     accepted = [compression_type_from_name(c) for c in args.accepted_compression.split(",") if c.strip()]
     broker = TelemetryBroker(registry, telemetry_max_bytes=args.telemetry_max_bytes,
                              accepted_compression_types=accepted, max_instances=args.max_instances,
-                             node_id=args.node_id)
-    recorder = ParquetRecorder(args.record) if args.record else None
+                             node_id=node_id)
+    return broker, watcher
+
+
+def recorder_of(args: Any) -> ParquetRecorder | None:
+    return ParquetRecorder(args.record) if args.record else None
+
+
+def add_sinks(args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None) -> list[Any]:
+    """The exporters ``--prometheus``/``--otlp-endpoint`` ask for, added to ``broker`` as receivers."""
     sinks = build_sinks(args, recorder)
     for sink in sinks:
         broker.add_receiver(sink)
-    server = TelemetryServer(broker, args.host, args.port, advertised_host=args.advertised_host,
-                             advertised_port=args.advertised_port, recorder=recorder,
-                             max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
-                             max_frame_bytes=args.max_frame_bytes, summary_interval_s=args.summary_interval)
+    return sinks
 
-    async def run() -> None:
+
+def server_tls(args: Any) -> ssl.SSLContext | None:
+    """A server-side TLS context from ``--tls-cert``/``--tls-key`` (None without ``--tls-cert``)."""
+    if not args.tls_cert:
+        if args.tls_key:
+            raise InvalidConfigError("--tls-key needs --tls-cert")
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(args.tls_cert, args.tls_key)
+    return ctx
+
+
+def run_endpoint(endpoint: Any, args: Any, watcher: SubscriptionFileWatcher | None, sinks=()) -> None:
+    """Run ``endpoint`` (``serve(duration, stop)``) until ``--duration`` passes or SIGINT/SIGTERM, watching
+    the subscription file meanwhile; close ``sinks`` at the end."""
+
+    async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -93,15 +145,29 @@ def run(args: Any) -> int:
                 pass
         tasks = [asyncio.create_task(watcher.watch())] if watcher else []
         try:
-            await server.serve(args.duration, stop)
+            await endpoint.serve(args.duration, stop)
         finally:
             for t in tasks:
                 t.cancel()
 
     try:
-        asyncio.run(run())
+        asyncio.run(main())
     finally:
         for sink in sinks:
             sink.close()
+
+
+def run(args: Any) -> int:
+    """Entry point of ``kip714 serve``."""
+    setup_logging(args)
+    broker, watcher = build_broker(args, args.node_id)
+    recorder = recorder_of(args)
+    sinks = add_sinks(args, broker, recorder)
+    server = TelemetryServer(broker, args.host, args.port, advertised_host=args.advertised_host,
+                             advertised_port=args.advertised_port, recorder=recorder,
+                             max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
+                             max_frame_bytes=args.max_frame_bytes, summary_interval_s=args.summary_interval,
+                             ssl=server_tls(args))
+    run_endpoint(server, args, watcher, sinks)
     print(server.summary())
     return 0

@@ -193,6 +193,7 @@ class _ClientConnection(EndpointConnection):
     async def _connect(self) -> None:
         proxy = self.proxy
         loop = asyncio.get_running_loop()
+        await proxy._ready.wait()     # the telemetry mode is known once the cluster was asked
         if self.listener_node is None:
             candidates = proxy.bootstrap_order()
         else:
@@ -532,6 +533,7 @@ class TelemetryProxy:
         self._tasks: list[asyncio.Task] = []
         self._rotation = 0
         self.upstream_apis: dict[int, tuple[int, int]] = {}
+        self._ready: asyncio.Event | None = None
         self._configure_mode()
 
     # ---------------------------------------------------------------------------- configuration
@@ -622,8 +624,14 @@ class TelemetryProxy:
 
     async def start(self) -> None:
         """Ask the cluster for its APIs and brokers, resolve ``auto``, open the listeners."""
-        await self._probe()
-        self.port = self._listen(None)
+        self._ready = asyncio.Event()
+        self.port = self._listen(None)      # first: the broker ports may derive from it
+        try:
+            await self._probe()
+        except BaseException:
+            await self.close()
+            raise
+        self._ready.set()
         if self._pending_servers:
             await asyncio.gather(*list(self._pending_servers), return_exceptions=True)
         self._tasks.append(asyncio.create_task(self._idle_reaper()))

@@ -1,0 +1,100 @@
+"""``kip714 proxy``: a Kafka-protocol proxy in front of any cluster that collects KIP-714 telemetry."""
+
+from __future__ import annotations
+
+import argparse
+import ssl
+from typing import Any
+
+from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
+from ..errors import InvalidConfigError
+from ._sinks import add_sink_options
+from .serve import (
+    add_run_options,
+    add_sinks,
+    add_subscription_options,
+    add_tls_options,
+    build_broker,
+    recorder_of,
+    run_endpoint,
+    server_tls,
+    setup_logging,
+)
+
+DESCRIPTION = """\
+A Kafka-protocol proxy in front of an existing cluster that collects KIP-714 client telemetry with no broker
+plugin. Point clients' bootstrap.servers at the proxy: every request is forwarded byte for byte to the
+upstream broker it is meant for and every response comes back byte for byte, except the responses that
+name broker addresses (Metadata, FindCoordinator, DescribeCluster), which are rewritten to the proxy's
+listeners, and the ApiVersions answer (versions capped to what the proxy reads; Produce <= v9 and
+Fetch <= v15, whose newer answers may name leaders' addresses).
+
+Listeners: --port is the bootstrap listener; each upstream broker gets its own port, by default
+--broker-port-base + node id (base = --port + 1), or the explicit --broker-ports map. The mapping is the
+same in every replica and across restarts; a node id without a valid port closes the connection whose
+response named it (never a real address to the client).
+
+Telemetry (--telemetry): 'terminate' answers GetTelemetrySubscriptions/PushTelemetry itself (adds them to
+ApiVersions when the cluster lacks them) with the subscriptions below, node_id = the upstream broker the
+connection stands for; 'tap' lets the cluster answer and records each push with the cluster's error code;
+'off' forwards telemetry untouched; 'auto' (default) is 'tap' when the cluster advertises both APIs, else
+'terminate'. SASL PLAIN/SCRAM pass through and the user name becomes the principal (User:<name>).
+
+Not done: no ACLs or authentication of its own, no controller endpoints (bootstrap.controllers,
+DescribeQuorum), no share groups (ShareFetch/ShareAcknowledge), no SASL GSSAPI/OAUTHBEARER principals,
+no SaslHandshake v0."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("proxy", help="a Kafka-protocol proxy that collects KIP-714 telemetry from any cluster",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("upstream and listeners")
+    g.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the cluster's bootstrap servers (the proxy connects nowhere a client names)")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    g.add_argument("--port", type=int, default=9092, help="bootstrap listener port (default 9092)")
+    g.add_argument("--broker-port-base", type=int, metavar="BASE",
+                   help="broker listener port = BASE + node id (default --port + 1)")
+    g.add_argument("--broker-ports", metavar="ID=PORT[,ID=PORT...]",
+                   help="explicit broker listener ports, e.g. 1=9193,2=9194 (instead of --broker-port-base)")
+    g.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
+    g.add_argument("--telemetry", choices=TELEMETRY_MODES, default="auto",
+                   help="auto (default), terminate, tap or off (see above)")
+    g.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect upstream (default 10)")
+    u = p.add_argument_group("TLS toward the cluster")
+    u.add_argument("--upstream-tls", action="store_true", help="connect to the cluster with TLS")
+    u.add_argument("--upstream-ca", metavar="PEM", help="CA certificates to verify the cluster with "
+                                                        "(default: the system's)")
+    add_subscription_options(p, "kip714-proxy")
+    add_tls_options(p)
+    add_run_options(p)
+    add_sink_options(p)
+    p.set_defaults(func=run)
+
+
+def upstream_tls(args: Any) -> ssl.SSLContext | None:
+    if not args.upstream_tls:
+        if args.upstream_ca:
+            raise InvalidConfigError("--upstream-ca needs --upstream-tls")
+        return None
+    return ssl.create_default_context(cafile=args.upstream_ca)
+
+
+def run(args: Any) -> int:
+    """Entry point of ``kip714 proxy``."""
+    setup_logging(args)
+    if args.broker_ports and args.broker_port_base is not None:
+        raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")
+    broker, watcher = build_broker(args)
+    recorder = recorder_of(args)
+    sinks = add_sinks(args, broker, recorder)
+    proxy = TelemetryProxy(args.upstream, broker, args.host, args.port, broker_port_base=args.broker_port_base,
+                           broker_ports=parse_broker_ports(args.broker_ports) if args.broker_ports else None,
+                           advertised_host=args.advertised_host, telemetry=args.telemetry,
+                           recorder=recorder, ssl=server_tls(args), upstream_ssl=upstream_tls(args),
+                           max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
+                           connect_timeout_s=args.connect_timeout, max_frame_bytes=args.max_frame_bytes,
+                           summary_interval_s=args.summary_interval)
+    run_endpoint(proxy, args, watcher, sinks)
+    print(proxy.summary())
+    return 0

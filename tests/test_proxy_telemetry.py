@@ -1,0 +1,188 @@
+"""Telemetry modes of ``kip714 proxy`` against librdkafka's mock cluster and real librdkafka clients:
+``tap`` (the mock answers, the proxy records), ``terminate`` (an upstream without 71/72: the proxy answers),
+``off``; the recording holds every push with the right node id and decodes."""
+
+from __future__ import annotations
+
+import gc
+import time
+import uuid
+
+import pytest
+
+ck = pytest.importorskip("confluent_kafka")
+
+import kip714  # noqa: E402
+from kip714.otlp import reference as otlp_pb  # noqa: E402
+from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
+from mock_cluster import MockCluster  # noqa: E402
+from proxy_helpers import connect, recv_frame, start_proxy, wait  # noqa: E402
+
+
+def run_producer(bootstrap: str, topic: str, seconds: float = 2.6, **conf) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "kip714-proxy-test", "log_level": 0,
+                     "linger.ms": 5, **conf})
+    deadline = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < deadline:
+        p.produce(topic, b"value-%d" % i)
+        i += 1
+        p.poll(0.05)
+    p.flush(10)
+    del p  # rd_kafka_destroy: the terminating push
+    gc.collect()
+
+
+def rows_of(recorder: ParquetRecorder):
+    recorder.flush()
+    return read_recording(recorder.directory).to_pylist()
+
+
+def metric_names(row) -> set[str]:
+    data = kip714.decompress(row["payload"], row["compression_type"], 1 << 20)
+    return {r["metric"] for r in otlp_pb.flatten(data)}
+
+
+def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
+    with MockCluster(2, metrics=["org.apache.kafka.producer."], push_interval_ms=1000) as mc:
+        mc.create_topic("tapped", 2)
+        recorder = ParquetRecorder(tmp_path / "rec")
+        pt = start_proxy(mc.bootstraps, recorder=recorder)
+        try:
+            assert pt.proxy.mode == "tap"          # auto: the mock advertises 71 and 72
+            run_producer(pt.bootstrap, "tapped")
+            assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
+            rows = rows_of(recorder)
+            # the proxy decided nothing: its broker answered no push itself
+            assert pt.call(lambda: pt.proxy.broker.metrics()["push-request-count"]) == 0
+        finally:
+            pt.stop()
+    assert len(rows) >= 2
+    assert {r["error_code"] for r in rows} == {0}               # what the mock answered
+    assert sum(r["terminating"] for r in rows) == 1
+    assert {r["node_id"] for r in rows} <= {"1", "2"}
+    assert {r["client_id"] for r in rows} == {"kip714-proxy-test"}
+    assert rows[0]["client_software_name"] == "confluent-kafka-python"
+    assert rows[0]["principal"] == "User:ANONYMOUS" and rows[0]["client_source_address"] == "127.0.0.1"
+    names = set().union(*(metric_names(r) for r in rows if r["payload"]))
+    assert "org.apache.kafka.producer.node.request.latency.avg" in names
+    assert all(n.startswith("org.apache.kafka.producer.") for n in names)   # the mock's subscription
+
+
+def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
+    with MockCluster(2, disable_apis=(71, 72)) as mc:
+        mc.create_topic("terminated", 2)
+        registry = kip714.SubscriptionRegistry()
+        registry.set("all", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"})
+        recorder = ParquetRecorder(tmp_path / "rec")
+        pt = start_proxy(mc.bootstraps, broker=kip714.TelemetryBroker(registry), recorder=recorder)
+        try:
+            assert pt.proxy.mode == "terminate"
+            # the ApiVersions answer gains GetTelemetrySubscriptions and PushTelemetry v0
+            with connect(pt.port) as s:
+                s.sendall(kip714.encode_request(kip714.ApiVersionsRequest("raw", "1.0"), 3, "raw", 3))
+                resp = kip714.decode_response(recv_frame(s), 18, 3)
+            apis = {a.api_key: (a.min_version, a.max_version) for a in resp.body.api_keys}
+            assert apis[71] == (0, 0) and apis[72] == (0, 0)
+            assert apis[0][1] <= 9 and apis[1][1] <= 15      # KIP-951 versions capped
+            run_producer(pt.bootstrap, "terminated")
+            assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
+            rows = rows_of(recorder)
+            metrics = pt.call(lambda: pt.proxy.broker.metrics())
+            ports = pt.call(lambda: pt.proxy.broker_ports)
+        finally:
+            pt.stop()
+    assert metrics["push-request-count"] == len(rows) >= 2
+    assert metrics["get-request-count"] >= 1
+    accepted = [r for r in rows if r["error_code"] == 0]
+    assert len(accepted) >= 2 and rows[-1]["terminating"]
+    assert {r["node_id"] for r in rows} <= {str(n) for n in ports}
+    assert "org.apache.kafka.producer.node.request.latency.avg" in metric_names(accepted[0])
+
+
+def test_off_forwards_telemetry_untouched(tmp_path):
+    with MockCluster(2, metrics=["org.apache.kafka.producer."], push_interval_ms=1000) as mc:
+        mc.create_topic("untouched", 1)
+        recorder = ParquetRecorder(tmp_path / "rec")
+        pt = start_proxy(mc.bootstraps, telemetry="off", recorder=recorder)
+        try:
+            assert pt.proxy.mode == "off"
+            run_producer(pt.bootstrap, "untouched", seconds=2.2)
+            time.sleep(0.3)
+            rows = rows_of(recorder)
+        finally:
+            pt.stop()
+    assert rows == []
+
+
+def test_terminate_answers_in_turn_between_pipelined_requests():
+    """A telemetry request answered by the proxy between forwarded requests is answered in its turn."""
+    with MockCluster(1, disable_apis=(71, 72)) as mc:
+        pt = start_proxy(mc.bootstraps)
+        try:
+            frames = []
+            for corr in range(1, 41):
+                if corr % 4 == 0:
+                    body = kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(int=0))
+                    frames.append(kip714.encode_request(body, corr, "pipelined", 0))
+                else:
+                    frames.append(kip714.encode_request(kip714.MetadataRequest(topics=[]), corr, "pipelined", 9))
+            with connect(pt.port) as s:
+                s.sendall(b"".join(frames))         # all at once, before reading any answer
+                answers = [recv_frame(s) for _ in frames]
+        finally:
+            pt.stop()
+    corrs = [int.from_bytes(a[:4], "big") for a in answers]
+    assert corrs == list(range(1, 41))
+    for corr, a in zip(corrs, answers):
+        if corr % 4 == 0:
+            resp = kip714.decode_response(a, 71, 0)
+            assert resp.body.error_code == 0 and resp.body.client_instance_id != uuid.UUID(int=0)
+
+
+def test_cli_proxy_records_a_producer(tmp_path):
+    """``kip714 proxy`` end to end: subscription flags, --record, --telemetry terminate, a real producer."""
+    import re
+    import subprocess
+    import sys
+
+    with MockCluster(2) as mc:
+        mc.create_topic("cli", 1)
+        rec = tmp_path / "rec"
+        cmd = [sys.executable, "-m", "kip714", "proxy", "--upstream", mc.bootstraps, "--port", "0",
+               "--broker-port-base", "0", "--telemetry", "terminate", "--metrics", "org.apache.kafka.producer.",
+               "--interval-ms", "1000", "--record", str(rec), "--duration", "9", "--summary-interval", "0"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            port = None
+            deadline = time.monotonic() + 15
+            while port is None and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                m = re.search(r"event=listening host=\S+ port=(\d+) telemetry=terminate", line)
+                if m:
+                    port = int(m.group(1))
+            assert port, "the proxy did not start"
+            run_producer(f"127.0.0.1:{port}", "cli", seconds=2.2)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    assert "telemetry=terminate" in out and "bytes_from_clients=" in out
+    rows = read_recording(rec).to_pylist()
+    assert any(r["terminating"] for r in rows) and {r["error_code"] for r in rows} == {0}
+    assert {r["node_id"] for r in rows} <= {"1", "2"}
+
+
+def test_cli_proxy_help_documents_every_option():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "kip714", "proxy", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for option in ("--upstream", "--host", "--port", "--broker-port-base", "--broker-ports", "--advertised-host",
+                   "--telemetry", "--record", "--metrics", "--interval-ms", "--match", "--config", "--tls-cert",
+                   "--tls-key", "--upstream-tls", "--upstream-ca", "--max-connections", "--idle-timeout",
+                   "terminate", "tap", "Not done"):
+        assert option in out, option
