@@ -126,6 +126,8 @@ class FrameStream:
                 continue
             # a frame starts at data[pos]
             if n - pos < 8:
+                if n - pos >= 4:
+                    self._size(data, pos)       # a bad size is an error now, not when more bytes come
                 if run < pos:
                     write(memoryview(data)[run:pos])
                 self.part = bytearray(data[pos:])
