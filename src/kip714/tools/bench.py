@@ -57,7 +57,7 @@ ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 #: The source checkout this module sits in (src/kip714/tools/bench.py), when it runs from one.
 CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 
-GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark")
+GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark", "proxy")
 from . import SAMPLES
 LIMIT = DEFAULT_TELEMETRY_MAX_BYTES  # the decompression cap
 
@@ -371,7 +371,7 @@ class Bench:
                 unit: str = "time", note: str = "", extra: dict | None = None) -> dict:
         """``kip`` / ``peer``: summaries in ns per operation (unit time/rate) or {"value": bytes}."""
         ratio = None
-        if peer is not None and unit in ("time", "rate"):
+        if peer is not None and unit in ("time", "rate", "throughput"):
             ratio = peer["median"] / kip["median"]
         met = None
         if goal:
@@ -382,13 +382,26 @@ class Bench:
                 met = ratio >= 1 / (1 + target)
             elif kind == "rate":
                 met = 1e9 / kip["median"] >= target
-            elif kind == "max_bytes":
+            elif kind in ("max_bytes", "max_value"):
                 met = kip["value"] <= target
             elif kind == "max_time":
                 met = kip["median"] <= target
+            elif kind == "min_value":
+                met = kip["value"] >= target
+            elif kind == "added_ns" and peer is not None:
+                met = kip["median"] - peer["median"] <= target
         if unit == "time":
             kip_text = fmt_ns(kip["median"])
             peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
+        elif unit == "throughput":   # medians in ns per MB
+            kip_text = f"{1e9 / kip['median']:.1f} MB/s"
+            peer_text = f"{peer_name} {1e9 / peer['median']:.1f} MB/s" if peer is not None else None
+        elif unit == "millicores":
+            kip_text = f"{kip['value']:.1f} millicores per MB/s"
+            peer_text = None
+        elif unit == "count":
+            kip_text = f"{kip['value']:,}"
+            peer_text = None
         elif unit == "rate":
             kip_text = f"{fmt_rate(1e9 / kip['median'])} ({fmt_ns(kip['median'])} each)"
             peer_text = (f"{peer_name} {fmt_rate(1e9 / peer['median'])}" if peer is not None else None)
@@ -995,6 +1008,18 @@ class Bench:
 
         bench_export.run(self)
 
+    # ============================================================== proxy
+    def group_proxy(self) -> None:
+        """librdkafka producers through ``kip714 proxy`` vs direct to librdkafka's mock cluster (same run)."""
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError as exc:
+            self.skip("proxy", "confluent-kafka", f"not installed ({exc})")
+            return
+        from .bench_proxy import run_group
+
+        run_group(self)
+
     # ============================================================== spark
     def group_spark(self) -> None:
         G = "spark"
@@ -1324,6 +1349,24 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
         a2.legend(fontsize=7)
         fig.suptitle("OTLP MetricsData → rows")
         save(fig, "otlp")
+
+    if "proxy_throughput" in c or "proxy_latency" in c:
+        names = [n for n in ("proxy_throughput", "proxy_latency") if n in c]
+        fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)
+        for ax, name in zip(axes[0], names):
+            cv = c[name]
+            width = 0.8 / len(cv["series"])
+            for i, (label, ys) in enumerate(cv["series"].items()):
+                xs = [j + i * width for j in range(len(ys))]
+                ax.bar(xs, ys, width, label=label)
+            ax.set_xticks([j + width * (len(cv["series"]) - 1) / 2 for j in range(len(cv["x"]))])
+            ax.set_xticklabels(cv["x"], fontsize=7, rotation=15)
+            ax.set_ylabel(cv["ylabel"])
+            ax.set_title(cv["title"], fontsize=9)
+            ax.grid(True, axis="y", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle("kip714 proxy vs direct (librdkafka mock cluster)")
+        save(fig, "proxy")
 
     if "spark" in c:
         cv = c["spark"]

@@ -1,0 +1,243 @@
+"""The ``proxy`` group of ``kip714 bench``: librdkafka producers through ``kip714 proxy`` against the same
+producers talking to the cluster directly, in the same run (rounds alternate direct and proxy).
+
+The cluster is librdkafka's mock cluster (3 brokers, in a child process); the proxy runs as ``kip714 proxy``
+in another child process (``--telemetry off``), so its CPU time is its own (``/proc/<pid>/stat`` utime +
+stime around each run). Measured: produce throughput (MB/s of record values, acks=1) for 100 B and 10 KB
+records with one producer and with several producers at once; produce latency (one record at a time,
+send → delivery report); CPU of the proxy per MB/s forwarded (millicores per MB/s = CPU milliseconds per
+MB); 1 000 client connections held at once (each answered).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid`` (Linux /proc), seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+class ProxyProcess:
+    """``kip714 proxy`` in a child process in front of ``upstream``."""
+
+    def __init__(self, upstream: str) -> None:
+        cmd = [sys.executable, "-m", "kip714", "proxy", "--upstream", upstream, "--port", "0",
+               "--broker-port-base", "0", "--telemetry", "off", "--summary-interval", "0", "--log-level", "info"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        self.port = None
+        while self.port is None and time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line and self.proc.poll() is not None:
+                break
+            m = re.search(r"event=listening host=\S+ port=(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+        if self.port is None:
+            self.close()
+            raise RuntimeError("kip714 proxy did not start")
+        # keep draining its log so it never blocks on a full pipe
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def produce_run(bootstrap: str, topic: str, size: int, total_bytes: int, producers: int) -> float:
+    """Produce ``total_bytes`` of ``size``-byte records with ``producers`` producers at once; wall seconds
+    from the first record to the last delivery report."""
+    import confluent_kafka as ck
+
+    n_each = max(1, total_bytes // size // producers)
+    value = b"x" * size
+    clients = [ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "log_level": 0,
+                            "queue.buffering.max.kbytes": 262144, "queue.buffering.max.messages": 1000000})
+               for _ in range(producers)]
+    for c in clients:                      # connected before timing
+        c.list_topics(topic, timeout=10)
+    errors = []
+
+    def work(c):
+        def report(err, msg):
+            if err is not None:
+                errors.append(err)
+        for i in range(n_each):
+            while True:
+                try:
+                    c.produce(topic, value, on_delivery=report)
+                    break
+                except BufferError:
+                    c.poll(0.001)
+            if i % 1000 == 0:
+                c.poll(0)
+        c.flush(120)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"{len(errors)} delivery errors, first: {errors[0]}")
+    return elapsed
+
+
+def latency_run(bootstrap: str, topic: str, n: int) -> list[float]:
+    """``n`` records sent one at a time (the next after the previous one's delivery report); seconds each."""
+    import confluent_kafka as ck
+
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, "log_level": 0})
+    p.list_topics(topic, timeout=10)
+    out = []
+    done = []
+    for _ in range(n):
+        done.clear()
+        t0 = time.perf_counter()
+        p.produce(topic, b"x" * 100, partition=0, on_delivery=lambda err, msg: done.append(err))
+        while not done:
+            p.poll(0.0005)
+        out.append(time.perf_counter() - t0)
+    p.flush(5)
+    return out
+
+
+def hold_connections(port: int, n: int) -> int:
+    """Open ``n`` connections to the proxy at once, a Metadata request on each; how many were answered."""
+    import resource
+
+    import kip714
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 200 and (hard == resource.RLIM_INFINITY or hard >= n + 200):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n + 200, hard))
+    socks = []
+    answered = 0
+    try:
+        for _ in range(n):
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+        req = kip714.encode_request(kip714.MetadataRequest(topics=[]), 1, "bench", 9)
+        for s in socks:
+            s.sendall(req)
+        for s in socks:
+            head = s.recv(4, socket.MSG_WAITALL)
+            size = int.from_bytes(head, "big")
+            if len(head) == 4 and len(s.recv(size, socket.MSG_WAITALL)) == size:
+                answered += 1
+    finally:
+        for s in socks:
+            s.close()
+    return answered
+
+
+def run_group(bench: Any) -> None:
+    """Measure and add the rows and curves of the ``proxy`` group to ``bench`` (a :class:`Bench`)."""
+    from .mock_cluster import MockCluster
+
+    quick = bench.quick
+    rounds = 2 if quick else 4
+    many = 4
+    configs = [(100, 1), (100, many), (10240, 1), (10240, many)]
+    volume = {100: 4_000_000 if quick else 12_000_000, 10240: 40_000_000 if quick else 120_000_000}
+    with MockCluster(3) as mc:
+        mc.create_topic("bench", 6)
+        proxy = ProxyProcess(mc.bootstraps)
+        try:
+            produce_run(proxy.bootstrap, "bench", 100, 100_000, 1)      # warm up both paths
+            produce_run(mc.bootstraps, "bench", 100, 100_000, 1)
+            curve_x, curve_direct, curve_proxy = [], [], []
+            cpu_total = mb_total = 0.0
+            for size, producers in configs:
+                direct_s, proxy_s = [], []
+                mb = volume[size] / 1e6
+                for r in range(rounds):
+                    order = ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")
+                    for which in order:
+                        if which == "direct":
+                            direct_s.append(produce_run(mc.bootstraps, "bench", size, volume[size], producers))
+                        else:
+                            c0 = proxy.cpu()
+                            proxy_s.append(produce_run(proxy.bootstrap, "bench", size, volume[size], producers))
+                            cpu_total += proxy.cpu() - c0
+                            mb_total += mb
+                d, p = statistics.median(direct_s), statistics.median(proxy_s)
+                label = f"{'100 B' if size == 100 else '10 KB'} records, {producers} producer{'s' * (producers > 1)}"
+                goal_ratio = 0.9 if size == 10240 else 0.7
+                bench.add_row("proxy", f"proxy.produce.{size}.{producers}", f"produce {label} (MB/s)",
+                              {"median": p / mb * 1e9, "samples": [s / mb * 1e9 for s in proxy_s]},
+                              {"median": d / mb * 1e9, "samples": [s / mb * 1e9 for s in direct_s]},
+                              "direct", goal={"kind": "ratio", "value": goal_ratio,
+                                              "text": f"≥ {goal_ratio}× direct"},
+                              unit="throughput",
+                              note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy "
+                                   f"{mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s")
+                curve_x.append(label)
+                curve_direct.append(mb / d)
+                curve_proxy.append(mb / p)
+            bench.curve("proxy_throughput", "Produce throughput: direct vs through kip714 proxy (mock cluster)",
+                        "records, producers", "MB/s of record values", curve_x,
+                        {"direct": curve_direct, "kip714 proxy": curve_proxy}, logx=False, logy=False,
+                        kind="bars")
+            # latency
+            n_lat = 300 if quick else 1500
+            lat_d, lat_p = [], []
+            for r in range(rounds):
+                lat_d += latency_run(mc.bootstraps, "bench", n_lat // rounds)
+                lat_p += latency_run(proxy.bootstrap, "bench", n_lat // rounds)
+            md, mp = statistics.median(lat_d) * 1e9, statistics.median(lat_p) * 1e9
+            bench.add_row("proxy", "proxy.latency", "produce latency, 100 B record, acks=1 (send → delivery)",
+                          {"median": mp, "samples": [x * 1e9 for x in lat_p]},
+                          {"median": md, "samples": [x * 1e9 for x in lat_d]}, "direct",
+                          goal={"kind": "added_ns", "value": 200_000, "text": "+≤ 0.2 ms"},
+                          note=f"{len(lat_p)} records each; added median {(mp - md) / 1e6:.3f} ms")
+            qs = [0.5, 0.9, 0.99]
+            bench.curve("proxy_latency", "Produce latency (send → delivery report)", "quantile", "ms",
+                        [f"p{int(q * 100)}" for q in qs],
+                        {"direct": [_quantile(lat_d, q) * 1e3 for q in qs],
+                         "kip714 proxy": [_quantile(lat_p, q) * 1e3 for q in qs]}, logx=False, logy=False,
+                        kind="bars")
+            # CPU per MB/s forwarded
+            mcores = cpu_total * 1000 / mb_total
+            bench.add_row("proxy", "proxy.cpu", "proxy CPU per MB/s forwarded (produce runs above)",
+                          {"value": mcores}, unit="millicores",
+                          goal={"kind": "max_value", "value": 10, "text": "≤ 10 millicores per MB/s"},
+                          note=f"{cpu_total:.2f} CPU s for {mb_total:.0f} MB (Kroxylicious publishes ~35)")
+            # connections
+            n_conn = 1000
+            held = hold_connections(proxy.port, n_conn)
+            bench.add_row("proxy", "proxy.connections", f"client connections held at once ({n_conn} opened)",
+                          {"value": held}, unit="count",
+                          goal={"kind": "min_value", "value": n_conn, "text": f"{n_conn} held"},
+                          note="each sent a Metadata request and got its answer while all were open")
+        finally:
+            proxy.close()
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]

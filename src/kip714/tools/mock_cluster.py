@@ -1,0 +1,172 @@
+"""librdkafka's mock Kafka cluster in a helper process: an upstream nobody here wrote, for the proxy tests
+and the ``proxy`` group of ``kip714 bench`` (needs confluent-kafka, whose wheel carries librdkafka).
+
+``MockCluster(brokers=3, metrics=[...], push_interval_ms=..., disable_apis=[...])`` starts
+``python -m kip714.tools.mock_cluster`` which creates the cluster through librdkafka's C API (``ctypes`` on the
+librdkafka inside the confluent-kafka wheel: ``rd_kafka_mock_cluster_new``, ``…_bootstraps``,
+``rd_kafka_mock_telemetry_set_requested_metrics``, ``…_set_push_interval``, ``rd_kafka_mock_set_apiversion``),
+prints its bootstrap servers and then obeys one command per line on stdin (``topic NAME PARTITIONS``,
+``host_port ID HOST PORT``, ``down ID``, ``up ID``, ``quit``), answering ``ok`` or ``error ...``.
+The cluster lives as long as the process; closing stdin ends it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import subprocess
+import sys
+import time
+
+
+def _librdkafka() -> ctypes.CDLL:
+    import confluent_kafka
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
+    found = sorted(glob.glob(os.path.join(libs, "librdkafka*.so*")))
+    if not found:
+        raise RuntimeError(f"no librdkafka in {libs}")
+    lib = ctypes.CDLL(found[0])
+    lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+    lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                      ctypes.c_size_t]
+    lib.rd_kafka_new.restype = ctypes.c_void_p
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
+    lib.rd_kafka_mock_cluster_new.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_telemetry_set_requested_metrics.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p),
+                                                                  ctypes.c_size_t]
+    lib.rd_kafka_mock_telemetry_set_push_interval.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    lib.rd_kafka_mock_set_apiversion.argtypes = [ctypes.c_void_p, ctypes.c_int16, ctypes.c_int16, ctypes.c_int16]
+    lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    lib.rd_kafka_mock_broker_set_host_port.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int]
+    lib.rd_kafka_mock_broker_set_down.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.rd_kafka_mock_broker_set_up.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    return lib
+
+
+def _main(argv: list[str]) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--metrics", default=None, help="comma-separated requested metrics ('' for none)")
+    p.add_argument("--push-interval-ms", type=int, default=0)
+    p.add_argument("--disable-api", default="", help="comma-separated API keys the mock must not advertise")
+    args = p.parse_args(argv)
+    lib = _librdkafka()
+    conf = lib.rd_kafka_conf_new()
+    err = ctypes.create_string_buffer(512)
+    # the handle only hosts the mock cluster (no bootstrap.servers: it never connects anywhere)
+    lib.rd_kafka_conf_set(conf, b"log_level", b"2", err, 512)
+    rk = lib.rd_kafka_new(0, conf, err, 512)
+    if not rk:
+        print(f"error rd_kafka_new: {err.value.decode()}", flush=True)
+        return 1
+    mc = lib.rd_kafka_mock_cluster_new(rk, args.brokers)
+    if args.metrics is not None:
+        names = [m.encode() for m in args.metrics.split(",") if m]
+        arr = (ctypes.c_char_p * max(1, len(names)))(*names)
+        lib.rd_kafka_mock_telemetry_set_requested_metrics(mc, arr, len(names))
+    if args.push_interval_ms:
+        lib.rd_kafka_mock_telemetry_set_push_interval(mc, args.push_interval_ms)
+    for key in filter(None, args.disable_api.split(",")):
+        lib.rd_kafka_mock_set_apiversion(mc, int(key), -1, -1)
+    print("bootstraps", lib.rd_kafka_mock_cluster_bootstraps(mc).decode(), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        try:
+            if cmd[0] == "quit":
+                break
+            if cmd[0] == "topic":
+                rc = lib.rd_kafka_mock_topic_create(mc, cmd[1].encode(), int(cmd[2]), 1)
+                if rc:
+                    raise RuntimeError(f"topic_create: {rc}")
+            elif cmd[0] == "host_port":
+                lib.rd_kafka_mock_broker_set_host_port(mc, int(cmd[1]), cmd[2].encode(), int(cmd[3]))
+            elif cmd[0] == "down":
+                lib.rd_kafka_mock_broker_set_down(mc, int(cmd[1]))
+            elif cmd[0] == "up":
+                lib.rd_kafka_mock_broker_set_up(mc, int(cmd[1]))
+            else:
+                raise RuntimeError(f"unknown command {cmd[0]!r}")
+            print("ok", flush=True)
+        except Exception as exc:  # report, keep the cluster up
+            print(f"error {exc}", flush=True)
+    os._exit(0)  # the mock threads need no orderly teardown
+
+
+class MockCluster:
+    """A librdkafka mock cluster in a child process (see the module docstring)."""
+
+    def __init__(self, brokers: int = 3, metrics: list[str] | None = None, push_interval_ms: int = 0,
+                 disable_apis: tuple[int, ...] = (), timeout: float = 20.0) -> None:
+        cmd = [sys.executable, "-m", "kip714.tools.mock_cluster", "--brokers", str(brokers)]
+        if metrics is not None:
+            cmd += ["--metrics", ",".join(metrics)]
+        if push_interval_ms:
+            cmd += ["--push-interval-ms", str(push_interval_ms)]
+        if disable_apis:
+            cmd += ["--disable-api", ",".join(map(str, disable_apis))]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.timeout = timeout
+        line = self._line()
+        if not line.startswith("bootstraps "):
+            self.close()
+            raise RuntimeError(f"mock cluster did not start: {line!r}")
+        self.bootstraps = line.split(" ", 1)[1]
+        self.addresses = [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in self.bootstraps.split(","))]
+
+    def _line(self) -> str:
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + self.timeout
+        try:
+            while time.monotonic() < deadline:
+                if sel.select(0.2):
+                    return self.proc.stdout.readline().strip()
+                if self.proc.poll() is not None:
+                    return f"exited {self.proc.returncode}"
+            return "timeout"
+        finally:
+            sel.close()
+
+    def command(self, *words) -> None:
+        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
+        self.proc.stdin.flush()
+        answer = self._line()
+        if answer != "ok":
+            raise RuntimeError(f"mock cluster: {words} -> {answer}")
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.command("topic", name, partitions)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def __enter__(self) -> MockCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
