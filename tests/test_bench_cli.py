@@ -116,3 +116,19 @@ def test_interleaved_summaries_and_goal_checks():
                                                                              "text": ""}, unit="rate")["met"]
     assert b.add_row("limiter", "m", "m", {"value": 92.0}, unit="bytes",
                      goal={"kind": "max_bytes", "value": 128, "text": ""})["met"]
+
+
+def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
+    pytest.importorskip("confluent_kafka")
+    json_path, plot_dir = tmp_path / "p.json", tmp_path / "plots"
+    rc, out, err = _run(["--quick", "--only", "proxy", "--json", str(json_path), "--plot", str(plot_dir)], capsys)
+    assert rc == 0, out + err
+    rows = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}
+    for size in (100, 10240):
+        for producers in (1, 4):
+            row = rows[f"proxy.produce.{size}.{producers}"]
+            assert row["peer_name"] == "direct" and row["ratio"] > 0 and row["met"] in (True, False)
+    assert rows["proxy.latency"]["kip714"]["median"] > 0 and rows["proxy.latency"]["peer"]["median"] > 0
+    assert rows["proxy.cpu"]["kip714"]["value"] > 0
+    assert rows["proxy.connections"]["kip714"]["value"] == 1000
+    assert [p.name for p in sorted(plot_dir.glob("*.png"))] == ["proxy.png"]
