@@ -480,7 +480,9 @@ class _ClientConnection(EndpointConnection):
 
 
 class TelemetryProxy:
-    """The asyncio proxy behind ``kip714 proxy`` (see the module docstring).
+    """The asyncio Kafka-protocol proxy behind ``kip714 proxy``: forwards a cluster's traffic byte for byte,
+    rewrites broker addresses to its own listeners and answers (``terminate``) or records (``tap``) the
+    clients' KIP-714 telemetry; ``start()``, ``serve()``, ``close()``, ``port``, ``broker_ports``.
 
     ``upstream``: the cluster's bootstrap servers (``"host:port,host:port"`` or a list). ``port``: the
     bootstrap listener; each broker gets ``broker_port_base + node_id`` (default base ``port + 1``; base
