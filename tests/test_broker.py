@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 import kip714
+from kip714._instances import LOOKUP_ABSENT, LOOKUP_LIVE
 from kip714 import (
     ClientInfo,
     ErrorCode,
@@ -182,13 +183,13 @@ def test_expiry_after_max_of_cache_expiry_and_three_intervals():
     resp = get(b, now=1000)
     inst = resp.client_instance_id
     assert b.instances.get_state(inst.bytes) is not None
-    assert b.instances.lookup(inst.bytes, T0 + 1000 + 299, reg.version) == 0
-    assert b.instances.lookup(inst.bytes, T0 + 1000 + 300, reg.version) == 1  # max(100, 3 x 100) = 300 ms
+    assert b.instances.lookup(inst.bytes, T0 + 1000 + 299, reg.version) == LOOKUP_LIVE
+    assert b.instances.lookup(inst.bytes, T0 + 1000 + 300, reg.version) == LOOKUP_ABSENT  # max(100, 3 x 100) = 300 ms
     # with Kafka's 60 s default and a 30 s interval: 90 s
     b2 = TelemetryBroker(subscribed(30000))
     resp = get(b2, now=0)
-    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 89_999, b2.registry.version) == 0
-    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 90_000, b2.registry.version) == 1
+    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 89_999, b2.registry.version) == LOOKUP_LIVE
+    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 90_000, b2.registry.version) == LOOKUP_ABSENT
 
 
 def test_accepted_push_decompresses_and_labels():
@@ -232,7 +233,7 @@ def test_lru_capacity_bounds_instances():
     b = TelemetryBroker(SubscriptionRegistry(), max_instances=50)
     ids = [get(b, now=1000 + i).client_instance_id for i in range(200)]
     assert b.metrics()["instance-count"] == 50
-    assert b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != 1 and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == 1
+    assert b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != LOOKUP_ABSENT and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == LOOKUP_ABSENT
 
 
 def test_threads_share_a_broker():
