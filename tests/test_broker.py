@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import uuid
 
@@ -337,3 +338,39 @@ def test_without_connection_ids_instances_only_expire():
     get(b)
     assert b.connection_closed("anything") is False
     assert b.metrics()["instance-count"] == 1
+
+
+def test_push_path_keeps_the_instance_id_as_16_bytes(monkeypatch):
+    """A decoded push to a live instance is decided and exported without building a uuid.UUID; the
+    payload carries the 16 bytes and gives the uuid.UUID (equal to the pushed id) only when asked."""
+    rec = Recorder()
+    b = make_broker(subscribed(), receivers=[rec], telemetry_max_bytes=1 << 20)
+    resp = get(b)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    frame = kip714.encode_request(PushTelemetryRequest(inst, sid, False, 0, b"\x0a\x00"), 9, "producer-1")[4:]
+    calls = []
+    real_init = uuid.UUID.__init__
+
+    def counting_init(self, *args, **kwargs):
+        calls.append(args or kwargs)
+        real_init(self, *args, **kwargs)
+
+    def live_uuids():  # UUIDs are GC-tracked objects: count the live ones (the decoder caches its own)
+        return sum(1 for o in gc.get_objects() if isinstance(o, uuid.UUID))
+
+    monkeypatch.setattr(uuid.UUID, "__init__", counting_init)
+    req = kip714.decode_request(frame)
+    before = live_uuids()
+    resp, payload = b.handle(req.body, CLIENT, T0 + 1)
+    assert resp.error_code == 0 and payload is not None and rec.payloads[-1][1] is payload
+    assert payload.labels["client_instance_id"] == kip714.kafka_uuid_string(inst)
+    assert calls == [] and live_uuids() == before  # nothing on the push path built a UUID
+    assert payload.client_instance_id_bytes == inst.bytes
+    assert payload.client_instance_id == inst and isinstance(payload.client_instance_id, uuid.UUID)
+    assert payload.client_instance_id is payload.client_instance_id  # built once
+    with pytest.raises(AttributeError):
+        payload.terminating = True
+    # same value whether built from the UUID or the bytes
+    again = type(payload)(inst, payload.terminating, payload.content_type, payload.data, payload.labels,
+                          payload.compression_type, payload.subscription_id, payload.received_at_ms)
+    assert again == payload and hash(again) == hash(payload)
