@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import uuid
 
 import pytest
 
 import kip714
+from kip714._instances import LOOKUP_ABSENT, LOOKUP_LIVE
 from kip714 import (
     ClientInfo,
     ErrorCode,
@@ -182,13 +184,13 @@ def test_expiry_after_max_of_cache_expiry_and_three_intervals():
     resp = get(b, now=1000)
     inst = resp.client_instance_id
     assert b.instances.get_state(inst.bytes) is not None
-    assert b.instances.lookup(inst.bytes, T0 + 1000 + 299, reg.version) == 0
-    assert b.instances.lookup(inst.bytes, T0 + 1000 + 300, reg.version) == 1  # max(100, 3 x 100) = 300 ms
+    assert b.instances.lookup(inst.bytes, T0 + 1000 + 299, reg.version) == LOOKUP_LIVE
+    assert b.instances.lookup(inst.bytes, T0 + 1000 + 300, reg.version) == LOOKUP_ABSENT  # max(100, 3 x 100) = 300 ms
     # with Kafka's 60 s default and a 30 s interval: 90 s
     b2 = TelemetryBroker(subscribed(30000))
     resp = get(b2, now=0)
-    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 89_999, b2.registry.version) == 0
-    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 90_000, b2.registry.version) == 1
+    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 89_999, b2.registry.version) == LOOKUP_LIVE
+    assert b2.instances.lookup(resp.client_instance_id.bytes, T0 + 90_000, b2.registry.version) == LOOKUP_ABSENT
 
 
 def test_accepted_push_decompresses_and_labels():
@@ -232,7 +234,7 @@ def test_lru_capacity_bounds_instances():
     b = TelemetryBroker(SubscriptionRegistry(), max_instances=50)
     ids = [get(b, now=1000 + i).client_instance_id for i in range(200)]
     assert b.metrics()["instance-count"] == 50
-    assert b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != 1 and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == 1
+    assert b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != LOOKUP_ABSENT and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == LOOKUP_ABSENT
 
 
 def test_threads_share_a_broker():
@@ -336,3 +338,39 @@ def test_without_connection_ids_instances_only_expire():
     get(b)
     assert b.connection_closed("anything") is False
     assert b.metrics()["instance-count"] == 1
+
+
+def test_push_path_keeps_the_instance_id_as_16_bytes(monkeypatch):
+    """A decoded push to a live instance is decided and exported without building a uuid.UUID; the
+    payload carries the 16 bytes and gives the uuid.UUID (equal to the pushed id) only when asked."""
+    rec = Recorder()
+    b = make_broker(subscribed(), receivers=[rec], telemetry_max_bytes=1 << 20)
+    resp = get(b)
+    inst, sid = resp.client_instance_id, resp.subscription_id
+    frame = kip714.encode_request(PushTelemetryRequest(inst, sid, False, 0, b"\x0a\x00"), 9, "producer-1")[4:]
+    calls = []
+    real_init = uuid.UUID.__init__
+
+    def counting_init(self, *args, **kwargs):
+        calls.append(args or kwargs)
+        real_init(self, *args, **kwargs)
+
+    def live_uuids():  # UUIDs are GC-tracked objects: count the live ones (the decoder caches its own)
+        return sum(1 for o in gc.get_objects() if type(o) is uuid.UUID)  # type(): no proxy lookups
+
+    monkeypatch.setattr(uuid.UUID, "__init__", counting_init)
+    req = kip714.decode_request(frame)
+    before = live_uuids()
+    resp, payload = b.handle(req.body, CLIENT, T0 + 1)
+    assert resp.error_code == 0 and payload is not None and rec.payloads[-1][1] is payload
+    assert payload.labels["client_instance_id"] == kip714.kafka_uuid_string(inst)
+    assert calls == [] and live_uuids() == before  # nothing on the push path built a UUID
+    assert payload.client_instance_id_bytes == inst.bytes
+    assert payload.client_instance_id == inst and isinstance(payload.client_instance_id, uuid.UUID)
+    assert payload.client_instance_id is payload.client_instance_id  # built once
+    with pytest.raises(AttributeError):
+        payload.terminating = True
+    # same value whether built from the UUID or the bytes
+    again = type(payload)(inst, payload.terminating, payload.content_type, payload.data, payload.labels,
+                          payload.compression_type, payload.subscription_id, payload.received_at_ms)
+    assert again == payload and hash(again) == hash(payload)

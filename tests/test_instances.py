@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kip714._instances import InstanceTable, java_uuid_hash
+from kip714._instances import LOOKUP_ABSENT, LOOKUP_LIVE, LOOKUP_STALE, InstanceTable, Outcome, java_uuid_hash
 
 NONE = 0
 INVALID_REQUEST = 42
@@ -55,13 +55,43 @@ def table() -> InstanceTable:
 
 
 def fresh(t: InstanceTable, cid: bytes, now: int = T0, interval: int = INTERVAL, version: int = 0, sid: int = SID):
-    assert t.lookup(cid, now, version) == 1
+    assert t.lookup(cid, now, version) == LOOKUP_ABSENT
     t.create(cid, now, version, sid, interval)
-    assert t.lookup(cid, now, version) == 0
+    assert t.lookup(cid, now, version) == LOOKUP_LIVE
 
 
 def push(t, cid, now, *, sid=SID, terminating=False, compression=0, size=10, max_bytes=MAX_BYTES):
     return t.decide_push(cid, now, sid, terminating, compression, size, max_bytes)
+
+
+# ------------------------------------------------------------------------------------ typed answers
+
+
+def test_single_request_answers_are_typed_in_one_numbering(table):
+    """lookup / try_push / try_get answer an Outcome when no decision is made and an ErrorCode otherwise;
+    the outcomes are negative below -1, so no answer can be mistaken for a Kafka error code."""
+    from kip714 import ErrorCode
+
+    assert [int(o) for o in Outcome] == [0, -2, -3, -4]
+    assert not {int(o) for o in Outcome if o is not Outcome.LIVE} & {int(c) for c in ErrorCode}
+    cid = uid(7)
+    zero, one = bytes(16), bytes(15) + b"\x01"
+    for reserved in (zero, one):
+        r = table.try_push(reserved, T0, 0, SID, False, 0, 10, MAX_BYTES)
+        assert r is Outcome.RESERVED and type(r) is Outcome
+    assert table.lookup(cid, T0, 0) is Outcome.ABSENT is LOOKUP_ABSENT
+    assert table.try_push(cid, T0, 0, SID, False, 0, 10, MAX_BYTES) is Outcome.ABSENT
+    assert table.try_get(cid, T0, 0) is Outcome.ABSENT
+    table.create(cid, T0, 1, SID, INTERVAL)
+    assert table.lookup(cid, T0, 2) is Outcome.STALE is LOOKUP_STALE
+    assert table.try_push(cid, T0, 2, SID, False, 0, 10, MAX_BYTES) is Outcome.STALE
+    assert table.try_get(cid, T0, 2) is Outcome.STALE
+    assert len(table) == 1 and table.lookup(cid, T0, 1) is Outcome.LIVE is LOOKUP_LIVE  # nothing was touched
+    r = table.try_get(cid, T0, 1)
+    assert r is ErrorCode.NONE and type(r) is ErrorCode
+    assert table.try_get(cid, T0 + 1, 1) is ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert table.decide_push(cid, T0 + 2, SID + 1, False, 0, 10, MAX_BYTES) is ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+    assert table.try_push(cid, T0 + 2, 1, SID, False, 0, 10, MAX_BYTES) is ErrorCode.THROTTLING_QUOTA_EXCEEDED
 
 
 # ------------------------------------------------------------------------------------ Uuid.hashCode
@@ -331,7 +361,7 @@ def test_typical_sequence_after_config_change():
     fresh(t, cid, version=1)
     assert push(t, cid, T0) == NONE
     now = T0 + INTERVAL
-    assert t.lookup(cid, now, 2) == 2
+    assert t.lookup(cid, now, 2) == LOOKUP_STALE
     t.create(cid, now, 2, SID + 7, 10_000)
     assert push(t, cid, now) == UNKNOWN_SUBSCRIPTION_ID
     assert t.decide_get(cid, now + 5) == NONE
@@ -348,16 +378,16 @@ def test_stale_version_lookup_and_recreate(table):
     fresh(table, cid, version=3)
     assert table.decide_get(cid, T0) == NONE
     assert push(table, cid, T0 + 1, terminating=True, sid=1) == UNKNOWN_SUBSCRIPTION_ID
-    assert table.lookup(cid, T0 + 2, 3) == 0
-    assert table.lookup(cid, T0 + 2, 2) == 0  # built from a newer version than asked: current
-    assert table.lookup(cid, T0 + 2, 4) == 2
+    assert table.lookup(cid, T0 + 2, 3) == LOOKUP_LIVE
+    assert table.lookup(cid, T0 + 2, 2) == LOOKUP_LIVE  # built from a newer version than asked: current
+    assert table.lookup(cid, T0 + 2, 4) == LOOKUP_STALE
     table.create(cid, T0 + 2, 4, SID + 1, 5_000)
     state = table.get_state(cid)
     assert state["last_get_ms"] == 0 and state["last_push_ms"] == 0
     assert state["terminating"] is False and state["last_known_error"] == NONE
     assert state["subscription_version"] == 4 and state["subscription_id"] == SID + 1
     assert state["push_interval_ms"] == 5_000 and state["ttl_ms"] == 60_000
-    assert table.lookup(cid, T0 + 2, 4) == 0
+    assert table.lookup(cid, T0 + 2, 4) == LOOKUP_LIVE
     # all rate-limit state is lost: an immediate Get is accepted (testGetTelemetryUpdateSubscription)
     assert table.decide_get(cid, T0 + 2) == NONE
     assert len(table) == 1
@@ -371,7 +401,7 @@ def test_lookup_changes_nothing(table):
         table.lookup(cid, now, 0)
     assert table.get_state(cid) == before
     assert table.now_ms == T0
-    assert table.lookup(cid, T0 + 10**9, 0) == 1  # judged at the larger of its now and the table clock
+    assert table.lookup(cid, T0 + 10**9, 0) == LOOKUP_ABSENT  # judged at the larger of its now and the table clock
 
 
 def test_absent_instance_raises_keyerror(table):
@@ -398,15 +428,15 @@ def test_expiry_boundary(interval, ttl):
     cid = uid(29)
     fresh(t, cid, interval=interval)
     assert t.get_state(cid)["ttl_ms"] == ttl
-    assert t.lookup(cid, T0 + ttl - 1, 0) == 0
-    assert t.lookup(cid, T0 + ttl, 0) == 1
+    assert t.lookup(cid, T0 + ttl - 1, 0) == LOOKUP_LIVE
+    assert t.lookup(cid, T0 + ttl, 0) == LOOKUP_ABSENT
     assert t.expire(T0 + ttl - 1) == 0
     assert len(t) == 1 and t.get_state(cid) is not None
     assert t.expire(T0 + ttl) == 1
     assert len(t) == 0 and t.get_state(cid) is None and t.expirations == 1
     with pytest.raises(KeyError):
         t.decide_get(cid, T0 + ttl)
-    assert t.lookup(cid, T0 + ttl, 0) == 1
+    assert t.lookup(cid, T0 + ttl, 0) == LOOKUP_ABSENT
 
 
 @pytest.mark.parametrize("interval", [10_000, INTERVAL])
@@ -418,7 +448,7 @@ def test_every_request_rearms_expiry(interval):
     last = T0
     for step, kind in enumerate(["get", "push", "push", "get", "create", "push"]):
         now = last + ttl - 1  # just before expiry, every time
-        assert t.lookup(cid, now, 0) == 0
+        assert t.lookup(cid, now, 0) == LOOKUP_LIVE
         if kind == "get":
             t.decide_get(cid, now)
         elif kind == "push":
@@ -427,8 +457,8 @@ def test_every_request_rearms_expiry(interval):
             t.create(cid, now, 0, SID, interval)
         last = now
         assert t.get_state(cid)["expires_at_ms"] == last + ttl
-    assert t.lookup(cid, last + ttl - 1, 0) == 0
-    assert t.lookup(cid, last + ttl, 0) == 1
+    assert t.lookup(cid, last + ttl - 1, 0) == LOOKUP_LIVE
+    assert t.lookup(cid, last + ttl, 0) == LOOKUP_ABSENT
     t.expire(last + ttl)
     assert len(t) == 0
 
@@ -453,7 +483,7 @@ def test_expired_instance_behaves_as_absent():
     assert t.get_state(a) is not None
     fresh(t, uid(34), now=T0 + 90_000)  # the table clock reaches a's deadline
     assert t.get_state(a) is None
-    assert t.lookup(a, T0, 0) == 1  # expiry is sticky: judged at the table clock, not the caller's
+    assert t.lookup(a, T0, 0) == LOOKUP_ABSENT  # expiry is sticky: judged at the table clock, not the caller's
     assert t.remove(a) is False
     assert len(t) == 2
     # re-creating an expired id starts fresh
@@ -481,7 +511,7 @@ def test_recreating_an_expired_instance_counts_one_expiration():
     for cid in ids:
         t.create(cid, T0, 0, SID, 10_000)  # all due at exactly T0 + 60000
     late = ids[-1]  # the hot path reclaims only the first few due heads; this one is still there
-    assert t.lookup(late, T0 + 60_000, 0) == 1
+    assert t.lookup(late, T0 + 60_000, 0) == LOOKUP_ABSENT
     t.create(late, T0 + 60_000, 0, SID, 10_000)
     assert 0 < t.expirations < 20
     assert len(t) == 1 and t.expirations == 20
@@ -517,12 +547,12 @@ def test_lru_eviction_order_and_access_refresh():
     assert t.decide_get(a, T0 + 3) == NONE  # a Get counts as an access
     assert t._lru_ids() == [b, c, a]
     fresh(t, d, now=T0 + 4)
-    assert t.lookup(b, T0 + 4, 0) == 1 and t.evictions == 1
+    assert t.lookup(b, T0 + 4, 0) == LOOKUP_ABSENT and t.evictions == 1
     assert t._lru_ids() == [c, a, d]
     t.lookup(c, T0 + 4, 0)  # a lookup is not an access
     push(t, a, T0 + 5)  # a push is
     fresh(t, e, now=T0 + 6)
-    assert t.lookup(c, T0 + 6, 0) == 1
+    assert t.lookup(c, T0 + 6, 0) == LOOKUP_ABSENT
     assert t._lru_ids() == [d, a, e]
     t.create(d, T0 + 7, 1, SID, INTERVAL)  # a re-creation is too
     fresh(t, f, now=T0 + 8)
@@ -684,8 +714,8 @@ class Model:
         clock = now if self.clock is None else max(self.clock, now)
         s = self.d.get(cid)
         if s is None or s["deadline"] <= clock:
-            return 1
-        return 2 if s["version"] < version else 0
+            return LOOKUP_ABSENT
+        return LOOKUP_STALE if s["version"] < version else LOOKUP_LIVE
 
     def create(self, cid, now, version, sid, interval):
         self.advance(now)
@@ -914,7 +944,7 @@ def test_batch_agrees_with_single_requests(batches, max_instances):
             want = []
             for it, t_ in run:
                 cid = POOL[it[0]]
-                if b.lookup(cid, t_, version) != 0:
+                if b.lookup(cid, t_, version) != LOOKUP_LIVE:
                     b.create(cid, t_, version, i32(crc_base ^ java_uuid_hash(cid)), interval)
                 if is_get:
                     want.append(b.decide_get(cid, t_))
@@ -984,7 +1014,7 @@ def test_threads_share_one_table(overlap):
         try:
             for j in range(3_000):
                 cid = uid(500_000 + j % 50)
-                if t.lookup(cid, T0, 0) != 0:
+                if t.lookup(cid, T0, 0) != LOOKUP_LIVE:
                     t.create(cid, T0, 0, SID, 5_000)
                 push(t, cid, T0 + j)
                 t.get_state(cid)

@@ -51,6 +51,8 @@ def test_stub_covers_the_public_surface(stub):
             stub_members = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
             stub_members |= {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)
                              and isinstance(n.target, ast.Name)}
+            stub_members |= {t.id for n in node.body if isinstance(n, ast.Assign)   # enum members: NAME = value
+                             for t in n.targets if isinstance(t, ast.Name)}
             runtime = {n for n in vars(cls) if not n.startswith("_")}
             lacking = sorted(runtime - stub_members - _inherited_in_stub(defs, node))
             assert not lacking, f"{stub.name}: {name} lacks {lacking}"

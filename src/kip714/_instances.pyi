@@ -1,12 +1,28 @@
 """Typing stub for the native per-client-instance state table (kip714._instances)."""
 
-from typing import Final, TypedDict
+from enum import IntEnum
+from typing import Final, Literal, TypedDict
 
 from typing_extensions import Buffer
 
-LOOKUP_LIVE: Final[int]  # 0
-LOOKUP_ABSENT: Final[int]  # 1: absent, expired or evicted
-LOOKUP_STALE: Final[int]  # 2: built from an older subscription version
+from ._enums import ErrorCode
+
+class Outcome(IntEnum):
+    """The table's answers that are not decisions; negative below -1, so never a Kafka error code."""
+
+    LIVE = 0  # lookup only: live and current (try_* then answer the decision's ErrorCode)
+    ABSENT = -2  # absent, expired or evicted: create it, then decide
+    STALE = -3  # built from an older subscription version: re-create it, then decide
+    RESERVED = -4  # try_push on the reserved ids ZERO/ONE: INVALID_REQUEST, nothing touched
+
+LOOKUP_LIVE: Final = Outcome.LIVE
+LOOKUP_ABSENT: Final = Outcome.ABSENT
+LOOKUP_STALE: Final = Outcome.STALE
+LOOKUP_RESERVED: Final = Outcome.RESERVED
+
+class DecisionCounts(TypedDict):
+    push: dict[int, int]
+    get: dict[int, int]
 
 def java_uuid_hash(id16: Buffer) -> int: ...
 
@@ -43,11 +59,13 @@ class InstanceTable:
     def __len__(self) -> int: ...
     def expire(self, now_ms: int) -> int: ...
     def clear(self) -> None: ...
-    def lookup(self, id16: bytes, now_ms: int, subscription_version: int) -> int: ...
+    def lookup(
+        self, id16: bytes, now_ms: int, subscription_version: int
+    ) -> Literal[Outcome.LIVE, Outcome.ABSENT, Outcome.STALE]: ...
     def create(
         self, id16: bytes, now_ms: int, subscription_version: int, subscription_id: int, push_interval_ms: int
     ) -> None: ...
-    def decide_get(self, id16: bytes, now_ms: int) -> int: ...
+    def decide_get(self, id16: bytes, now_ms: int) -> ErrorCode: ...
     def decide_push(
         self,
         id16: bytes,
@@ -57,8 +75,7 @@ class InstanceTable:
         compression_type: int,
         wire_size: int,
         telemetry_max_bytes: int,
-    ) -> int: ...
-    def try_get(self, id16: bytes, now_ms: int, subscription_version: int) -> int: ...
+    ) -> ErrorCode: ...
     def try_push(
         self,
         id16: bytes,
@@ -69,8 +86,11 @@ class InstanceTable:
         compression_type: int,
         wire_size: int,
         telemetry_max_bytes: int,
-    ) -> int: ...
-    def decision_counts(self) -> dict[str, dict[int, int]]: ...
+    ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE, Outcome.RESERVED]: ...
+    def try_get(
+        self, id16: bytes, now_ms: int, subscription_version: int
+    ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE]: ...
+    def decision_counts(self) -> DecisionCounts: ...
     def set_last_error(self, id16: bytes, code: int) -> None: ...
     def get_state(self, id16: bytes) -> InstanceState | None: ...
     def remove(self, id16: bytes) -> bool: ...

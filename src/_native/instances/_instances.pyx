@@ -59,7 +59,12 @@ cdef extern from "instances_util.h":
     int64_t k714i_sat_add(int64_t a, int64_t b) noexcept nogil
     void k714i_prefetch(const void* p) noexcept nogil
 
-__all__ = ["InstanceTable", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE"]
+import enum as _enum
+
+from kip714._enums import ErrorCode as _ErrorCode
+
+__all__ = ["InstanceTable", "Outcome", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE",
+           "LOOKUP_RESERVED"]
 
 # Kafka error codes this module produces.
 cdef enum:
@@ -75,9 +80,49 @@ cdef enum:
     INITIAL_CAPACITY = 1024     # entry slots allocated up front (fewer if max_instances is smaller)
     PREFETCH_AHEAD = 16         # batch mode: ids hashed and their buckets prefetched this far ahead
 
-LOOKUP_LIVE = 0
-LOOKUP_ABSENT = 1
-LOOKUP_STALE = 2
+# What the table answers when it makes no decision. Negative and below -1, so never a Kafka error code
+# (those start at -1, UNKNOWN_SERVER_ERROR): every single-request method answers either an ErrorCode (a
+# decision on a live, current instance) or one of these, in one numbering.
+cdef enum:
+    O_LIVE = 0
+    O_ABSENT = -2
+    O_STALE = -3
+    O_RESERVED = -4
+
+
+class Outcome(_enum.IntEnum):
+    """The instance table's answers that are not decisions (``lookup``, ``try_push``, ``try_get``).
+
+    ``LIVE`` (0): the instance is live and current (``lookup`` only: the ``try_*`` methods then decide
+    and answer the decision's :class:`~kip714.ErrorCode`). ``ABSENT``: absent, expired or evicted.
+    ``STALE``: built from an older subscription version. ``ABSENT`` and ``STALE`` mean "create it, then
+    decide" and nothing was touched. ``RESERVED``: ``try_push`` on the reserved ids ZERO or ONE, which
+    Kafka answers INVALID_REQUEST before touching any instance. The negative values never collide with
+    a Kafka error code (those start at -1)."""
+
+    LIVE = O_LIVE
+    ABSENT = O_ABSENT
+    STALE = O_STALE
+    RESERVED = O_RESERVED
+
+
+LOOKUP_LIVE = Outcome.LIVE
+LOOKUP_ABSENT = Outcome.ABSENT
+LOOKUP_STALE = Outcome.STALE
+LOOKUP_RESERVED = Outcome.RESERVED
+
+# The answers as cached objects (no enum construction per call): decisions by code, outcomes by -value.
+cdef tuple _ERRORS = tuple(_ErrorCode(c) if c in _ErrorCode._value2member_map_ else c for c in range(128))
+cdef tuple _OUTCOMES = (Outcome.LIVE, None, Outcome.ABSENT, Outcome.STALE, Outcome.RESERVED)
+
+
+cdef inline object _answer(int r):
+    """The typed answer of a single-request method: ErrorCode for 0 <= r < 128, else an Outcome."""
+    if 0 <= r < 128:
+        return _ERRORS[r]
+    if -4 <= r <= 0:
+        return _OUTCOMES[-r]
+    return r
 
 # Largest accepted max_instances: entry indices are uint32 and 0xFFFFFFFF means "none".
 cdef uint32_t MAX_INSTANCES_LIMIT = 0x7FFFFFFF
@@ -742,8 +787,9 @@ cdef class InstanceTable:
     # --------------------------------------------------------------------- single-request path
 
     def lookup(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version):
-        """0 = live and current; 1 = absent, expired or evicted; 2 = present but built from a
-        subscription version older than ``subscription_version``. Changes nothing."""
+        """``Outcome.LIVE`` (live and current), ``Outcome.ABSENT`` (absent, expired or evicted) or
+        ``Outcome.STALE`` (present but built from a subscription version older than
+        ``subscription_version``). Changes nothing."""
         cdef uint64_t msb, lsb, h
         cdef uint32_t i
         cdef int64_t clock
@@ -755,12 +801,12 @@ cdef class InstanceTable:
             clock = now_ms if now_ms > self.t.clock else self.t.clock
             i = _find(&self.t, msb, lsb, h)
             if i == NIL or self.t.e[i].deadline <= clock:
-                r = 1
+                r = O_ABSENT
             elif self.t.e[i].sub_version < subscription_version:
-                r = 2
+                r = O_STALE
             else:
-                r = 0
-        return r
+                r = O_LIVE
+        return _OUTCOMES[-r]
 
     def create(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version,
                int32_t subscription_id, int64_t push_interval_ms):
@@ -780,7 +826,8 @@ cdef class InstanceTable:
             raise MemoryError("cannot grow the instance table")
 
     def decide_get(self, bytes id16 not None, int64_t now_ms):
-        """Kafka's GetTelemetrySubscriptions rate limit (4.1+) on a live instance. Returns 0 or 89.
+        """Kafka's GetTelemetrySubscriptions rate limit (4.1+) on a live instance. Returns ErrorCode NONE
+        or THROTTLING_QUOTA_EXCEEDED.
         Re-arms expiry and counts as a use. KeyError if the instance is absent or expired."""
         cdef uint64_t msb, lsb, h
         cdef uint32_t i
@@ -796,11 +843,13 @@ cdef class InstanceTable:
                 r = _get_core(&self.t, i, now_ms)
         if r < 0:
             raise KeyError(id16)
-        return r
+        return _answer(r)
 
     def decide_push(self, bytes id16 not None, int64_t now_ms, int32_t subscription_id, bint terminating,
                     int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes):
-        """PushTelemetry validation steps 4-8 on a live instance; returns 0, 42, 89, 117, 76 or 118.
+        """PushTelemetry validation steps 4-8 on a live instance; returns the ErrorCode (NONE,
+        INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, UNKNOWN_SUBSCRIPTION_ID, UNSUPPORTED_COMPRESSION_TYPE or
+        TELEMETRY_TOO_LARGE).
 
         Always copies ``terminating`` into the instance; on an error also sets its last error. On 0 the
         last error is left alone: the caller sets it after decompression/export (``set_last_error``).
@@ -820,21 +869,21 @@ cdef class InstanceTable:
                                wire_size, telemetry_max_bytes)
         if r < 0:
             raise KeyError(id16)
-        return r
+        return _answer(r)
 
     def try_push(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
                  bint terminating, int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes):
-        """The broker's one-call push path: -3 for a reserved id (ZERO or ONE: the caller answers
-        INVALID_REQUEST, nothing is touched); -1 when the instance is absent or expired and -2 when its
-        subscription_version is older (nothing is touched: the caller creates it, then calls decide_push);
-        otherwise ``decide_push``'s result. An accepted push with ``wire_size == 0`` also sets the last
-        error to NONE, since no export follows."""
+        """The broker's one-call push path: ``Outcome.RESERVED`` for a reserved id (ZERO or ONE: the caller
+        answers INVALID_REQUEST, nothing is touched); ``Outcome.ABSENT`` when the instance is absent or
+        expired and ``Outcome.STALE`` when its subscription_version is older (nothing is touched: the
+        caller creates it, then calls decide_push); otherwise ``decide_push``'s ErrorCode. An accepted push
+        with ``wire_size == 0`` also sets the last error to NONE, since no export follows."""
         cdef uint64_t msb, lsb, h
         cdef uint32_t i
         cdef int r
         _key(id16, &msb, &lsb)
         if msb == 0 and lsb <= 1:
-            return -3
+            return _OUTCOMES[-O_RESERVED]
         self._need()
         h = _hash(&self.t, msb, lsb)
         with self._lock:
@@ -842,19 +891,19 @@ cdef class InstanceTable:
             _reclaim(&self.t, RECLAIM_PER_OP)
             i = _find(&self.t, msb, lsb, h)
             if i == NIL or self.t.e[i].deadline <= self.t.clock:
-                r = -1
+                r = O_ABSENT
             elif self.t.e[i].sub_version < subscription_version:
-                r = -2
+                r = O_STALE
             else:
                 r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
                                wire_size, telemetry_max_bytes)
                 if r == E_NONE and wire_size == 0:
                     self.t.e[i].last_error = E_NONE
-        return r
+        return _answer(r)
 
     def try_get(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version):
-        """The broker's one-call Get path: -1 (absent/expired) or -2 (stale) without touching anything,
-        else ``decide_get``'s result."""
+        """The broker's one-call Get path: ``Outcome.ABSENT`` (absent/expired) or ``Outcome.STALE``
+        without touching anything, else ``decide_get``'s ErrorCode."""
         cdef uint64_t msb, lsb, h
         cdef uint32_t i
         cdef int r
@@ -866,12 +915,12 @@ cdef class InstanceTable:
             _reclaim(&self.t, RECLAIM_PER_OP)
             i = _find(&self.t, msb, lsb, h)
             if i == NIL or self.t.e[i].deadline <= self.t.clock:
-                r = -1
+                r = O_ABSENT
             elif self.t.e[i].sub_version < subscription_version:
-                r = -2
+                r = O_STALE
             else:
                 r = _get_core(&self.t, i, now_ms)
-        return r
+        return _answer(r)
 
     def decision_counts(self):
         """{"push": {code: n}, "get": {code: n}}: every decision the table made, by result code."""

@@ -31,7 +31,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 from .._codec import decompress
 from .._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, CompressionType, ErrorCode
-from .._instances import InstanceTable
+from .._instances import InstanceTable, Outcome
 from .._protocol import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
@@ -67,7 +67,7 @@ def _random_instance_id(table: InstanceTable, now_ms: int) -> uuid.UUID:
             continue
         if kafka_uuid_string(u)[0] == "-":
             continue
-        if table.lookup(u.bytes, now_ms, 0) != 1:
+        if table.lookup(u.bytes, now_ms, 0) is not Outcome.ABSENT:
             continue
         return u
 
@@ -144,7 +144,17 @@ class TelemetryBroker:
             now_ms = self.clock()
         if type(body) is PushTelemetryRequest:
             node = self.node_id if node_id is None else node_id
-            result = self._push(body, client_info, now_ms, connection, node)
+            # The common push (a live instance, decided in one native call, nothing to export) is answered
+            # here; everything else goes on to _push. The instance id stays 16 bytes: no uuid.UUID is built
+            # for a push (one is built when an instance is (re)created, for the subscription match, and on
+            # TelemetryPayload access).
+            id16, sid, terminating, ctype, size = body.decision_fields()
+            code = self.instances.try_push(id16, now_ms, self.registry.version, sid, terminating, ctype, size,
+                                           self.telemetry_max_bytes)
+            if code >= 0 and (code or size == 0):  # an ErrorCode, and no payload to export
+                result = PushTelemetryResponse(0, code), None
+            else:
+                result = self._push(body, client_info, now_ms, connection, node, id16, code, size)
             if self._observers:
                 self._observe(body, client_info, result[0].error_code, now_ms, node)
             return result
@@ -172,7 +182,7 @@ class TelemetryBroker:
         node = self.node_id if node_id is None else node_id
         payload = None
         if error_code == 0 and body.metrics_size:
-            payload, _ = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms, node)
+            payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node)
         if self._observers:
             self._observe(body, client_info, error_code, now_ms, node)
         return payload
@@ -236,8 +246,8 @@ class TelemetryBroker:
         id16 = instance.bytes
         res = None
         code = self.instances.try_get(id16, now_ms, self.registry.version)
-        if code < 0:
-            res = self._create(id16, instance, client_info, now_ms, connection, code == -2)
+        if code is Outcome.ABSENT or code is Outcome.STALE:
+            res = self._create(id16, instance, client_info, now_ms, connection, code is Outcome.STALE)
             code = self.instances.decide_get(id16, now_ms)
         if code:
             return GetTelemetrySubscriptionsResponse(0, code)
@@ -249,28 +259,29 @@ class TelemetryBroker:
             self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
 
     def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int,
-              connection: Hashable | None, node_id: int):
-        id16, sid, terminating, ctype, size = body.decision_fields()
+              connection: Hashable | None, node_id: int, id16: bytes, code: int, size: int):
+        """The rest of a push after ``try_push`` answered ``code``: an Outcome (reserved id, or an instance
+        to create first) or an accepted push with a payload to export."""
         table = self.instances
-        code = table.try_push(id16, now_ms, self.registry.version, sid, terminating, ctype, size,
-                              self.telemetry_max_bytes)
-        if code < 0:
-            if code == -3:  # ZERO or ONE: INVALID_REQUEST before any instance is touched
+        if code < 0:  # an Outcome: no decision was made
+            if code is Outcome.RESERVED:  # ZERO or ONE: INVALID_REQUEST before any instance is touched
                 self._count("invalid-request")
                 return PushTelemetryResponse(0, _INVALID_REQUEST), None
-            self._create(id16, body.client_instance_id, client_info, now_ms, connection, code == -2)
-            code = table.decide_push(id16, now_ms, sid, terminating, ctype, size, self.telemetry_max_bytes)
+            # ABSENT or STALE (a rebuild keeps the captured client metadata)
+            self._create(id16, uuid.UUID(bytes=id16), client_info, now_ms, connection, code is Outcome.STALE)
+            code = table.decide_push(id16, now_ms, body.subscription_id, body.terminating, body.compression_type,
+                                     size, self.telemetry_max_bytes)
             if code == 0 and size == 0:
                 table.set_last_error(id16, _NONE)
         if code or size == 0:
             return PushTelemetryResponse(0, code), None
-        payload, code = self._export(body, body.client_instance_id, client_info or _ANONYMOUS, now_ms, node_id)
+        payload, code = self._export(body, id16, client_info or _ANONYMOUS, now_ms, node_id)
         table.set_last_error(id16, code)
         if code:
             return PushTelemetryResponse(0, code), None
         return PushTelemetryResponse(0, 0), payload
 
-    def _export(self, body: PushTelemetryRequest, instance: uuid.UUID, client_info: ClientInfo, now_ms: int,
+    def _export(self, body: PushTelemetryRequest, id16: bytes, client_info: ClientInfo, now_ms: int,
                 node_id: int):
         started = time.perf_counter()
         ctype = body.compression_type
@@ -286,8 +297,8 @@ class TelemetryBroker:
             self._count("decompression-error")
             return None, _INVALID_RECORD
         payload = TelemetryPayload(
-            client_instance_id=instance, terminating=body.terminating, content_type="OTLP", data=data,
-            labels=client_info.labels(node_id, instance),
+            client_instance_id=id16, terminating=body.terminating, content_type="OTLP", data=data,
+            labels=client_info.labels(node_id, id16),
             compression_type=0 if self.decompress_payloads else ctype,
             subscription_id=body.subscription_id, received_at_ms=now_ms)
         if self.receivers:
@@ -307,7 +318,7 @@ class TelemetryBroker:
                 self._export_time_max = elapsed
         return payload, _NONE
 
-    def labels(self, client_info: ClientInfo, instance: uuid.UUID | None = None) -> dict[str, str]:
+    def labels(self, client_info: ClientInfo, instance: uuid.UUID | bytes | None = None) -> dict[str, str]:
         """The KIP's broker-added labels for a client (:meth:`ClientInfo.labels` with this broker's node id)."""
         return client_info.labels(self.node_id, instance)
 

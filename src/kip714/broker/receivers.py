@@ -24,14 +24,20 @@ __all__ = ["BackgroundReceiver", "CallbackReceiver", "PushObserver", "ReceiverCo
 log = logging.getLogger("kip714.broker")
 
 
-@dataclass(frozen=True)
 class TelemetryPayload:
-    """An accepted push, as Kafka hands it to its ClientTelemetryReceivers.
+    """An accepted push, as Kafka hands it to its ClientTelemetryReceivers (immutable).
 
-    ``data`` is the decompressed OTLP MetricsData (``content_type`` "OTLP"); ``labels`` are the KIP's
-    broker-added labels."""
+    ``client_instance_id`` is a ``uuid.UUID`` (built on first access: the broker carries the 16 raw bytes,
+    ``client_instance_id_bytes``, and pays for the UUID only when a receiver asks); the constructor takes
+    either. ``data`` is the decompressed OTLP MetricsData (``content_type`` "OTLP"); ``labels`` are the
+    KIP's broker-added labels."""
 
-    client_instance_id: uuid.UUID
+    __slots__ = ("client_instance_id_bytes", "_uuid", "terminating", "content_type", "data", "labels",
+                 "compression_type", "subscription_id", "received_at_ms")
+    _FIELDS = ("client_instance_id", "terminating", "content_type", "data", "labels", "compression_type",
+               "subscription_id", "received_at_ms")
+
+    client_instance_id_bytes: bytes
     terminating: bool
     content_type: str
     data: bytes
@@ -39,6 +45,123 @@ class TelemetryPayload:
     compression_type: int
     subscription_id: int
     received_at_ms: int
+
+    def __init__(self, client_instance_id: uuid.UUID | bytes, terminating: bool, content_type: str, data: bytes,
+                 labels: dict[str, str], compression_type: int, subscription_id: int, received_at_ms: int) -> None:
+        if isinstance(client_instance_id, uuid.UUID):
+            id16, u = client_instance_id.bytes, client_instance_id
+        else:
+            id16, u = bytes(client_instance_id), None
+            if len(id16) != 16:
+                raise ValueError(f"a client instance id is 16 bytes, got {len(id16)}")
+        setattr_ = object.__setattr__
+        setattr_(self, "client_instance_id_bytes", id16)
+        setattr_(self, "_uuid", u)
+        setattr_(self, "terminating", terminating)
+        setattr_(self, "content_type", content_type)
+        setattr_(self, "data", data)
+        setattr_(self, "labels", labels)
+        setattr_(self, "compression_type", compression_type)
+        setattr_(self, "subscription_id", subscription_id)
+        setattr_(self, "received_at_ms", received_at_ms)
+
+    @property
+    def client_instance_id(self) -> uuid.UUID:
+        u = self._uuid
+        if u is None:
+            u = uuid.UUID(bytes=self.client_instance_id_bytes)
+            object.__setattr__(self, "_uuid", u)
+        return u
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TelemetryPayload is immutable: cannot set {name!r}")
+
+    __delattr__ = __setattr__
+
+    def _astuple(self) -> tuple:
+        return (self.client_instance_id_bytes, *(getattr(self, f) for f in self._FIELDS[1:]))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TelemetryPayload:
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash((self.client_instance_id_bytes, self.terminating, self.content_type, self.data,
+                     self.compression_type, self.subscription_id, self.received_at_ms))
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
+        return f"TelemetryPayload({parts})"
+
+    def __reduce__(self):
+        return (TelemetryPayload, (self.client_instance_id_bytes, *(getattr(self, f) for f in self._FIELDS[1:])))
+
+
+@dataclass(frozen=True)
+class ReceiverContext:
+    """What a receiver knows about the request besides the payload (Kafka's AuthorizableRequestContext)."""
+
+    client_info: ClientInfo
+    node_id: int
+    push_interval_ms: int | None = None
+
+
+class TelemetryReceiver(Protocol):
+    """Kafka's ``ClientTelemetryReceiver``: called for every accepted non-empty push. It must not block
+    the caller (hand work to a queue, see :class:`BackgroundReceiver`); an exception it raises makes the
+    broker answer INVALID_RECORD."""
+
+    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
+
+
+class BackgroundReceiver:
+    """Runs a slow receiver on a worker thread behind a bounded queue, so ``export_metrics`` never blocks.
+
+    When the queue is full the push is refused with INVALID_RECORD (as a failing receiver would be) and
+    counted in ``dropped``: nothing is lost silently."""
+
+    def __init__(self, receiver: TelemetryReceiver, max_queue: int = 10000, name: str = "kip714-receiver") -> None:
+        self.receiver = receiver
+        self.dropped = 0
+        self.failed = 0
+        self._queue: queue.Queue[tuple[ReceiverContext, TelemetryPayload] | None] = queue.Queue(max_queue)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None:
+        try:
+            self._queue.put_nowait((context, payload))
+        except queue.Full:
+            self.dropped += 1
+            raise Kip714Error("receiver queue is full", ErrorCode.INVALID_RECORD) from None
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self.receiver.export_metrics(*item)
+            except Exception:  # a failing background receiver must not kill the worker
+                self.failed += 1
+                log.exception("telemetry receiver failed")
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything queued so far was exported (True) or ``timeout`` seconds passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        self.flush(timeout)
+        self._queue.put(None)
+        self._thread.join(timeout)
 
 
 @dataclass(frozen=True)

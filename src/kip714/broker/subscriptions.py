@@ -124,9 +124,10 @@ class ClientInfo:
         value = getattr(self, selector)
         return None if value is None else str(value)
 
-    def labels(self, node_id: int, instance: uuid.UUID | None = None) -> dict[str, str]:
-        """The KIP's broker-added labels for this client as broker ``node_id`` sees it (``instance``
-        overrides ``client_instance_id``), in the order recordings store them."""
+    def labels(self, node_id: int, instance: uuid.UUID | bytes | None = None) -> dict[str, str]:
+        """The KIP's broker-added labels for this client as broker ``node_id`` sees it (``instance``, a
+        ``uuid.UUID`` or its 16 bytes, overrides ``client_instance_id``), in the order recordings store
+        them."""
         return {
             "client_instance_id": kafka_uuid_string(self.client_instance_id if instance is None else instance),
             "client_id": self.client_id,

@@ -31,7 +31,7 @@ def push_row(body, client_info, node_id, error_code: int, received_at_ms: int) -
     metrics = body.metrics
     return {
         "received_at_ms": received_at_ms,
-        **client_info.labels(node_id, body.client_instance_id),
+        **client_info.labels(node_id, body.client_instance_id_bytes),
         "subscription_id": body.subscription_id,
         "terminating": body.terminating,
         "compression_type": body.compression_type,
