@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 from ..spark import pipeline as _pipeline
-from ..spark.pipeline import run_pipeline
+from ..spark.pipeline import failure_line, run_pipeline
+
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--conf takes KEY=VALUE (e.g. spark.driver.memory=8g), not {text!r}")
+    return key.strip(), value.strip()
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pipeline", help="bulk-decode frames or a serve recording on Spark into Parquet",
@@ -19,14 +28,31 @@ def add_parser(subparsers) -> None:
     p.add_argument("--partitions", type=int, help="repartition the input into N partitions before decoding")
     p.add_argument("--max-output", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"largest decompressed payload accepted per row (default {DEFAULT_TELEMETRY_MAX_BYTES})")
+    p.add_argument("--conf", type=_conf_pair, action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
+                        "kip714's defaults: driver heap an eighth of the RAM (1g to 4g), "
+                        "spark.sql.files.maxPartitionBytes=32 MiB, Arrow batches of 4096 rows / 16 MiB")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--verbose", action="store_true",
+                   help="Spark's own warnings and, when the job fails, the full traceback")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
-                           max_output=args.max_output, progress=not args.quiet)
+    conf = dict(args.conf)
+    try:
+        summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
+                               max_output=args.max_output, progress=not args.quiet, conf=conf,
+                               log_level=None if args.verbose else "OFF")
+    except KeyboardInterrupt:
+        print("kip714 pipeline: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a Spark/Py4J failure: one line, not a 60-line traceback (--verbose shows it)
+        if args.verbose:
+            raise
+        print(failure_line(exc, conf, args.master), file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({**asdict(summary), "points_per_second": summary.points_per_second}))
     else:

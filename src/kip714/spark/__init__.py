@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from .decode import (
     DEFAULT_MAX_OUTPUT,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ROWS,
     DecodeResult,
     decode_frames,
     decode_payloads,
+    default_driver_memory,
     local_session,
     points_schema,
     register,
+    session_defaults,
 )
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "DecodeResult", "decode_frames", "decode_payloads", "local_session",
-           "points_schema", "register"]
+__all__ = ["DEFAULT_MAX_OUTPUT", "MAX_BATCH_BYTES", "MAX_BATCH_ROWS", "DecodeResult", "decode_frames",
+           "decode_payloads", "default_driver_memory", "local_session", "points_schema", "register",
+           "session_defaults"]

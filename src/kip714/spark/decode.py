@@ -38,7 +38,7 @@ from ..broker.subscriptions import kafka_uuid_string
 from ..errors import Kip714Error
 
 __all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
-           "DEFAULT_MAX_OUTPUT"]
+           "session_defaults", "default_driver_memory", "DEFAULT_MAX_OUTPUT", "MAX_BATCH_ROWS", "MAX_BATCH_BYTES"]
 
 #: Largest decompressed payload accepted per row (Kafka's default telemetry.max.bytes).
 _INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
@@ -118,45 +118,107 @@ def _assemble(schema: pa.Schema, points: pa.Table, src: pa.RecordBatch, rows: li
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+#: Bounds of every batch the decoders hand back to Spark, whatever the input partition holds: at most this
+#: many rows and about this many bytes (Arrow buffer bytes). The JVM materialises each batch in full before it
+#: reads a row of it, so an unbounded batch (all the points of an input batch of large payloads) is what ran
+#: the driver out of heap at fleet scale (issue 18).
+MAX_BATCH_ROWS = 1 << 16
+MAX_BATCH_BYTES = 16 << 20
+
+
+class _Budget:
+    """How many decompressed payload bytes to decode together so that one chunk's output is about
+    ``max_bytes``: learnt from the output bytes per input byte seen so far (attributes and carried columns
+    are copied onto every point, so the ratio depends on the data). Chunks are then sliced to the bounds."""
+
+    MIN_INPUT, MAX_INPUT = 64 << 10, 8 << 20
+
+    def __init__(self, max_rows: int = MAX_BATCH_ROWS, max_bytes: int = MAX_BATCH_BYTES):
+        self.max_rows, self.max_bytes = max(1, max_rows), max(1, max_bytes)
+        self.ratio = 6.0  # first guess: Arrow bytes per OTLP byte for typical client telemetry
+
+    def input_bytes(self) -> int:
+        return int(min(max(self.max_bytes / self.ratio, self.MIN_INPUT), self.MAX_INPUT))
+
+    def split(self, out: pa.RecordBatch, input_bytes: int) -> Iterator[pa.RecordBatch]:
+        n, size = out.num_rows, out.nbytes
+        if input_bytes > 0 and n:
+            self.ratio = max(size / input_bytes, 0.01)
+        pieces = max(1, -(-n // self.max_rows), -(-size // self.max_bytes))
+        if pieces == 1:
+            yield out
+            return
+        step = -(-n // pieces)
+        for offset in range(0, n, step):
+            yield out.slice(offset, step)
+
+
 def _decode_payload_batches(batches: Iterator[pa.RecordBatch], payload_col: str, compression_col: str | None,
-                            schema: pa.Schema, max_output: int) -> Iterator[pa.RecordBatch]:
+                            schema: pa.Schema, max_output: int, budget: _Budget | None = None,
+                            emit_points: bool = True) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow worker of :func:`decode_payloads`: input rows are decompressed and decoded in chunks
+    of about ``budget.input_bytes()`` decompressed bytes, and each chunk's output is cut to the budget's
+    bounds, so memory does not depend on how many rows or bytes an input batch holds.
+    ``emit_points=False`` yields the error rows only (the pipeline's errors pass)."""
+    budget = budget or _Budget()
     for batch in batches:
         payloads = batch.column(payload_col).to_pylist()
         ctypes = batch.column(compression_col).to_pylist() if compression_col else [0] * len(payloads)
-        good, good_rows, errors = [], [], []
+        start, size, good, good_rows, errors = 0, 0, [], [], []
+        limit = budget.input_bytes()
         for i, (data, ctype) in enumerate(zip(payloads, ctypes)):
             if data is None or ctype is None:
-                errors.append((i, _INVALID_RECORD, "null payload or compression type", "input"))
-                continue
-            try:
-                raw = decompress(data, int(ctype), max_output) if data else b""
-            except Kip714Error as exc:
-                errors.append((i, int(exc.error_code), str(exc), "decompress"))
-                continue
-            good.append(raw)
-            good_rows.append(i)
-        table, bad = _otlp.decode_metrics_batch(good, errors="collect") if good else (
-            points_schema().empty_table(), [])
-        for index, code, message in bad:
-            errors.append((good_rows[index], int(code), message, "decode"))
-        errors.sort()
-        pidx = table.column("payload_index").to_numpy() if table.num_rows else []
-        rows = [good_rows[k] for k in pidx]
-        yield _assemble(schema, table, batch, rows, {}, errors, payload_col)
+                errors.append((i - start, _INVALID_RECORD, "null payload or compression type", "input"))
+            else:
+                try:
+                    raw = decompress(data, int(ctype), max_output) if data else b""
+                except Kip714Error as exc:
+                    errors.append((i - start, int(exc.error_code), str(exc), "decompress"))
+                else:
+                    good.append(raw)
+                    good_rows.append(i - start)
+                    size += len(raw)
+            if size >= limit:
+                yield from _payload_chunk(schema, batch.slice(start, i + 1 - start), payload_col, good, good_rows,
+                                          errors, size, budget, emit_points)
+                start, size, good, good_rows, errors = i + 1, 0, [], [], []
+                limit = budget.input_bytes()
+        if start < len(payloads) and (good or errors):
+            yield from _payload_chunk(schema, batch.slice(start), payload_col, good, good_rows, errors, size,
+                                      budget, emit_points)
+
+
+def _payload_chunk(schema, src, payload_col, good, good_rows, errors, size, budget, emit_points):
+    table, bad = _otlp.decode_metrics_batch(good, errors="collect") if good else (
+        points_schema().empty_table(), [])
+    for index, code, message in bad:
+        errors.append((good_rows[index], int(code), message, "decode"))
+    errors.sort()
+    if not emit_points:
+        if not errors:
+            return
+        table = points_schema().empty_table()
+    pidx = table.column("payload_index").to_numpy() if table.num_rows else []
+    rows = [good_rows[k] for k in pidx]
+    yield from budget.split(_assemble(schema, table, src, rows, {}, errors, payload_col), size)
 
 
 def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, schema: pa.Schema,
-                          max_output: int) -> Iterator[pa.RecordBatch]:
+                          max_output: int, budget: _Budget | None = None,
+                          emit_points: bool = True) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow worker of :func:`decode_frames`, chunked and bounded as
+    :func:`_decode_payload_batches` (a chunk may end inside a value holding many frames)."""
+    budget = budget or _Budget()
     for batch in batches:
         values = batch.column(frame_col).to_pylist()
-        payloads, payload_src, meta, errors = [], [], [], []
+        start, size, payloads, payload_src, meta, errors = 0, 0, [], [], [], []
+        limit = budget.input_bytes()
         for i, value in enumerate(values):
             if value is None:
-                errors.append((i, _INVALID_REQUEST, "null frame", "frame"))
+                errors.append((i - start, _INVALID_REQUEST, "null frame", "frame"))
                 continue
             try:
-                frames = _frames_of(value)
-                for frame in frames:
+                for frame in _frames_of(value):
                     req = decode_request(frame)
                     body = req.body
                     if type(body) is not PushTelemetryRequest:
@@ -164,21 +226,36 @@ def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, sch
                     metrics = body.metrics
                     raw = decompress(metrics, body.compression_type, max_output) if metrics else b""
                     payloads.append(raw)
-                    payload_src.append(i)
+                    payload_src.append(i - start)
                     meta.append((req.header.client_id, req.correlation_id, kafka_uuid_string(body.client_instance_id_bytes),
                                  body.subscription_id, body.terminating, body.compression_type))
+                    size += len(raw)
+                    if size >= limit:  # this value may hold more frames: the next chunk starts at it again
+                        yield from _frame_chunk(schema, batch.slice(start, i + 1 - start), frame_col, payloads,
+                                                payload_src, meta, errors, size, budget, emit_points)
+                        start, size, payloads, payload_src, meta, errors = i, 0, [], [], [], []
+                        limit = budget.input_bytes()
             except Kip714Error as exc:
-                errors.append((i, int(exc.error_code), str(exc), "frame"))
-                continue
-        table, bad = _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (
-            points_schema().empty_table(), [])
-        for index, code, message in bad:
-            errors.append((payload_src[index], int(code), message, "decode"))
-        errors.sort()
-        pidx = table.column("payload_index").to_numpy() if table.num_rows else []
-        rows = [payload_src[k] for k in pidx]
-        extra = {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
-        yield _assemble(schema, table, batch, rows, extra, errors, frame_col)
+                errors.append((i - start, int(exc.error_code), str(exc), "frame"))
+        if payloads or errors:
+            yield from _frame_chunk(schema, batch.slice(start), frame_col, payloads, payload_src, meta, errors,
+                                    size, budget, emit_points)
+
+
+def _frame_chunk(schema, src, frame_col, payloads, payload_src, meta, errors, size, budget, emit_points):
+    table, bad = _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (
+        points_schema().empty_table(), [])
+    for index, code, message in bad:
+        errors.append((payload_src[index], int(code), message, "decode"))
+    errors.sort()
+    if not emit_points:
+        if not errors:
+            return
+        table = points_schema().empty_table()
+    pidx = table.column("payload_index").to_numpy() if table.num_rows else []
+    rows = [payload_src[k] for k in pidx]
+    extra = {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
+    yield from budget.split(_assemble(schema, table, src, rows, extra, errors, frame_col), size)
 
 
 def _frames_of(value: bytes) -> list:
@@ -217,27 +294,56 @@ def _split(df, combined_schema: pa.Schema, input_col: str, carry: pa.Schema, map
 
 
 def decode_payloads(df, payload_col: str = "payload", compression_col: str | None = "compression_type", *,
-                    max_output: int = DEFAULT_MAX_OUTPUT) -> DecodeResult:
+                    max_output: int = DEFAULT_MAX_OUTPUT, max_batch_rows: int = MAX_BATCH_ROWS,
+                    max_batch_bytes: int = MAX_BATCH_BYTES) -> DecodeResult:
     """Decode recorded payloads: one output row per data point, every other input column carried along
     (for a ``kip714 serve`` recording: the broker-added labels, ``received_at_ms``, ``subscription_id``…).
 
-    ``compression_col=None`` treats every payload as uncompressed OTLP."""
+    ``compression_col=None`` treats every payload as uncompressed OTLP. The batches handed back to Spark
+    hold at most ``max_batch_rows`` rows and about ``max_batch_bytes`` bytes, whatever an input batch holds."""
+    return _decode_payloads(df, payload_col, compression_col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
+
+
+def decode_frames(df, col: str = "frame", *, max_output: int = DEFAULT_MAX_OUTPUT,
+                  max_batch_rows: int = MAX_BATCH_ROWS, max_batch_bytes: int = MAX_BATCH_BYTES) -> DecodeResult:
+    """Decode PushTelemetry request frames (size-prefixed — one or more per value — or bare): points with
+    the request's ``client_id``, ``correlation_id``, ``client_instance_id`` (Kafka's text form),
+    ``subscription_id``, ``terminating`` and ``compression_type``, plus the other input columns.
+    Frames of other requests (GetTelemetrySubscriptions, ApiVersions…) carry no telemetry and give no rows.
+    Output batches are bounded as in :func:`decode_payloads`."""
+    return _decode_frames(df, col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
+
+
+class _Bounds(NamedTuple):
+    rows: int
+    nbytes: int
+
+
+def _counted(gen: Iterator[pa.RecordBatch], counter) -> Iterator[pa.RecordBatch]:
+    """Adds the number of error rows that pass by to ``counter`` (a Spark accumulator)."""
+    for out in gen:
+        n = out.num_rows - out.column(ERROR_CODE).null_count
+        if n:
+            counter.add(n)
+        yield out
+
+
+def _decode_payloads(df, payload_col, compression_col, max_output, bounds, *, emit_points=True,
+                     error_counter=None) -> DecodeResult:
     point_names = set(points_schema().names) | {ERROR_CODE, ERROR, ERROR_STAGE}
     carry = _carry_fields(df, {payload_col}, point_names)
     input_field = pa.field(payload_col, pa.binary())
     schema = _combined_arrow_schema(carry, input_field)
 
     def mapper(batches):
-        return _decode_payload_batches(batches, payload_col, compression_col, schema, max_output)
+        gen = _decode_payload_batches(batches, payload_col, compression_col, schema, max_output,
+                                      _Budget(*bounds), emit_points)
+        return _counted(gen, error_counter) if error_counter is not None else gen
 
     return _split(df, schema, payload_col, carry, mapper)
 
 
-def decode_frames(df, col: str = "frame", *, max_output: int = DEFAULT_MAX_OUTPUT) -> DecodeResult:
-    """Decode PushTelemetry request frames (size-prefixed — one or more per value — or bare): points with
-    the request's ``client_id``, ``correlation_id``, ``client_instance_id`` (Kafka's text form),
-    ``subscription_id``, ``terminating`` and ``compression_type``, plus the other input columns.
-    Frames of other requests (GetTelemetrySubscriptions, ApiVersions…) carry no telemetry and give no rows."""
+def _decode_frames(df, col, max_output, bounds, *, emit_points=True, error_counter=None) -> DecodeResult:
     extra = [pa.field("client_id", pa.string()), pa.field("correlation_id", pa.int32()),
              pa.field("client_instance_id", pa.string()), pa.field("subscription_id", pa.int32()),
              pa.field("terminating", pa.bool_()), pa.field("compression_type", pa.int8())]
@@ -246,7 +352,8 @@ def decode_frames(df, col: str = "frame", *, max_output: int = DEFAULT_MAX_OUTPU
     schema = _combined_arrow_schema(carry, pa.field(col, pa.binary()), extra)
 
     def mapper(batches):
-        return _decode_frame_batches(batches, col, schema, max_output)
+        gen = _decode_frame_batches(batches, col, schema, max_output, _Budget(*bounds), emit_points)
+        return _counted(gen, error_counter) if error_counter is not None else gen
 
     return _split(df, schema, col, carry, mapper)
 
@@ -384,10 +491,68 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
 
 # ------------------------------------------------------------------------------------- sessions
 
+#: Rows and bytes per Arrow batch Spark sends to the Python workers (``maxRecordsPerBatch``,
+#: ``maxBytesPerBatch``), and the bytes of input files packed into one partition (``maxPartitionBytes``):
+#: small enough that a task's input is a few tens of MB of compressed payloads, large enough that per-batch
+#: and per-task overheads do not show.
+ARROW_BATCH_ROWS = 4096
+ARROW_BATCH_BYTES = 16 << 20
+PARTITION_BYTES = 32 << 20
+
+
+def _physical_memory() -> int | None:
+    """Bytes of RAM this process may use: the machine's, or the cgroup's limit when lower."""
+    import os
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(path).read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return total
+
+
+def default_driver_memory() -> str:
+    """The driver heap kip714 asks for: an eighth of this machine's RAM (or cgroup limit), between 1g and 4g.
+    In local mode the driver JVM also runs the executors; the decoders stream in bounded batches, so the
+    pipeline runs in 512m (tested) and a larger heap only lets the JVM's resident size grow (G1 expands the
+    heap under a high allocation rate). ``KIP714_SPARK_DRIVER_MEMORY`` overrides it."""
+    import os
+
+    env = os.environ.get("KIP714_SPARK_DRIVER_MEMORY")
+    if env:
+        return env
+    total = _physical_memory()
+    mib = 2048 if total is None else total // 8 // (1 << 20)
+    return f"{min(max(mib, 1024), 4096)}m"
+
+
+def session_defaults() -> dict[str, str]:
+    """The configuration :func:`local_session` applies unless ``conf`` overrides it."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": default_driver_memory(),
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
+        "spark.sql.files.maxPartitionBytes": str(PARTITION_BYTES),
+    }
+
+
 def local_session(master: str | None = None, app_name: str = "kip714", partitions: int | None = None,
-                  progress: bool = False):
+                  progress: bool = False, conf: dict[str, str] | None = None):
     """A SparkSession for kip714 work: ``local[*]`` unless ``master`` names a cluster; Arrow enabled,
-    the UI off, quiet logs."""
+    the UI off, quiet logs, and the sizes of :func:`session_defaults` (driver heap from the machine's RAM,
+    Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that override those
+    (as ``spark-submit --conf``). The driver heap (``spark.driver.memory``) only takes effect when this call
+    starts the JVM; under ``spark-submit`` or with a JVM already running, give it there."""
     import os
 
     from pyspark.sql import SparkSession
@@ -398,14 +563,13 @@ def local_session(master: str | None = None, app_name: str = "kip714", partition
     builder = SparkSession.builder.appName(app_name)
     if master or not under_submit:
         builder = builder.master(master or "local[*]")
-    builder = (builder
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "true" if progress else "false")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", os.environ.get("KIP714_SPARK_DRIVER_MEMORY", "2g")))
+    settings = session_defaults()
+    settings["spark.ui.showConsoleProgress"] = "true" if progress else "false"
     if partitions:
-        builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+        settings["spark.sql.shuffle.partitions"] = str(partitions)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -5,8 +5,13 @@ recursively) or a ``kip714 serve --record`` recording (a folder of Parquet files
 ``points/`` (Parquet, one row per OTLP data point, partitioned by ``date`` of the point's time, UTC) and
 ``errors/`` (Parquet, every input that could not be decoded, with its bytes, the Kafka error code and the
 reason). A recording's own ``error_code`` (what the broker answered) is kept as ``push_error_code``:
-rejected pushes are decoded too, since they carry real telemetry. Runs on local Spark (``local[*]``) unless ``--master`` names a cluster; under ``spark-submit`` the
-submitted master is used:
+rejected pushes are decoded too, since they carry real telemetry. Runs on local Spark (``local[*]``) unless
+``--master`` names a cluster; under ``spark-submit`` the submitted master is used.
+
+Memory does not grow with the input: partitions hold at most 32 MiB of input files, the decoders hand Spark
+batches of at most 65536 rows / 16 MiB, and nothing is cached. ``--conf KEY=VALUE`` passes any Spark
+setting (repeatable), e.g. ``--conf spark.driver.memory=8g``; a job that fails ends with one line saying
+what ran out and what to raise (``--verbose`` shows Spark's log and the traceback).
 
     spark-submit --master yarn --archives venv.tar.gz#venv \\
         --conf spark.pyspark.python=./venv/bin/python \\
@@ -57,20 +62,54 @@ def detect_input(path: str) -> str:
     raise SystemExit(f"kip714 pipeline: {path} holds neither *.bin frame files nor a Parquet recording")
 
 
+def _input_bytes(spark, path: str) -> int | None:
+    """Bytes under ``path`` (through Hadoop's FileSystem, so any URL Spark reads), or None."""
+    try:
+        jvm = spark.sparkContext._jvm
+        jpath = jvm.org.apache.hadoop.fs.Path(path)
+        fs = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        return int(fs.getContentSummary(jpath).getLength())
+    except Exception:  # Spark Connect, or a file system that cannot say: keep Spark's own split
+        return None
+
+
+def _size_bytes(text: str) -> int:
+    """A Spark size ("33554432", "128MB", "32m", "1g") in bytes."""
+    text = text.strip().lower().rstrip("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def _error_counter(spark):
+    try:
+        return spark.sparkContext.accumulator(0)
+    except Exception:  # Spark Connect has no accumulators: the errors pass then always runs
+        return None
+
+
 def run_pipeline(input_path: str, output_path: str, *, master: str | None = None, partitions: int | None = None,
-                 max_output: int = DEFAULT_TELEMETRY_MAX_BYTES, progress: bool = True, spark=None) -> PipelineSummary:
-    """Decode INPUT on Spark into OUTPUT/points and OUTPUT/errors; returns the summary."""
-    from pyspark import StorageLevel
+                 max_output: int = DEFAULT_TELEMETRY_MAX_BYTES, progress: bool = True, spark=None, conf: dict[str, str] | None = None,
+                 log_level: str | None = None) -> PipelineSummary:
+    """Decode INPUT on Spark into OUTPUT/points and OUTPUT/errors; returns the summary.
+
+    ``conf``: Spark settings for the session this call starts (ignored when ``spark`` is given).
+    Memory does not grow with the input: input partitions are bounded in bytes (Spark's
+    ``spark.sql.files.maxPartitionBytes``; a recording in fewer, larger files than that is repartitioned by
+    its size), the decoders' output batches are bounded in rows and bytes, and nothing is cached: the points
+    are written in one decoding pass that also counts the inputs that fail, and the errors pass (decoding
+    again, keeping only the failures) runs only when there are some."""
     from pyspark.sql import functions as F
 
-    from .. import spark as kspark
+    from . import decode as kspark
 
     started = time.perf_counter()
     kind = detect_input(input_path)
     if spark is None:
         _say(progress, started, f"starting Spark ({master or 'local[*]'})")
         spark = kspark.local_session(master, app_name="kip714-pipeline", partitions=partitions,
-                                     progress=progress and sys.stderr.isatty())
+                                     progress=progress and sys.stderr.isatty(), conf=conf)
+    if log_level:
+        spark.sparkContext.setLogLevel(log_level)
     _say(progress, started, f"reading {kind} from {input_path}")
     if kind == "frames":
         df = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
@@ -82,29 +121,86 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
         df = spark.read.parquet(input_path).withColumnRenamed("error_code", "push_error_code")
     if partitions:
         df = df.repartition(partitions)
+    else:
+        size = _input_bytes(spark, input_path)
+        split = _size_bytes(spark.conf.get("spark.sql.files.maxPartitionBytes", str(kspark.PARTITION_BYTES)))
+        wanted = -(-size // split) if size else 0
+        if wanted > df.rdd.getNumPartitions():  # files larger than a partition that Spark cannot split
+            _say(progress, started, f"repartitioning {size / 1e6:,.0f} MB into {wanted} partitions")
+            df = df.repartition(wanted)
     input_rows = df.count()
-    _say(progress, started, f"decoding {input_rows} rows")
-    result = (kspark.decode_frames(df, "frame", max_output=max_output) if kind == "frames"
-              else kspark.decode_payloads(df, max_output=max_output))
-    result.combined.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        points = result.points.withColumn(
-            "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000))))
-        out = pathlib.Path(output_path) if "://" not in output_path else None
-        points_dir = str(out / "points") if out else output_path.rstrip("/") + "/points"
-        errors_dir = str(out / "errors") if out else output_path.rstrip("/") + "/errors"
-        _say(progress, started, f"writing points to {points_dir}")
-        points.write.mode("overwrite").partitionBy("date").parquet(points_dir)
-        _say(progress, started, f"writing errors to {errors_dir}")
-        result.errors.write.mode("overwrite").parquet(errors_dir)
-        _say(progress, started, "summarising")
-        stats = result.points.agg(F.count(F.lit(1)).alias("points"),
-                                  F.countDistinct("client_instance_id").alias("clients"),
-                                  F.countDistinct("metric").alias("metrics")).first()
-        n_errors = result.errors.count()
-    finally:
-        result.combined.unpersist()
+    _say(progress, started, f"decoding {input_rows} rows in {df.rdd.getNumPartitions()} partitions")
+    bounds = kspark._Bounds(kspark.MAX_BATCH_ROWS, kspark.MAX_BATCH_BYTES)
+
+    def decode(**kw):
+        return (kspark._decode_frames(df, "frame", max_output, bounds, **kw) if kind == "frames"
+                else kspark._decode_payloads(df, "payload", "compression_type", max_output, bounds, **kw))
+
+    out = pathlib.Path(output_path) if "://" not in output_path else None
+    points_dir = str(out / "points") if out else output_path.rstrip("/") + "/points"
+    errors_dir = str(out / "errors") if out else output_path.rstrip("/") + "/errors"
+    counter = _error_counter(spark)
+    result = decode(error_counter=counter)
+    points = result.points.withColumn(
+        "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000))))
+    _say(progress, started, f"writing points to {points_dir}")
+    points.write.mode("overwrite").partitionBy("date").parquet(points_dir)
+    if counter is None or counter.value:
+        _say(progress, started, f"writing errors to {errors_dir}" + (
+            f" (a second decoding pass for {counter.value} failed inputs)" if counter is not None else ""))
+        decode(emit_points=False).errors.write.mode("overwrite").parquet(errors_dir)
+    else:
+        _say(progress, started, f"no input failed; writing an empty errors table to {errors_dir}")
+        spark.createDataFrame([], result.errors.schema).write.mode("overwrite").parquet(errors_dir)
+    _say(progress, started, "summarising")
+    stats = spark.read.parquet(points_dir).agg(F.count(F.lit(1)).alias("points"),
+                                               F.countDistinct("client_instance_id").alias("clients"),
+                                               F.countDistinct("metric").alias("metrics")).first()
+    n_errors = spark.read.parquet(errors_dir).count()
     summary = PipelineSummary(kind, input_rows, stats["points"], n_errors, stats["clients"], stats["metrics"],
                               time.perf_counter() - started)
     _say(progress, started, "done")
     return summary
+
+
+def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master: str | None = None) -> str:
+    """One line saying why a Spark job failed and which setting to raise (for the command line)."""
+    from .decode import default_driver_memory
+
+    conf = conf or {}
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    text = text or repr(exc)
+    local = master is None or master.startswith("local")
+    key = "spark.driver.memory" if local else "spark.executor.memory"
+    current = conf.get(key) or (default_driver_memory() if local else "1g")
+    more = _double(current)
+    where = "the Spark JVM" if local else "a Spark executor JVM"
+    if "Java heap space" in text or "GC overhead limit exceeded" in text or \
+            "Cannot reserve additional contiguous bytes" in text:
+        return (f"kip714 pipeline: {where} ran out of heap memory ({key}={current}); "
+                f"raise it, e.g. --conf {key}={more}")
+    if "Direct buffer memory" in text or "OutOfDirectMemoryError" in text:
+        return (f"kip714 pipeline: {where} ran out of off-heap (direct) memory for Arrow batches (it is capped at "
+                f"the heap, {key}={current}); raise it, e.g. --conf {key}={more}")
+    if "OutOfMemoryError" in text:
+        return f"kip714 pipeline: {where} ran out of memory ({key}={current}); raise it, e.g. --conf {key}={more}"
+    if "MemoryError" in text or "Python worker exited unexpectedly" in text:
+        return ("kip714 pipeline: a Python worker ran out of memory or was killed; give it more with "
+                "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
+                "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024")
+    if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text:
+        return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
+                f"raise it, e.g. --conf {key}={more}")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return f"kip714 pipeline: Spark job failed: {first[:300]} (--verbose shows the traceback)"
+
+
+def _double(size: str) -> str:
+    """Twice a Spark memory size ("6026m" → "12052m", "2g" → "4g")."""
+    import re
+
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", size.strip().lower())
+    return f"{2 * int(m.group(1))}{m.group(2) or 'b'}" if m else "a larger value"

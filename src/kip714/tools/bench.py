@@ -57,7 +57,7 @@ ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 #: The source checkout this module sits in (src/kip714/tools/bench.py), when it runs from one.
 CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 
-GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark", "proxy")
+GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark", "proxy", "pipeline-scale")
 from . import SAMPLES
 LIMIT = DEFAULT_TELEMETRY_MAX_BYTES  # the decompression cap
 
@@ -68,6 +68,13 @@ SIZE_NAMES = {64: "64 B", 256: "256 B", KB: "1 KB", 4 * KB: "4 KB", 16 * KB: "16
 
 def size_name(n: int) -> str:
     return SIZE_NAMES.get(n, f"{n} B")
+
+
+def size_name_points(n: int) -> str:
+    """10^5 points → "1e5 points"."""
+    exp = int(math.log10(n)) if n > 0 else 0
+    mant = n / 10 ** exp
+    return f"{mant:g}e{exp} points" if mant != 1 else f"1e{exp} points"
 
 
 def fmt_bytes(n: int) -> str:
@@ -339,8 +346,12 @@ class Bench:
     :attr:`cases` (what ``bench/test_bench.py`` hands to pytest-benchmark)."""
 
     def __init__(self, quick: bool = False, groups: Sequence[str] = GROUPS, log=None, spark_k: int | None = None,
-                 collect: bool = False):
+                 collect: bool = False, only: Sequence[str] | None = None,
+                 scale_sizes: Sequence[int] | None = None, scale_peer_max: int | None = None):
         self.quick = quick or collect
+        self.only = list(only) if only else None
+        self.scale_sizes = list(scale_sizes) if scale_sizes else None
+        self.scale_peer_max = scale_peer_max
         self.cases: list[Case] | None = [] if collect else None
         self.groups = list(groups)
         self.log_stream = log if log is not None else sys.stderr
@@ -390,6 +401,8 @@ class Bench:
                 met = kip["value"] >= target
             elif kind == "added_ns" and peer is not None:
                 met = kip["median"] - peer["median"] <= target
+            elif kind == "max_s":
+                met = kip["median"] / 1e9 <= target
         if unit == "time":
             kip_text = fmt_ns(kip["median"])
             peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
@@ -405,6 +418,9 @@ class Bench:
         elif unit == "rate":
             kip_text = f"{fmt_rate(1e9 / kip['median'])} ({fmt_ns(kip['median'])} each)"
             peer_text = (f"{peer_name} {fmt_rate(1e9 / peer['median'])}" if peer is not None else None)
+        elif unit == "ratio":
+            kip_text = f"{kip['value']:.2f}"
+            peer_text = f"{peer_name} {peer['value']:.2f}" if peer is not None else None
         else:
             kip_text = f"{kip['value']:.1f} B"
             peer_text = None
@@ -447,6 +463,10 @@ class Bench:
     def run(self) -> None:
         settle_allocator()
         for group in self.groups:
+            if group == "pipeline-scale" and len(self.groups) == len(GROUPS) and not self.only:
+                self.notes.append("pipeline-scale: runs only when asked for (--only pipeline-scale; minutes to "
+                                  "tens of minutes)")
+                continue
             if group == "spark" and self.quick and self.groups != ["spark"]:
                 self.notes.append("spark: skipped with --quick (use --only spark --quick for a tiny run)")
                 self.log("[spark] skipped with --quick (run --only spark --quick for a tiny run)")
@@ -454,7 +474,7 @@ class Bench:
             started = time.perf_counter()
             self.log(f"[{group}] …")
             try:
-                getattr(self, f"group_{group}")()
+                getattr(self, f"group_{group.replace('-', '_')}")()
             except Exception as exc:  # a bug or a broken environment: report it, keep going, exit non-zero
                 self.errors.append({"group": group, "error": f"{type(exc).__name__}: {exc}",
                                     "traceback": traceback.format_exc()})
@@ -1092,6 +1112,108 @@ class Bench:
         self.curves["spark"] = {"title": f"Spark local[2]: {k} rows → {n_points:,} points", "points": n_points,
                                 "runs_s": times}
 
+    # ============================================================== pipeline-scale
+    def group_pipeline_scale(self) -> None:
+        """``kip714 pipeline`` (read a recording, decode, write points/ and errors/ as Parquet, summarise) on
+        10^5 … 3·10^7 points of a simulated fleet, each run in its own process on local[2] with kip714's
+        session defaults, against the straightforward peer (mapInArrow + zstandard + protobuf/otlp_pb,
+        the recording's columns carried, points written the same way) on the same recording. Peak memory
+        is sampled from /proc: the JVM's VmHWM, the largest Python worker's VmHWM."""
+        import shutil
+        import tempfile
+
+        from . import scale
+
+        G = "pipeline-scale"
+        try:
+            peer_module("pyspark")
+            peer_module("zstandard")
+        except PeerMissing as exc:
+            self.skip(G, "pyspark/zstandard", str(exc))
+            return
+        env_sizes = os.environ.get("KIP714_BENCH_SCALE_SIZES")
+        sizes = self.scale_sizes or ([int(float(x)) for x in env_sizes.split(",")] if env_sizes else
+                                     [100_000, 1_000_000] if self.quick else
+                                     [100_000, 1_000_000, 10_000_000, 30_000_000])
+        env_peer = os.environ.get("KIP714_BENCH_SCALE_PEER_MAX")
+        peer_max = (self.scale_peer_max if self.scale_peer_max is not None else
+                    int(float(env_peer)) if env_peer else 10_000_000)
+        self.extra_machine["java"] = _java_version()
+        work = pathlib.Path(tempfile.mkdtemp(prefix="kip714-scale-"))
+        try:
+            t0 = time.perf_counter()
+            base_rows = scale.fleet_recording(work / "base", 5, 5, "5m")
+            _, base_points = scale.recording_points(work / "base")
+            self.log(f"[{G}] base: a simulated fleet of 10 clients (Java and librdkafka, zstd), 5 min at 1 s: "
+                     f"{base_rows} pushes, {base_points:,} points in {time.perf_counter() - t0:.1f} s; larger inputs "
+                     "replicate its rows under new client instance ids and shifted receive times")
+            xs, series, mem = [], {"kip714 pipeline": [], "peer": []}, {
+                "kip714 JVM": [], "kip714 Python worker": [], "peer JVM": [], "peer Python worker": []}
+            for target in sizes:
+                copies = max(1, round(target / base_points))
+                rec = work / f"rec-{target}"
+                t0 = time.perf_counter()
+                scale.replicate_recording(work / "base", rec, copies)
+                rows, points = scale.recording_points(rec)
+                mb = sum(f.stat().st_size for f in rec.glob("*.parquet")) / 1e6
+                self.log(f"[{G}] {size_name_points(target)}: {copies} copies → {rows:,} pushes, {points:,} points, "
+                         f"{mb:,.0f} MB ({time.perf_counter() - t0:.1f} s to build and count in process)")
+                runs = {}
+                for job in ("kip714", "peer"):
+                    if job == "peer" and target > peer_max:
+                        continue
+                    out = work / f"out-{job}"
+                    run = scale.run_job(job, str(rec), str(out))
+                    shutil.rmtree(out, ignore_errors=True)
+                    runs[job] = run
+                    pk = run.peaks
+                    self.log(f"[{G}] {size_name_points(target)} {job}: "
+                             + (f"{run.seconds:.1f} s ({points / run.seconds / 1e3:,.0f} kpoints/s)"
+                                if run.seconds else f"FAILED ({run.error.splitlines()[-1] if run.error else run.returncode})")
+                             + f"; peak JVM {pk.jvm_hwm / 2**20:,.0f} MiB, Python worker {pk.worker_hwm / 2**20:,.0f} MiB "
+                             f"(workers together {pk.workers_rss / 2**20:,.0f} MiB); CPU JVM {pk.jvm_cpu_s:.0f} s, "
+                             f"workers {pk.workers_cpu_s:.0f} s")
+                    if run.seconds and run.result.get("points") != points:
+                        raise AssertionError(f"{job} wrote {run.result.get('points')} points, in-process decode "
+                                             f"counts {points}")
+                shutil.rmtree(rec, ignore_errors=True)
+                kip, peer = runs["kip714"], runs.get("peer")
+                xs.append(points)
+                series["kip714 pipeline"].append(kip.seconds)
+                series["peer"].append(peer.seconds if peer else None)
+                mem["kip714 JVM"].append(kip.peaks.jvm_hwm / 2**20)
+                mem["kip714 Python worker"].append(kip.peaks.worker_hwm / 2**20)
+                mem["peer JVM"].append(peer.peaks.jvm_hwm / 2**20 if peer else None)
+                mem["peer Python worker"].append(peer.peaks.worker_hwm / 2**20 if peer else None)
+                extra = {"points": points, "pushes": rows, "recording_mb": round(mb, 1),
+                         "kip714_run": kip.to_dict(), "peer_run": peer.to_dict() if peer else None}
+                kip_s = {"median": (kip.seconds or float("nan")) * 1e9}
+                peer_s = {"median": peer.seconds * 1e9} if peer and peer.seconds else None
+                goal = {"kind": "max_s", "value": 120, "text": "≤ 2 min"} if target == 10_000_000 else None
+                self.add_row(G, f"pipeline-scale-{target}",
+                             f"kip714 pipeline, local[2], {points:,} points ({rows:,} pushes, {mb:,.0f} MB)",
+                             kip_s, peer_s, "mapInArrow + zstandard + protobuf/otlp_pb.flatten",
+                             peer_skipped=None if peer else (f"skipped above {peer_max:,} points" if kip.seconds
+                                                             else None),
+                             goal=goal, extra=extra,
+                             note=f"peak JVM {kip.peaks.jvm_hwm / 2**20:,.0f} MiB, Python worker "
+                                  f"{kip.peaks.worker_hwm / 2**20:,.0f} MiB" + (
+                                      f"; peer {peer.peaks.jvm_hwm / 2**20:,.0f} / {peer.peaks.worker_hwm / 2**20:,.0f} MiB"
+                                      if peer else ""))
+            ok = [i for i, s in enumerate(series["kip714 pipeline"]) if s]
+            if len(ok) >= 2:
+                lo, hi = ok[0] if xs[ok[0]] >= 1_000_000 or len(ok) < 3 else ok[1], ok[-1]
+                growth = mem["kip714 JVM"][hi] / mem["kip714 JVM"][lo]
+                self.add_row(G, "pipeline-scale-memory",
+                             f"peak JVM memory at {xs[hi]:,} points / at {xs[lo]:,} points",
+                             {"value": growth}, None, unit="ratio",
+                             goal={"kind": "max_value", "value": 1.25, "text": "≤ 1.25 (flat)"},
+                             note="VmHWM of the local[2] JVM; kip714's defaults (driver heap from the RAM)")
+            self.curve("pipeline_scale", "kip714 pipeline on local[2]: time by input size", "data points",
+                       "seconds", xs, series, memory=mem)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
     # -------------------------------------------------------------- output
     def machine(self) -> dict:
         info = {
@@ -1191,6 +1313,40 @@ def spark_peer(df):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return df.mapInArrow(protobuf_mapper, from_arrow_schema(_peer_schema()))
+
+
+def _recording_peer_schema(df):
+    """The peer's output on a recording: the point columns, then the recording's other columns."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from .. import _otlp
+
+    return pa.schema(list(_otlp.output_schema()) + [pa.field(f.name, to_arrow_type(f.dataType))
+                                                     for f in df.schema.fields if f.name != "payload"])
+
+
+def recording_protobuf_mapper(batches, carry, schema):
+    """:func:`protobuf_mapper` on a recording: the recording's columns (``carry``) repeated onto every point,
+    one output batch per input batch (the straightforward way)."""
+    import pyarrow as pa
+    import zstandard
+
+    from ..otlp.reference import COLUMNS, flatten
+
+    dctx = zstandard.ZstdDecompressor()
+    for batch in batches:
+        cols: dict[str, list] = {name: [] for name in list(COLUMNS) + list(carry)}
+        payloads = batch.column("payload").to_pylist()
+        carried = [batch.column(c).to_pylist() for c in carry]
+        for i, (ctype, payload) in enumerate(zip(batch.column("compression_type").to_pylist(), payloads)):
+            raw = dctx.decompress(payload, max_output_size=LIMIT) if ctype == 4 else payload
+            rows = flatten(raw)
+            for name in COLUMNS:
+                cols[name].extend([r[name] for r in rows])
+            for name, values in zip(carry, carried):
+                cols[name].extend([values[i]] * len(rows))
+        yield pa.RecordBatch.from_pydict(cols, schema=schema)
 
 
 def run_noop(out_df) -> float:
@@ -1401,6 +1557,35 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
         ax.set_title(cv["title"], fontsize=9)
         fig.suptitle("Spark bulk decode")
         save(fig, "spark")
+
+    if "pipeline_scale" in c:
+        cv = c["pipeline_scale"]
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+        for (label, ys), st in zip(cv["series"].items(), ("o-", "s--")):
+            pts = [(x, y) for x, y in zip(cv["x"], ys) if y]
+            if pts:
+                a1.plot(*zip(*pts), st, label=label)
+        a1.set_xscale("log")
+        a1.set_yscale("log")
+        a1.axhline(120, color="red", lw=0.8, ls=":", label="goal: 1e7 points ≤ 2 min")
+        a1.set_xlabel("data points")
+        a1.set_ylabel("seconds (whole job, session start excluded)")
+        a1.set_title(cv["title"], fontsize=9)
+        a1.grid(True, which="both", alpha=0.3)
+        a1.legend(fontsize=7)
+        for (label, ys), st in zip(cv["memory"].items(), ("o-", "^-", "s--", "v--")):
+            pts = [(x, y) for x, y in zip(cv["x"], ys) if y]
+            if pts:
+                a2.plot(*zip(*pts), st, label=label)
+        a2.set_xscale("log")
+        a2.set_ylim(0, None)
+        a2.set_xlabel("data points")
+        a2.set_ylabel("peak resident MiB (VmHWM)")
+        a2.set_title("Peak memory by input size", fontsize=9)
+        a2.grid(True, alpha=0.3)
+        a2.legend(fontsize=7)
+        fig.suptitle("Pipeline at fleet scale")
+        save(fig, "pipeline_scale")
     return written
 
 

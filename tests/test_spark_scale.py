@@ -1,0 +1,264 @@
+"""The Spark decoders at fleet scale (issue 18): bounded output batches, a recording whose partitions are
+large for the session's memory, the one-line failure, and a standalone cluster.
+
+Sizes are kept small by shrinking the memory (a driver heap of 512 MiB in a child process) rather than by
+growing the input. The oracles: every payload decoded in this process (the point count), and protobuf
+(``kip714.otlp.reference``) for the rows' content."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pytest
+
+import kip714
+from kip714.otlp import reference as otlp_pb
+
+pytest.importorskip("pyspark")
+from kip714 import spark as kspark  # noqa: E402
+from kip714.tools import scale  # noqa: E402
+
+SRC = str(pathlib.Path(kip714.__file__).resolve().parents[1])
+
+
+@pytest.fixture(scope="module")
+def base_recording(tmp_path_factory):
+    """A simulated fleet (mixed Java/librdkafka clients, zstd), every push recorded: ~3 000 rows."""
+    path = tmp_path_factory.mktemp("base") / "rec"
+    rows = scale.fleet_recording(path, 5, 5, "5m")
+    assert rows > 2000
+    return path
+
+
+def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recording):
+    """One input batch holding the whole recording gives batches within the bounds, and the same points
+    (count and content) as protobuf on every payload."""
+    from kip714.sinks.recorder import read_recording
+
+    table = read_recording(base_recording).rename_columns(
+        ["push_error_code" if c == "error_code" else c for c in read_recording(base_recording).column_names])
+    batch = table.combine_chunks().to_batches()[0]
+    bad = pa.RecordBatch.from_pylist([dict(batch.slice(0, 1).to_pylist()[0], payload=b"\x28\xb5\x2f\xfd junk")],
+                                     schema=batch.schema)
+    carry = pa.schema([f for f in batch.schema if f.name != "payload"])
+    schema = kspark._combined_arrow_schema(carry, pa.field("payload", pa.binary()))
+    budget = kspark._Budget(max_rows=5000, max_bytes=1 << 20)
+    out = list(kspark._decode_payload_batches(iter([batch, bad]), "payload", "compression_type", schema,
+                                              1 << 20, budget))
+    assert len(out) > 10
+    assert all(b.num_rows <= 5000 and b.nbytes <= 1.05 * (1 << 20) for b in out), \
+        max((b.num_rows, b.nbytes) for b in out)
+    got = pa.Table.from_batches(out, schema=schema)
+    points = got.filter(pa.compute.is_null(got.column("error_code")))
+    errors = got.filter(pa.compute.is_valid(got.column("error_code")))
+    want = 0
+    for payload in batch.column("payload").to_pylist():
+        want += len(otlp_pb.flatten(kip714.decompress(payload, 4, 1 << 20)))
+    assert points.num_rows == want
+    assert errors.num_rows == 1 and errors.column("error_code")[0].as_py() == 87
+    # the carried columns follow their points across chunk boundaries: every instance's points, as protobuf has
+    by_instance: dict[str, int] = {}
+    for inst, payload in zip(batch.column("client_instance_id").to_pylist(), batch.column("payload").to_pylist()):
+        by_instance[inst] = by_instance.get(inst, 0) + len(otlp_pb.flatten(kip714.decompress(payload, 4, 1 << 20)))
+    counts = points.group_by("client_instance_id").aggregate([("metric", "count")])
+    assert dict(zip(counts.column(0).to_pylist(), counts.column(1).to_pylist())) == by_instance
+
+
+def test_frames_chunked_inside_one_value_keep_their_header_fields(base_recording):
+    """One value holding hundreds of frames is decoded in several chunks: the same points as frame by frame."""
+    from kip714.sinks.recorder import read_recording
+
+    rec = read_recording(base_recording).slice(0, 400)
+    frames = []
+    for i, (payload, ctype, inst) in enumerate(zip(rec.column("payload").to_pylist(),
+                                                   rec.column("compression_type").to_pylist(),
+                                                   rec.column("client_instance_id").to_pylist())):
+        import base64
+        import uuid
+
+        body = kip714.PushTelemetryRequest(client_instance_id=uuid.UUID(bytes=base64.urlsafe_b64decode(inst + "==")), subscription_id=7,
+                                           terminating=False, compression_type=ctype, metrics=payload)
+        frames.append(kip714.encode_request(body, correlation_id=i, client_id=f"c{i % 3}"))
+    value = b"".join(frames)
+    batch = pa.RecordBatch.from_pydict({"source": ["all"], "frame": [value]})
+    extra = [pa.field("client_id", pa.string()), pa.field("correlation_id", pa.int32()),
+             pa.field("client_instance_id", pa.string()), pa.field("subscription_id", pa.int32()),
+             pa.field("terminating", pa.bool_()), pa.field("compression_type", pa.int8())]
+    schema = kspark._combined_arrow_schema(pa.schema([pa.field("source", pa.string())]),
+                                           pa.field("frame", pa.binary()), extra)
+    out = list(kspark._decode_frame_batches(iter([batch]), "frame", schema, 1 << 20,
+                                            kspark._Budget(max_rows=2000, max_bytes=256 << 10)))
+    assert len(out) > 5 and all(b.num_rows <= 2000 for b in out)
+    got = pa.Table.from_batches(out, schema=schema)
+    assert got.column("error_code").null_count == got.num_rows
+    want = [len(otlp_pb.flatten(kip714.decompress(p, 4, 1 << 20))) for p in rec.column("payload").to_pylist()]
+    counts = got.group_by("correlation_id").aggregate([("metric", "count")])
+    assert dict(zip(counts.column(0).to_pylist(), counts.column(1).to_pylist())) == {
+        i: n for i, n in enumerate(want) if n}
+    assert set(got.column("source").to_pylist()) == {"all"}
+
+
+@pytest.fixture(scope="module")
+def large_recording(base_recording, tmp_path_factory):
+    """~2 M points in 2 Parquet files (two input partitions of ~35 000 pushes each): with a 512 MiB driver
+    heap, decoding a partition into one Arrow batch per input batch runs Spark out of memory."""
+    path = tmp_path_factory.mktemp("large") / "rec"
+    scale.replicate_recording(base_recording, path, 22, rows_per_file=35_000)
+    rows, points = scale.recording_points(path)
+    assert points > 1_500_000
+    return path, rows, points
+
+
+def _pipeline(args, env_extra=None, timeout=600):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "kip714", "pipeline", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_pipeline_with_a_small_driver_heap(large_recording, tmp_path):
+    """The whole pipeline in a 512 MiB driver (local[2]) on partitions of ~1 M points: the right number of
+    points, and the written table reads back with the in-process count."""
+    path, rows, points = large_recording
+    proc = _pipeline([str(path), str(tmp_path / "out"), "--master", "local[2]", "--json", "--quiet"],
+                     {"KIP714_SPARK_DRIVER_MEMORY": "512m"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["input_rows"] == rows and summary["points"] == points and summary["errors"] == 0
+    import pyarrow.dataset as ds
+
+    assert ds.dataset(tmp_path / "out" / "points", format="parquet", partitioning="hive").count_rows() == points
+
+
+def test_a_failed_job_ends_with_one_line(tmp_path):
+    """A job that runs the JVM out of memory exits non-zero with one line naming what ran out and the option
+    to raise, not a traceback: a recording holding one 640 MB payload (zeros, a few KB on disk) read by a
+    512 MiB driver."""
+    import pyarrow.parquet as pq
+
+    from kip714.sinks.recorder import record_schema
+
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    row = {name: None for name in record_schema().names}
+    row.update(received_at_ms=0, compression_type=0, payload=bytes(640 << 20))
+    pq.write_table(pa.Table.from_pylist([row], schema=record_schema()), rec / "huge.parquet", compression="zstd")
+    del row
+    proc = _pipeline([str(rec), str(tmp_path / "out"), "--master", "local[1]", "--quiet",
+                      "--conf", "spark.driver.memory=512m"])
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("kip714 pipeline: the Spark JVM") and "memory" in last and \
+        "--conf spark.driver.memory=1024m" in last, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Py4J" not in proc.stderr
+
+
+def test_conf_option_reaches_spark(base_recording, tmp_path):
+    proc = _pipeline([str(base_recording), str(tmp_path / "out"), "--quiet", "--conf", "bad"])
+    assert proc.returncode == 2 and "--conf takes KEY=VALUE" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------ standalone cluster
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.3)
+    return False
+
+
+@pytest.fixture()
+def standalone_cluster(tmp_path):
+    """A Spark standalone Master and one Worker (1 core, 1 GiB) on 127.0.0.1, started from the pyspark
+    installation with spark-class as a deployment would run them; stopped (process groups) afterwards."""
+    import pyspark
+
+    home = pathlib.Path(pyspark.__file__).parent
+    spark_class = home / "bin" / "spark-class"
+    if not spark_class.exists():
+        pytest.skip("this pyspark installation has no bin/spark-class")
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path),
+               SPARK_WORKER_DIR=str(tmp_path / "work"), PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    port = _free_port()
+    procs = []
+    logs = []
+    try:
+        log = open(tmp_path / "master.log", "w")
+        logs.append(log)
+        procs.append(subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master", "--host",
+                                       "127.0.0.1", "--port", str(port), "--webui-port", "0"], env=env,
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        assert _wait_port(port, time.monotonic() + 60), (tmp_path / "master.log").read_text()[-2000:]
+        log = open(tmp_path / "worker.log", "w")
+        logs.append(log)
+        procs.append(subprocess.Popen([str(spark_class), "org.apache.spark.deploy.worker.Worker", "--host",
+                                       "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", "0",
+                                       f"spark://127.0.0.1:{port}"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+        deadline = time.monotonic() + 60
+        while "Successfully registered with master" not in (tmp_path / "worker.log").read_text():
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-2000:]
+            assert procs[-1].poll() is None, (tmp_path / "worker.log").read_text()[-2000:]
+            time.sleep(0.3)
+        yield f"spark://127.0.0.1:{port}", env
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
+        for log in logs:
+            log.close()
+
+
+def test_standalone_cluster_gives_the_same_points(base_recording, standalone_cluster, tmp_path):
+    """The pipeline submitted to a standalone cluster (its own executor JVM and Python workers) writes the
+    same points as the in-process decode: same count and the same multiset of (instance, metric, time,
+    value)."""
+    master, env = standalone_cluster
+    rec = tmp_path / "rec"
+    shutil.copytree(base_recording, rec)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "kip714", "pipeline", str(rec), str(out), "--master", master,
+                           "--json", "--quiet", "--conf", "spark.executor.memory=768m",
+                           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows, points = scale.recording_points(rec)
+    assert summary["input_rows"] == rows and summary["points"] == points and summary["errors"] == 0
+    import pyarrow.dataset as ds
+
+    got = ds.dataset(out / "points", format="parquet", partitioning="hive").to_table(
+        columns=["client_instance_id", "metric", "time_unix_nano", "value", "value_int"])
+    from kip714.sinks.recorder import read_recording
+
+    base = read_recording(rec)
+    want = []
+    for inst, payload in zip(base.column("client_instance_id").to_pylist(), base.column("payload").to_pylist()):
+        for r in otlp_pb.flatten(kip714.decompress(payload, 4, 1 << 20)):
+            want.append((inst, r["metric"], r["time_unix_nano"], r["value"], r["value_int"]))
+    have = list(zip(*(got.column(c).to_pylist() for c in got.column_names)))
+    assert sorted(have, key=repr) == sorted(want, key=repr)
