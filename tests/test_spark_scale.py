@@ -24,7 +24,7 @@ import kip714
 from kip714.otlp import reference as otlp_pb
 
 pytest.importorskip("pyspark")
-from kip714 import spark as kspark  # noqa: E402
+from kip714.spark import decode as kdecode  # noqa: E402
 from kip714.tools import scale  # noqa: E402
 
 SRC = str(pathlib.Path(kip714.__file__).resolve().parents[1])
@@ -50,9 +50,9 @@ def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recordin
     bad = pa.RecordBatch.from_pylist([dict(batch.slice(0, 1).to_pylist()[0], payload=b"\x28\xb5\x2f\xfd junk")],
                                      schema=batch.schema)
     carry = pa.schema([f for f in batch.schema if f.name != "payload"])
-    schema = kspark._combined_arrow_schema(carry, pa.field("payload", pa.binary()))
-    budget = kspark._Budget(max_rows=5000, max_bytes=1 << 20)
-    out = list(kspark._decode_payload_batches(iter([batch, bad]), "payload", "compression_type", schema,
+    schema = kdecode._combined_arrow_schema(carry, pa.field("payload", pa.binary()))
+    budget = kdecode._Budget(max_rows=5000, max_bytes=1 << 20)
+    out = list(kdecode._decode_payload_batches(iter([batch, bad]), "payload", "compression_type", schema,
                                               1 << 20, budget))
     assert len(out) > 10
     assert all(b.num_rows <= 5000 and b.nbytes <= 1.05 * (1 << 20) for b in out), \
@@ -93,10 +93,10 @@ def test_frames_chunked_inside_one_value_keep_their_header_fields(base_recording
     extra = [pa.field("client_id", pa.string()), pa.field("correlation_id", pa.int32()),
              pa.field("client_instance_id", pa.string()), pa.field("subscription_id", pa.int32()),
              pa.field("terminating", pa.bool_()), pa.field("compression_type", pa.int8())]
-    schema = kspark._combined_arrow_schema(pa.schema([pa.field("source", pa.string())]),
+    schema = kdecode._combined_arrow_schema(pa.schema([pa.field("source", pa.string())]),
                                            pa.field("frame", pa.binary()), extra)
-    out = list(kspark._decode_frame_batches(iter([batch]), "frame", schema, 1 << 20,
-                                            kspark._Budget(max_rows=2000, max_bytes=256 << 10)))
+    out = list(kdecode._decode_frame_batches(iter([batch]), "frame", schema, 1 << 20,
+                                            kdecode._Budget(max_rows=2000, max_bytes=256 << 10)))
     assert len(out) > 5 and all(b.num_rows <= 2000 for b in out)
     got = pa.Table.from_batches(out, schema=schema)
     assert got.column("error_code").null_count == got.num_rows

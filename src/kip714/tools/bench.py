@@ -346,10 +346,8 @@ class Bench:
     :attr:`cases` (what ``bench/test_bench.py`` hands to pytest-benchmark)."""
 
     def __init__(self, quick: bool = False, groups: Sequence[str] = GROUPS, log=None, spark_k: int | None = None,
-                 collect: bool = False, only: Sequence[str] | None = None,
-                 scale_sizes: Sequence[int] | None = None, scale_peer_max: int | None = None):
+                 collect: bool = False, scale_sizes: Sequence[int] | None = None, scale_peer_max: int | None = None):
         self.quick = quick or collect
-        self.only = list(only) if only else None
         self.scale_sizes = list(scale_sizes) if scale_sizes else None
         self.scale_peer_max = scale_peer_max
         self.cases: list[Case] | None = [] if collect else None
@@ -463,9 +461,10 @@ class Bench:
     def run(self) -> None:
         settle_allocator()
         for group in self.groups:
-            if group == "pipeline-scale" and len(self.groups) == len(GROUPS) and not self.only:
-                self.notes.append("pipeline-scale: runs only when asked for (--only pipeline-scale; minutes to "
-                                  "tens of minutes)")
+            if group == "pipeline-scale" and (self.cases is not None or
+                                              set(self.groups) - {"spark", "pipeline-scale"}):
+                # minutes to tens of minutes, a Spark process per size: only when asked for
+                self.notes.append("pipeline-scale: runs only with --only pipeline-scale")
                 continue
             if group == "spark" and self.quick and self.groups != ["spark"]:
                 self.notes.append("spark: skipped with --quick (use --only spark --quick for a tiny run)")
