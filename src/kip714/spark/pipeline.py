@@ -168,11 +168,7 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     from .decode import default_driver_memory
 
     conf = conf or {}
-    try:
-        text = str(exc)
-    except Exception:
-        text = ""
-    text = text or repr(exc)
+    text = _failure_text(exc)
     local = master is None or master.startswith("local")
     key = "spark.driver.memory" if local else "spark.executor.memory"
     current = conf.get(key) or (default_driver_memory() if local else "1g")
@@ -191,11 +187,32 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
         return ("kip714 pipeline: a Python worker ran out of memory or was killed; give it more with "
                 "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
                 "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024")
-    if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text:
+    if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
+            or "SparkContext was shut down" in text:
         return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     return f"kip714 pipeline: Spark job failed: {first[:300]} (--verbose shows the traceback)"
+
+
+def _failure_text(exc: BaseException) -> str:
+    """The message of ``exc`` and, for a Py4J error, of its Java exception and every cause (the JVM may be
+    gone: then only what Python holds)."""
+    parts = []
+    try:
+        parts.append(str(exc))
+    except Exception:
+        pass
+    java = getattr(exc, "java_exception", None)
+    for _ in range(20):  # a cause chain is short; bounded anyway
+        if java is None:
+            break
+        try:
+            parts.append(str(java.toString()))
+            java = java.getCause()
+        except Exception:
+            break
+    return "\n".join(p for p in parts if p) or repr(exc)
 
 
 def _double(size: str) -> str:
