@@ -187,8 +187,9 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
         return ("kip714 pipeline: a Python worker ran out of memory or was killed; give it more with "
                 "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
                 "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024")
+    no_details = type(exc).__name__ == "Py4JJavaError" and sum(1 for line in text.splitlines() if line.strip()) <= 1
     if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
-            or "SparkContext was shut down" in text:
+            or "SparkContext was shut down" in text or no_details:  # a Java error it can no longer describe
         return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
@@ -210,7 +211,8 @@ def _failure_text(exc: BaseException) -> str:
         try:
             parts.append(str(java.toString()))
             java = java.getCause()
-        except Exception:
+        except Exception:  # the JVM is gone (its OOM handler exits it): nothing more to ask
+            parts.append("Answer from Java side is empty")
             break
     return "\n".join(p for p in parts if p) or repr(exc)
 
