@@ -1,6 +1,6 @@
 """The shipped ``.pyi`` stubs describe the native modules' public surface: everything public, nothing private.
 
-Private helpers the tests use (``_crc32c_sw``, ``_use_cramjam_lz4``, ...) stay out of the stubs; private
+Private helpers the tests use (``_crc32c_sw``, ``_lz4_block_size``, ...) stay out of the stubs; private
 names a stub may declare are type aliases and typing-only base classes (``_Framing``, ``_ApiMessage``)."""
 
 from __future__ import annotations
