@@ -67,13 +67,7 @@ __all__ = ["InstanceTable", "Outcome", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_
            "LOOKUP_RESERVED"]
 
 # Kafka error codes this module produces.
-cdef enum:
-    E_NONE = 0
-    E_INVALID_REQUEST = 42
-    E_UNSUPPORTED_COMPRESSION_TYPE = 76
-    E_THROTTLING_QUOTA_EXCEEDED = 89
-    E_UNKNOWN_SUBSCRIPTION_ID = 117
-    E_TELEMETRY_TOO_LARGE = 118
+from kafka_constants cimport *  # Kafka's error codes (one home: kip714._enums)
 
 cdef enum:
     RECLAIM_PER_OP = 8          # expired heads reclaimed at most per operation
@@ -511,7 +505,7 @@ cdef inline int16_t _push_core(Table* t, uint32_t i, int64_t now, int32_t sub_id
             err = E_THROTTLING_QUOTA_EXCEEDED
         elif sub_id != ep.sub_id:
             err = E_UNKNOWN_SUBSCRIPTION_ID
-        elif compression < 0 or compression > 4:
+        elif compression < C_NONE or compression > C_ZSTD:
             err = E_UNSUPPORTED_COMPRESSION_TYPE
         elif wire_size > max_bytes:
             err = E_TELEMETRY_TOO_LARGE
