@@ -155,6 +155,11 @@ class EndpointConnection(asyncio.Protocol):
         info = self.identity.client_info(request.client_id)
         self.endpoint.broker.deliver(request.body, info, error_code, node_id=node_id)
 
+    def close_idle(self) -> None:
+        """Close this connection because it was idle too long."""
+        if self.transport is not None:
+            self.transport.close()
+
 
 class FramedConnection(EndpointConnection):
     """One client connection of an endpoint that answers requests itself: frames in, :meth:`handle_frame`
@@ -202,6 +207,26 @@ class FramedConnection(EndpointConnection):
 
     def write(self, data: bytes) -> None:
         self.transport.write(data)
+
+
+async def log_summaries(endpoint: Any, interval_s: float) -> None:
+    """Log ``endpoint.summary()`` every ``interval_s`` seconds (until cancelled)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        log.info("event=summary %s", endpoint.summary())
+
+
+async def reap_idle(endpoint: Any, stats: EndpointStats) -> None:
+    """Close the endpoint's connections that had no complete request for ``endpoint.idle_timeout_s``
+    (counted in ``stats["idle_closed"]``), until cancelled."""
+    while True:
+        await asyncio.sleep(min(5.0, max(0.05, endpoint.idle_timeout_s / 4)))
+        cutoff = time.monotonic() - endpoint.idle_timeout_s
+        for conn in list(endpoint.connections):
+            if conn.last_activity < cutoff and conn.transport is not None:
+                log.info("event=disconnect peer=%s:%s reason=idle", conn.address, conn.port)
+                stats["idle_closed"] += 1
+                conn.close_idle()
 
 
 def connection_ids():

@@ -57,7 +57,7 @@ from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
-from .connection import EndpointConnection, EndpointStats, connection_ids
+from .connection import EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -247,6 +247,8 @@ class _ClientConnection(EndpointConnection):
         self.closing = True
         if self.transport is not None:
             self.transport.close()
+
+    close_idle = _close
 
     def _abort(self, reason: str) -> None:
         """A protocol error on this connection: close both sides at once."""
@@ -636,9 +638,9 @@ class TelemetryProxy:
         self._ready.set()
         if self._pending_servers:
             await asyncio.gather(*list(self._pending_servers), return_exceptions=True)
-        self._tasks.append(asyncio.create_task(self._idle_reaper()))
+        self._tasks.append(asyncio.create_task(reap_idle(self, self.stats)))
         if self.summary_interval_s > 0:
-            self._tasks.append(asyncio.create_task(self._summaries()))
+            self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
         log.info("event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s tls=%s",
                  self.host, self.port, self.mode, ",".join(f"{h}:{p}" for h, p in self.upstreams),
                  self.broker_ports, self.ssl is not None)
@@ -733,18 +735,3 @@ class TelemetryProxy:
                 f"bytes_from_clients={self.bytes_up} bytes_from_upstream={self.bytes_down} "
                 f"protocol_errors={stats['protocol_errors']} rewrite_errors={stats['rewrite_errors']} "
                 f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}")
-
-    async def _summaries(self) -> None:
-        while True:
-            await asyncio.sleep(self.summary_interval_s)
-            log.info("event=summary %s", self.summary())
-
-    async def _idle_reaper(self) -> None:
-        while True:
-            await asyncio.sleep(min(5.0, max(0.05, self.idle_timeout_s / 4)))
-            cutoff = time.monotonic() - self.idle_timeout_s
-            for conn in list(self.connections):
-                if conn.last_activity < cutoff and conn.transport is not None:
-                    log.info("event=disconnect peer=%s:%s reason=idle", conn.address, conn.port)
-                    self.stats["idle_closed"] += 1
-                    conn._close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 
 from .._enums import ApiKey, ErrorCode
@@ -33,7 +32,7 @@ from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
-from .connection import EndpointStats, FramedConnection, connection_ids
+from .connection import EndpointStats, FramedConnection, connection_ids, log_summaries, reap_idle
 
 __all__ = ["TelemetryServer", "ADVERTISED_APIS"]
 
@@ -154,9 +153,9 @@ class TelemetryServer:
         self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
                                                 reuse_address=True, backlog=1024, ssl=self.ssl)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._tasks.append(asyncio.create_task(self._idle_reaper()))
+        self._tasks.append(asyncio.create_task(reap_idle(self, self._stats)))
         if self.summary_interval_s > 0:
-            self._tasks.append(asyncio.create_task(self._summaries()))
+            self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
         log.info("event=listening host=%s port=%d node_id=%d advertised=%s:%d tls=%s", self.host, self.port,
                  self.node_id, self.advertised_host or self.host, self.advertised_port or self.port,
                  self.ssl is not None)
@@ -206,18 +205,3 @@ class TelemetryServer:
         return (f"connections_open={len(self.connections)} connections_total={stats['connections']} "
                 f"gets={stats['gets']} pushes={stats['pushes']} push_results=[{codes}] "
                 f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']}")
-
-    async def _summaries(self) -> None:
-        while True:
-            await asyncio.sleep(self.summary_interval_s)
-            log.info("event=summary %s", self.summary())
-
-    async def _idle_reaper(self) -> None:
-        while True:
-            await asyncio.sleep(min(5.0, max(0.05, self.idle_timeout_s / 4)))
-            cutoff = time.monotonic() - self.idle_timeout_s
-            for conn in list(self.connections):
-                if conn.last_activity < cutoff and conn.transport is not None:
-                    log.info("event=disconnect peer=%s:%s reason=idle", conn.address, conn.port)
-                    self._stats["idle_closed"] += 1
-                    conn.transport.close()

@@ -43,7 +43,7 @@ import uuid
 from collections import deque
 from typing import Any, Callable, Iterable
 
-from ..broker.subscriptions import ClientInfo, kafka_uuid_string
+from ..broker.subscriptions import ClientInfo
 from .prometheus_names import label_name, merge_labels, metric_name, prometheus_unit
 
 __all__ = ["PrometheusExporter", "BROKER_LABELS", "DEFAULT_LABELS"]

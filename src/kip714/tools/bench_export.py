@@ -197,8 +197,8 @@ def run(bench) -> None:
 
     stats = interleaved([(sender_work, ()), (sender_peer, ())], bench.rounds, budget_s=bench.budget,
                         per_call=[100, 100])
-    bench.add_row(G, "forward-sender-4KB", f"same, the sender's work per payload (label splice + gzip, batches of "
-                  f"100), off the request path", stats[0], stats[1], "protobuf re-encode + gzip",
+    bench.add_row(G, "forward-sender-4KB", "same, the sender's work per payload (label splice + gzip, batches of "
+                  "100), off the request path", stats[0], stats[1], "protobuf re-encode + gzip",
                   note="informational: the goal is on the request path")
     splice_only = interleaved([(add_resource_attributes, (data, encode_attributes(labels))),
                                (protobuf_request_path, ())], bench.rounds, budget_s=bench.budget)
