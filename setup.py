@@ -9,12 +9,18 @@ Environment switches:
   KIP714_SANITIZE=1   build with AddressSanitizer + UndefinedBehaviorSanitizer (see README)
   KIP714_ONLY=a,b     build only these modules
 
+The switches take effect on a built tree: build/kip714-switches.json records the switches each module was
+last built with (a module without an entry counts as built with none), and a module whose switches differ
+is cythonized and compiled again (KIP714_ANNOTATE=1 re-cythonizes a module whose HTML is missing or older
+than its .pyx). No `make clean` needed.
+
 The flags follow the compiler setuptools picks: gcc/clang get -O3 -fno-strict-aliasing (Linux, macOS,
 MinGW); MSVC gets /O2 (debug: /Od /Zi), and refuses KIP714_SANITIZE.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -28,6 +34,25 @@ COMMON = NATIVE / "common"
 
 debug = os.environ.get("KIP714_DEBUG") == "1"
 sanitize = os.environ.get("KIP714_SANITIZE") == "1"
+annotate = os.environ.get("KIP714_ANNOTATE") == "1"
+SWITCHES_FILE = HERE / "build" / "kip714-switches.json"
+#: The switches that change a module's C code or compile flags (what a rebuild must follow).
+SWITCHES = {"debug": debug, "sanitize": sanitize}
+NO_SWITCHES = {"debug": False, "sanitize": False}
+
+
+def _recorded_switches() -> dict:
+    try:
+        return json.loads(SWITCHES_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_switches(names) -> None:
+    recorded = _recorded_switches()
+    recorded.update({name: SWITCHES for name in names})
+    SWITCHES_FILE.parent.mkdir(parents=True, exist_ok=True)
+    SWITCHES_FILE.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
 
 
 def _flags(compiler_type: str) -> tuple[list[str], list[str]]:
@@ -58,6 +83,7 @@ class BuildExt(build_ext):
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
         super().build_extensions()
+        _record_switches(ext.name for ext in self.extensions)
 
 
 directives = {
@@ -83,13 +109,28 @@ extensions = [
 for ext in extensions:
     ext.sources = [str(Path(s).relative_to(HERE)) if Path(s).is_absolute() else s for s in ext.sources]
 
+
+def _stale(ext: Extension, recorded: dict) -> bool:
+    """True when ``ext`` was built with other switches (or needs the HTML KIP714_ANNOTATE asks for)."""
+    if recorded.get(ext.name, NO_SWITCHES) != SWITCHES:
+        return True
+    pyx = HERE / ext.sources[0]
+    html = pyx.with_suffix(".html")
+    return annotate and (not html.exists() or html.stat().st_mtime < pyx.stat().st_mtime)
+
+
+def _cythonize(exts: list, force: bool) -> list:
+    if not exts:
+        return []
+    return cythonize(exts, include_path=[str(COMMON)], compiler_directives=directives, annotate=annotate,
+                     nthreads=0, force=force)
+
+
+_recorded = _recorded_switches()
+# Modules built with other switches are cythonized again (force); their new C file makes build_ext compile
+# them again. The others are cythonized only when their sources changed.
 setup(
     cmdclass={"build_ext": BuildExt},
-    ext_modules=cythonize(
-        extensions,
-        include_path=[str(COMMON)],
-        compiler_directives=directives,
-        annotate=os.environ.get("KIP714_ANNOTATE") == "1",
-        nthreads=0,
-    ),
+    ext_modules=_cythonize([e for e in extensions if _stale(e, _recorded)], True)
+    + _cythonize([e for e in extensions if not _stale(e, _recorded)], False),
 )

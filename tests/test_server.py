@@ -237,7 +237,8 @@ def test_serve_command_line(tmp_path):
         proc.kill()
     assert proc.returncode == 0, err
     assert "event=listening" in err and "event=summary" in err
-    assert "pushes=" in out
+    # the final summary is printed once: the event=stopped log line (stdout stays empty)
+    assert err.count("event=stopped") == 1 and "pushes=" in err.split("event=stopped")[1] and out == ""
     rows = read_recording(rec).to_pylist()
     assert any(r["terminating"] for r in rows) and {r["compression_type"] for r in rows if r["payload"]} == {3}
 

@@ -1088,14 +1088,47 @@ cdef object _decode_response_entry(KReader* r, object src, int api_key, int vers
     return resp
 
 
-def decode_response(buf, int api_key, int api_version):
-    """Decode one response frame *without* its size prefix, for the request (api_key, api_version)
-    it answers, into a :class:`Response`."""
+def decode_response(buf, int api_key, int api_version, *, bint size_prefixed=False):
+    """Decode one response frame, for the request (api_key, api_version) it answers, into a
+    :class:`Response`.
+
+    By default the frame comes *without* its 4-byte size prefix, as :func:`split_frames` returns it;
+    ``size_prefixed=True`` takes it *with* the prefix, as :func:`encode_response` returns it (the prefix
+    must match the length). Nothing is guessed: a prefixed frame passed without ``size_prefixed=True``
+    fails, and its error says to pass it."""
     if not _known_key(api_key):
         raise UnsupportedApiKeyError(f"kip714 does not decode API key {api_key}")
     if api_version < 0 or api_version > _max_version(api_key):
         raise UnsupportedVersionError(f"API key {api_key} version {api_version} is not supported")
-    return _with_reader(buf, _decode_response_entry, api_key, api_version, False)
+    if size_prefixed:
+        return _with_reader(_without_size_prefix(buf), _decode_response_entry, api_key, api_version, False)
+    try:
+        return _with_reader(buf, _decode_response_entry, api_key, api_version, False)
+    except MalformedFrameError as exc:
+        if _looks_size_prefixed(buf):
+            raise type(exc)(f"{exc} (the frame starts with its own size prefix: pass size_prefixed=True, or "
+                            "split_frames first)") from None
+        raise
+
+
+cdef object _without_size_prefix(object buf):
+    """``buf`` minus its 4-byte size prefix, which must match its length."""
+    cdef object mv = memoryview(buf).cast("B")
+    cdef Py_ssize_t n = len(mv)
+    if n < 4:
+        raise MalformedFrameError(f"a size-prefixed frame needs 4 bytes of size prefix, got {n}")
+    size = int.from_bytes(mv[:4], "big", signed=True)
+    if size != n - 4:
+        raise MalformedFrameError(f"the size prefix says {size} bytes, {n - 4} follow")
+    return mv[4:]
+
+
+cdef bint _looks_size_prefixed(object buf):
+    try:
+        mv = memoryview(buf).cast("B")
+    except TypeError:
+        return False
+    return len(mv) >= 4 and int.from_bytes(mv[:4], "big", signed=True) == len(mv) - 4
 
 
 cdef int _body_version(Message body, object api_version) except -1:
@@ -1129,7 +1162,8 @@ def encode_request(Message body not None, int32_t correlation_id, client_id, api
 
 def encode_response(int32_t correlation_id, Message body not None, api_version=None,
                     header_tagged_fields=None):
-    """A size-prefixed response frame: header v0/v1 (ApiVersions always v0), then the body.
+    """A size-prefixed response frame: header v0/v1 (ApiVersions always v0), then the body, ready for the
+    socket (``decode_response(frame, key, version, size_prefixed=True)`` reads it back).
 
     ``api_version`` defaults to the newest version kip714 supports for the body's API; answer with the
     version the request used."""

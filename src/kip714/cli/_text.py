@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import kip714
@@ -23,3 +24,17 @@ def codec_name(ctype: int) -> str:
         return f"unknown({ctype})"
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)\s*(?:<[^>]*>)?`")
+
+
+def plain(doc: str | None) -> str:
+    """A docstring as plain text for ``--help``: reST roles (``:class:`~kip714.x.Y``` → ``Y``) and inline
+    literals (````x```` → ``x``) without their markup."""
+    if not doc:
+        return ""
+
+    def role(m: re.Match) -> str:
+        target = m.group(1)
+        return target.rsplit(".", 1)[-1] if m.group(0).startswith(":", 0) and "`~" in m.group(0) else target
+
+    return _ROLE.sub(role, doc).replace("``", "")

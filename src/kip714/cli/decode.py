@@ -12,6 +12,7 @@ import kip714
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 
+from ._args import size
 from ._text import codec_name as _codec_name
 from ._text import table as _table
 
@@ -20,9 +21,14 @@ def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int):
     """(path, index, frame bytes) for every size-prefixed frame in the files; leftover bytes are an error."""
     for path in paths:
         data = path.read_bytes()
-        frames, consumed = kip714.split_frames(data, max_frame_bytes)
+        try:
+            frames, consumed = kip714.split_frames(data, max_frame_bytes)
+        except kip714.Kip714Error as exc:
+            raise type(exc)(f"{path}: not a file of size-prefixed Kafka request frames: {exc}") from None
         if consumed != len(data):
-            raise kip714.MalformedFrameError(f"{path}: {len(data) - consumed} bytes after the last whole frame")
+            what = ("a truncated frame" if frames or len(data) >= 4 else "too short for a frame")
+            raise kip714.MalformedFrameError(f"{path}: {len(data) - consumed} bytes after the last whole frame "
+                                             f"({what})")
         for i, frame in enumerate(frames):
             yield path, i, frame
 
@@ -43,7 +49,10 @@ def decode_push(frame, max_output: int):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Decode frame files and print one row per data point (or JSON lines)."""
+    """Decode files of size-prefixed Kafka request frames (as captured from a socket, or as kip714 writes
+    them) and print one row per data point of every PushTelemetry request, or JSON lines with --json.
+    Client instance ids are shown in Kafka's text form (Uuid.toString(): URL-safe base64), as recordings
+    and the Spark decoders hold them."""
     paths = [pathlib.Path(p) for p in args.files]
     status = 0
     out_rows = []
@@ -61,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             base = {"source": source, "api_key": h.api_key, "correlation_id": h.correlation_id,
                     "client_id": h.client_id}
             if isinstance(body, kip714.PushTelemetryRequest):
-                base.update(client_instance_id=str(body.client_instance_id), subscription_id=body.subscription_id,
+                base.update(client_instance_id=kip714.kafka_uuid_string(body.client_instance_id_bytes), subscription_id=body.subscription_id,
                             terminating=body.terminating, compression=_codec_name(body.compression_type))
             for row in rows or [{}]:
                 print(json.dumps({**base, **row}, default=str))
@@ -69,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(body, kip714.PushTelemetryRequest):
             print(f"{source}: {type(body).__name__} correlation_id={h.correlation_id} client_id={h.client_id}")
             continue
-        print(f"{source}: PushTelemetry client_id={h.client_id} instance={body.client_instance_id} "
+        print(f"{source}: PushTelemetry client_id={h.client_id} "
+              f"instance={kip714.kafka_uuid_string(body.client_instance_id_bytes)} "
               f"subscription={body.subscription_id} codec={_codec_name(body.compression_type)} "
               f"wire={body.metrics_size}B otlp={len(payload)}B terminating={body.terminating} "
               f"points={len(rows)}")
@@ -89,9 +99,9 @@ def add_parser(sub) -> None:
     p.add_argument("files", nargs="+", help="frame files (each holds one or more size-prefixed frames)")
     p.add_argument("--json", action="store_true", help="print JSON lines, one per data point")
     p.add_argument("--summary", action="store_true", help="one line per frame, no data-point table")
-    p.add_argument("--max-output", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
+    p.add_argument("--max-output", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"largest decompressed payload accepted (default {DEFAULT_TELEMETRY_MAX_BYTES}, Kafka's "
                         "telemetry.max.bytes)")
-    p.add_argument("--max-frame-bytes", type=int, default=kip714.DEFAULT_MAX_FRAME_BYTES,
+    p.add_argument("--max-frame-bytes", type=size, default=kip714.DEFAULT_MAX_FRAME_BYTES,
                    help=f"largest frame accepted (default {kip714.DEFAULT_MAX_FRAME_BYTES})")
     p.set_defaults(func=run)

@@ -12,7 +12,9 @@ from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 
 from ..tools import SAMPLES
 from ..tools import demo as _demo
+from ._args import DURATION_HELP, duration
 from ._text import codec_name as _codec_name
+from ._text import plain
 from ._text import table as _table
 from .decode import decode_push, iter_frames
 
@@ -44,9 +46,11 @@ def captures(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("demo", help="real telemetry → kip714 serve → Spark pipeline → table and chart",
-                              description=_demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--output", default="demo-output", help="where the recording, points, errors and chart go")
-    p.add_argument("--seconds", type=float, default=8.0, help="how long the clients push (default 8)")
+                              description=plain(_demo.__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--output", default="demo-output",
+                   help="where the recording, points, errors and chart go (default demo-output)")
+    p.add_argument("--duration", "--seconds", type=duration, default=8.0, metavar="DURATION",
+                   help=f"how long the clients push ({DURATION_HELP}; default 8s)")
     p.add_argument("--simulated", type=int, default=24, help="simulated clients (default 24)")
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--captures", action="store_true",
@@ -57,4 +61,4 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.captures:
         return captures(args)
-    return _demo.run_demo(args.output, args.seconds, args.simulated, args.master)
+    return _demo.run_demo(args.output, args.duration, args.simulated, args.master)

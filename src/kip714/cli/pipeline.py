@@ -10,6 +10,8 @@ from dataclasses import asdict
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 from ..spark import pipeline as _pipeline
 from ..spark.pipeline import failure_line, run_pipeline
+from ._args import size
+from ._text import plain
 
 
 def _conf_pair(text: str) -> tuple[str, str]:
@@ -21,12 +23,13 @@ def _conf_pair(text: str) -> tuple[str, str]:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pipeline", help="bulk-decode frames or a serve recording on Spark into Parquet",
-                              description=_pipeline.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", help="folder of *.bin frame files, or a kip714 serve --record folder")
+                              description=plain(_pipeline.__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", help="folder of *.bin frame files, or a kip714 serve --record folder (a URL such as "
+                                 "hdfs://… is read as a recording)")
     p.add_argument("output", help="output folder: points/ and errors/ are written there")
     p.add_argument("--master", help="Spark master URL (default local[*], or the one spark-submit gives)")
     p.add_argument("--partitions", type=int, help="repartition the input into N partitions before decoding")
-    p.add_argument("--max-output", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
+    p.add_argument("--max-output", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"largest decompressed payload accepted per row (default {DEFAULT_TELEMETRY_MAX_BYTES})")
     p.add_argument("--conf", type=_conf_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
@@ -41,6 +44,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     conf = dict(args.conf)
+    _pipeline.detect_input(args.input)  # a missing or unreadable input is bad input (exit 2), not a Spark failure
     try:
         summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
                                max_output=args.max_output, progress=not args.quiet, conf=conf,

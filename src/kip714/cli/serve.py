@@ -20,8 +20,11 @@ from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
+from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
+from ._args import DURATION_HELP, duration, format_duration, format_size, size
 from ._sinks import add_sink_options, build_sinks
 
+log = logging.getLogger("kip714.serve")
 _ACCEPTED = ",".join(COMPRESSION_NAMES[c] for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 
 
@@ -29,19 +32,27 @@ def add_subscription_options(p, default_name: str) -> None:
     """The subscription and broker options (kafka-client-metrics.sh's, plus the broker's settings)."""
     g = p.add_argument_group("subscriptions (as kafka-client-metrics.sh sets them)")
     g.add_argument("--metrics", help="metric-name prefixes of a subscription, comma separated ('*' for all)")
-    g.add_argument("--interval-ms", type=int, help="push interval of that subscription (100-3600000)")
+    g.add_argument("--interval-ms", type=int, help="push interval of that subscription in ms, 100-3600000 (default 300000, Kafka's)")
     g.add_argument("--match", help="selectors of that subscription, e.g. client_software_name=apache-kafka-java")
     g.add_argument("--subscription-name", default=default_name, help=f"name of that subscription (default {default_name})")
     g.add_argument("--config", help="subscriptions file (JSON, or lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
                                     "reloaded on change, which bumps SubscriptionIds like Kafka")
     g.add_argument("--accepted-compression", default=_ACCEPTED,
                    help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
-    g.add_argument("--telemetry-max-bytes", type=int, default=DEFAULT_TELEMETRY_MAX_BYTES,
+    g.add_argument("--telemetry-max-bytes", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
     g.add_argument("--max-instances", type=int, default=16384, help="client instances kept (LRU; default 16384)")
-    g.add_argument("--jdk", type=int, default=17, help="Java HashSet order to match for SubscriptionIds (17 or 19+)")
+    g.add_argument("--jdk", type=int, default=17,
+                   help="Java HashSet order to match for SubscriptionIds: 17 for brokers on JDK 17/18, 19 for "
+                        "JDK 19+ (default 17)")
     g.add_argument("--record", metavar="DIR", help="record every push (accepted or not) as Parquet files in DIR "
                                                    "(the input of 'kip714 pipeline' and kip714.spark)")
+    g.add_argument("--record-roll-bytes", type=size, default=ROLL_BYTES, metavar="SIZE",
+                   help=f"start a new recording file when the current one reaches this size "
+                        f"(default {format_size(ROLL_BYTES)})")
+    g.add_argument("--record-roll-interval", type=duration, default=ROLL_INTERVAL_S, metavar="DURATION",
+                   help=f"start a new recording file after this long (default {format_duration(ROLL_INTERVAL_S)}); "
+                        "rows reach the disk every second either way, in DIR/_open/ until the file rolls")
 
 
 def add_tls_options(p) -> None:
@@ -57,14 +68,18 @@ def add_run_options(p) -> None:
     g = p.add_argument_group("limits and running")
     g.add_argument("--max-connections", type=int, default=10000, help="client connections (more are refused; "
                                                                        "default 10000)")
-    g.add_argument("--idle-timeout", type=float, default=600.0, help="close connections idle this many seconds "
-                                                                     "(default 600)")
-    g.add_argument("--max-frame-bytes", type=int, default=kip714.DEFAULT_MAX_FRAME_BYTES,
-                   help="largest request/response frame (default 104857600, Kafka's socket.request.max.bytes)")
-    g.add_argument("--summary-interval", type=float, default=10.0, help="seconds between summary log lines (0: off)")
-    g.add_argument("--duration", type=float, help="stop after this many seconds (default: run until SIGINT/SIGTERM)")
-    g.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-
+    g.add_argument("--idle-timeout", type=duration, default=600.0, metavar="DURATION",
+                   help="close a connection with no complete request for this long (default 10m)")
+    g.add_argument("--max-frame-bytes", type=size, default=kip714.DEFAULT_MAX_FRAME_BYTES, metavar="SIZE",
+                   help="largest request/response frame; a larger size prefix closes the connection before "
+                        f"anything is buffered (default {format_size(kip714.DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
+                        "socket.request.max.bytes)")
+    g.add_argument("--summary-interval", type=duration, default=10.0, metavar="DURATION",
+                   help="time between summary log lines, 0 for none (default 10s)")
+    g.add_argument("--duration", type=duration, metavar="DURATION",
+                   help=f"stop after this long ({DURATION_HELP}; default: run until SIGINT/SIGTERM)")
+    g.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="log lines on stderr at this level and above (default info)")
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -72,7 +87,9 @@ def add_parser(sub) -> None:
         description="A KIP-714 telemetry endpoint: answers ApiVersions, Metadata (itself as the only broker, "
                     "no topics), GetTelemetrySubscriptions and PushTelemetry exactly as Apache Kafka 4.1+ does. "
                     "It is not a Kafka broker: use it to collect client telemetry or to test a client's KIP-714 "
-                    "support. Subscription options follow kafka-client-metrics.sh.")
+                    "support. Subscription options follow kafka-client-metrics.sh. Without --metrics, --match, "
+                    "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
+                    "one and never push: serve says so at start-up.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
@@ -101,6 +118,9 @@ def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, Subscrip
         if args.match:
             cfg["match"] = args.match
         registry.set(args.subscription_name, cfg)
+    if not len(registry):
+        log.warning("event=no_subscription clients get an empty subscription and will not push (as with Kafka "
+                    "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE")
     accepted = [compression_type_from_name(c) for c in args.accepted_compression.split(",") if c.strip()]
     broker = TelemetryBroker(registry, telemetry_max_bytes=args.telemetry_max_bytes,
                              accepted_compression_types=accepted, max_instances=args.max_instances,
@@ -109,7 +129,9 @@ def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, Subscrip
 
 
 def recorder_of(args: Any) -> ParquetRecorder | None:
-    return ParquetRecorder(args.record) if args.record else None
+    if not args.record:
+        return None
+    return ParquetRecorder(args.record, roll_bytes=args.record_roll_bytes, roll_interval_s=args.record_roll_interval)
 
 
 def add_sinks(args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None) -> list[Any]:
@@ -168,6 +190,5 @@ def run(args: Any) -> int:
                              max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
                              max_frame_bytes=args.max_frame_bytes, summary_interval_s=args.summary_interval,
                              ssl=server_tls(args))
-    run_endpoint(server, args, watcher, sinks)
-    print(server.summary())
+    run_endpoint(server, args, watcher, sinks)  # the final summary is the server's "event=stopped" log line
     return 0

@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 from ..broker import SubscriptionRegistry, TelemetryBroker
-from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats, parse_duration
+from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
+from ._args import DURATION_HELP, duration
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -18,12 +19,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "simulate", help="a simulated fleet of Kafka clients pushing realistic KIP-714 telemetry",
         description="Simulate producers and consumers (Java and/or librdkafka style) pushing KIP-714 telemetry. "
                     "By default the fleet runs in-process against a TelemetryBroker on a simulated clock "
-                    "(hours of telemetry in seconds); --connect drives it over TCP against a `kip714 serve` "
+                    "(hours of telemetry in seconds); --connect drives it over TCP against a kip714 serve "
                     "endpoint in real time.")
     p.add_argument("--producers", type=int, default=10, help="simulated producers (default 10)")
     p.add_argument("--consumers", type=int, default=10, help="simulated consumers (default 10)")
-    p.add_argument("--duration", default="10m",
-                   help="how long: simulated time in-process, real time with --connect (e.g. 90s, 10m, 2h; "
+    p.add_argument("--duration", type=duration, default=600.0, metavar="DURATION",
+                   help=f"how long: simulated time in-process, real time with --connect ({DURATION_HELP}; "
                         "default 10m)")
     p.add_argument("--interval-ms", type=int, default=1000,
                    help="push interval of the in-process subscription (default 1000; with --connect the "
@@ -38,7 +39,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--brokers", type=int, default=3, help="broker node ids the clients talk to (default 3)")
     p.add_argument("--cumulative", action="store_true", help="in-process broker asks for cumulative temporality")
     p.add_argument("--record", metavar="DIR",
-                   help="in-process: record every push as Parquet in DIR (the `kip714 serve --record` schema)")
+                   help="in-process: record every push as Parquet in DIR (the kip714 serve --record schema)")
     p.add_argument("--connect", metavar="HOST:PORT",
                    help="drive the fleet over TCP against this endpoint in real time (loopback only unless "
                         "--allow-remote)")
@@ -54,11 +55,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``kip714 simulate``. Exit status 0, or 1 when no push was accepted or a protocol error
     (anything but throttling) was answered."""
-    try:
-        duration_ms = parse_duration(args.duration)
-    except ValueError as exc:
-        print(f"kip714 simulate: {exc}", file=sys.stderr)
-        return 2
+    duration_ms = int(round(args.duration * 1000))
     codec = None if args.codec == "any" else args.codec
     fleet = Fleet(args.producers, args.consumers, seed=args.seed, brokers=args.brokers, software=args.software,
                   codec=codec)
@@ -72,15 +69,10 @@ def run(args: argparse.Namespace) -> int:
     if args.connect:
         host, sep, port = args.connect.rpartition(":")
         if not sep or not port.isdigit():
-            print("kip714 simulate: --connect takes HOST:PORT", file=sys.stderr)
-            return 2
+            raise ValueError(f"--connect takes HOST:PORT, not {args.connect!r}")
         host = host.strip("[]")
-        try:
-            stats = fleet.run_tcp(host, int(port), duration_ms / 1000.0, allow_remote=args.allow_remote,
-                                  progress=progress)
-        except ValueError as exc:
-            print(f"kip714 simulate: {exc}", file=sys.stderr)
-            return 2
+        stats = fleet.run_tcp(host, int(port), duration_ms / 1000.0, allow_remote=args.allow_remote,
+                              progress=progress)
     else:
         registry = SubscriptionRegistry()
         registry.set("kip714-simulate", {"metrics": args.metrics, "interval.ms": str(args.interval_ms)})

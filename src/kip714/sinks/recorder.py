@@ -1,9 +1,16 @@
 """Recording PushTelemetry requests to Parquet (the input of the bulk-decoding pipeline).
 
 Every push — accepted or rejected — becomes one row. Rows are buffered and written as complete Parquet
-files (``push-<ms>-<seq>.parquet``, written under a temporary name and renamed, so a reader never sees a
-half-written file) at least every ``flush_interval_s`` seconds, sooner when ``max_buffer_bytes`` of payload
-is buffered, and on :meth:`close`. Nothing buffered is lost on a clean stop.
+files (written under a temporary name and renamed, so a reader never sees a half-written file) at least
+every ``flush_interval_s`` seconds, sooner when ``max_buffer_bytes`` of payload is buffered, and on
+:meth:`close`. Nothing buffered is lost on a clean stop.
+
+Files roll by size and time: each flush writes a part into ``_open/`` (durable at once; Spark, like any
+Hadoop reader, skips ``_``-prefixed folders), and when the parts reach ``roll_bytes`` or the oldest is
+``roll_interval_s`` old they are merged, one part at a time, into one ``push-<ms>-<pid>-<seq>.parquet`` in
+the recording folder. A day of steady traffic is ~1440 files at the defaults (64 MiB / 60 s), not 86 400.
+:meth:`close` rolls what is left; parts a crash left behind are rolled when a recorder next opens the
+folder (one recorder per folder). ``roll_interval_s=0`` writes every flush straight into the folder.
 """
 
 from __future__ import annotations
@@ -16,6 +23,13 @@ import time
 from typing import Any
 
 log = logging.getLogger("kip714.recorder")
+
+#: Default size at which a recording file rolls (``kip714 serve --record-roll-bytes``).
+ROLL_BYTES = 64 << 20
+#: Default age at which a recording file rolls (``kip714 serve --record-roll-interval``).
+ROLL_INTERVAL_S = 60.0
+#: Sub-folder of the parts of the file being filled.
+OPEN_DIR = "_open"
 
 #: Column order of a recording.
 RECORD_COLUMNS = (
@@ -66,7 +80,8 @@ class ParquetRecorder:
     records every push (``TelemetryBroker(receivers=[recorder])`` or ``broker.add_receiver(recorder)``)."""
 
     def __init__(self, directory: str | os.PathLike, flush_interval_s: float = 1.0,
-                 max_buffer_bytes: int = 32 << 20, compression: str = "zstd") -> None:
+                 max_buffer_bytes: int = 32 << 20, compression: str = "zstd", *, roll_bytes: int = ROLL_BYTES,
+                 roll_interval_s: float = ROLL_INTERVAL_S) -> None:
         import pyarrow  # noqa: F401  (fail early when pyarrow is missing)
 
         self.directory = pathlib.Path(directory)
@@ -74,6 +89,13 @@ class ParquetRecorder:
         self.flush_interval_s = flush_interval_s
         self.max_buffer_bytes = max_buffer_bytes
         self.compression = compression
+        self.roll_bytes = roll_bytes
+        self.roll_interval_s = roll_interval_s
+        self._open_dir = self.directory / OPEN_DIR
+        self._parts: list[pathlib.Path] = sorted(self._open_dir.glob("part-*.parquet"))  # a crash's leftovers
+        self._parts_bytes = sum(p.stat().st_size for p in self._parts)
+        self._segment_started = time.monotonic()
+        self._roll_lock = threading.Lock()
         self.rows_written = 0
         self.files_written = 0
         self._columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
@@ -82,6 +104,8 @@ class ParquetRecorder:
         self._lock = threading.Lock()
         self._closed = False
         self._stop = threading.Event()
+        if self._parts:  # a crash's leftovers become a file of the recording now
+            self.roll()
         self._thread = threading.Thread(target=self._flusher, name="kip714-recorder", daemon=True)
         self._thread.start()
 
@@ -113,7 +137,15 @@ class ParquetRecorder:
             return len(self._columns["received_at_ms"])
 
     def flush(self) -> int:
-        """Write everything buffered as one Parquet file; returns the number of rows written."""
+        """Write everything buffered as one Parquet file (a part in ``_open/`` while files roll), roll the
+        file when it is due; returns the number of rows written."""
+        n = self._write_buffered()
+        if self._parts and (self._parts_bytes >= self.roll_bytes
+                            or time.monotonic() - self._segment_started >= self.roll_interval_s):
+            self.roll()
+        return n
+
+    def _write_buffered(self) -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -126,13 +158,49 @@ class ParquetRecorder:
             self._seq += 1
             seq = self._seq
             table = pa.Table.from_pydict(columns, schema=record_schema())
+            rolling = self.roll_interval_s > 0
+            folder = self._open_dir if rolling else self.directory
+            name = f"{'part' if rolling else 'push'}-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
+            folder.mkdir(exist_ok=True)
+            tmp = folder / f".{name}.tmp"
+            pq.write_table(table, tmp, compression=self.compression)
+            os.replace(tmp, folder / name)
+            self.rows_written += n
+            if rolling:
+                if not self._parts:
+                    self._segment_started = time.monotonic()
+                self._parts.append(folder / name)
+                self._parts_bytes += (folder / name).stat().st_size
+            else:
+                self.files_written += 1
+        return n
+
+    def roll(self) -> int:
+        """Merge the parts in ``_open/`` into one file of the recording (one part in memory at a time);
+        returns the rows it holds."""
+        import pyarrow.parquet as pq
+
+        with self._roll_lock:
+            with self._lock:
+                parts, self._parts, self._parts_bytes = self._parts, [], 0
+                self._seq += 1
+                seq = self._seq
+            if not parts:
+                return 0
             name = f"push-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
             tmp = self.directory / f".{name}.tmp"
-            pq.write_table(table, tmp, compression=self.compression)
+            rows = 0
+            with pq.ParquetWriter(tmp, record_schema(), compression=self.compression) as writer:
+                for part in parts:
+                    table = pq.read_table(part)
+                    writer.write_table(table.cast(record_schema()))
+                    rows += table.num_rows
             os.replace(tmp, self.directory / name)
-            self.rows_written += n
-            self.files_written += 1
-        return n
+            for part in parts:
+                part.unlink(missing_ok=True)
+            with self._lock:
+                self.files_written += 1
+        return rows
 
     def _flusher(self) -> None:
         while not self._stop.wait(self.flush_interval_s):
@@ -146,16 +214,19 @@ class ParquetRecorder:
         self._stop.set()
         self._thread.join(5)
         self.flush()
+        self.roll()
         with self._lock:
             self._closed = True
 
 
 def read_recording(directory: str | os.PathLike):
-    """All rows recorded under ``directory`` as one ``pyarrow.Table``."""
+    """All rows recorded under ``directory`` as one ``pyarrow.Table``: the rolled files, then the parts of
+    the file being filled (``_open/``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    files = sorted(pathlib.Path(directory).glob("*.parquet"))
+    folder = pathlib.Path(directory)
+    files = sorted(folder.glob("*.parquet")) + sorted((folder / OPEN_DIR).glob("part-*.parquet"))
     if not files:
         return record_schema().empty_table()
     return pa.concat_tables([pq.read_table(f) for f in files])

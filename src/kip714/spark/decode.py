@@ -31,11 +31,11 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 import pyarrow as pa
 
 from .. import _otlp
-from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, ErrorCode
+from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, ApiKey, ErrorCode
 from .._codec import decompress
 from .._protocol import PushTelemetryRequest, decode_request, split_frames
 from ..broker.subscriptions import kafka_uuid_string
-from ..errors import Kip714Error
+from ..errors import Kip714Error, MalformedFrameError
 
 __all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
            "session_defaults", "default_driver_memory", "DEFAULT_MAX_OUTPUT", "MAX_BATCH_ROWS", "MAX_BATCH_BYTES"]
@@ -45,6 +45,11 @@ _INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 DEFAULT_MAX_OUTPUT = DEFAULT_TELEMETRY_MAX_BYTES
 ERROR_CODE, ERROR, ERROR_STAGE = "error_code", "error", "error_stage"
+#: API keys a bare (unprefixed) frame may start with: the requests kip714 decodes.
+_BARE_KEYS = frozenset(int(k) for k in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+                                        ApiKey.PUSH_TELEMETRY))
+#: A recording's ``error_code`` (the broker's answer to the push) is output under this name.
+PUSH_ERROR_CODE = "push_error_code"
 FRAME_COLUMNS = ("client_id", "correlation_id", "client_instance_id", "subscription_id", "terminating",
                  "compression_type")
 
@@ -259,11 +264,21 @@ def _frame_chunk(schema, src, frame_col, payloads, payload_src, meta, errors, si
 
 
 def _frames_of(value: bytes) -> list:
-    """A value holding one or more size-prefixed frames, or one bare frame."""
-    if len(value) >= 4 and int.from_bytes(value[:4], "big") <= len(value) - 4:
-        frames, consumed = split_frames(value)
-        if consumed == len(value) and frames:
-            return frames
+    """A value holding one or more size-prefixed frames, or one bare frame. A value that does not split
+    into whole frames and does not start with an API key kip714 decodes is a cut size-prefixed frame:
+    MalformedFrameError says so (rather than reading its size prefix as an API key)."""
+    n = len(value)
+    if n >= 4:
+        size = int.from_bytes(value[:4], "big")
+        consumed = 0
+        if size <= n - 4:
+            frames, consumed = split_frames(value)
+            if consumed == n and frames:
+                return frames
+        if int.from_bytes(value[:2], "big") not in _BARE_KEYS:
+            if consumed:
+                raise MalformedFrameError(f"truncated frame: {n - consumed} bytes after the last whole frame")
+            raise MalformedFrameError(f"truncated frame: the size prefix says {size} bytes, {n - 4} follow")
     return [value]
 
 
@@ -298,6 +313,8 @@ def decode_payloads(df, payload_col: str = "payload", compression_col: str | Non
                     max_batch_bytes: int = MAX_BATCH_BYTES) -> DecodeResult:
     """Decode recorded payloads: one output row per data point, every other input column carried along
     (for a ``kip714 serve`` recording: the broker-added labels, ``received_at_ms``, ``subscription_id``…).
+    A recording's ``error_code`` (what the broker answered the push) comes out as ``push_error_code``,
+    since ``error_code`` is the decoding error's column: a recording is taken as it is.
 
     ``compression_col=None`` treats every payload as uncompressed OTLP. The batches handed back to Spark
     hold at most ``max_batch_rows`` rows and about ``max_batch_bytes`` bytes, whatever an input batch holds."""
@@ -330,6 +347,8 @@ def _counted(gen: Iterator[pa.RecordBatch], counter) -> Iterator[pa.RecordBatch]
 
 def _decode_payloads(df, payload_col, compression_col, max_output, bounds, *, emit_points=True,
                      error_counter=None) -> DecodeResult:
+    if ERROR_CODE in df.columns and PUSH_ERROR_CODE not in df.columns:
+        df = df.withColumnRenamed(ERROR_CODE, PUSH_ERROR_CODE)  # a recording, taken as it is
     point_names = set(points_schema().names) | {ERROR_CODE, ERROR, ERROR_STAGE}
     carry = _carry_fields(df, {payload_col}, point_names)
     input_field = pa.field(payload_col, pa.binary())

@@ -5,19 +5,21 @@ recursively) or a ``kip714 serve --record`` recording (a folder of Parquet files
 ``points/`` (Parquet, one row per OTLP data point, partitioned by ``date`` of the point's time, UTC) and
 ``errors/`` (Parquet, every input that could not be decoded, with its bytes, the Kafka error code and the
 reason). A recording's own ``error_code`` (what the broker answered) is kept as ``push_error_code``:
-rejected pushes are decoded too, since they carry real telemetry. Runs on local Spark (``local[*]``) unless
-``--master`` names a cluster; under ``spark-submit`` the submitted master is used.
-
-Memory does not grow with the input: partitions hold at most 32 MiB of input files, the decoders hand Spark
-batches of at most 65536 rows / 16 MiB, and nothing is cached. ``--conf KEY=VALUE`` passes any Spark
-setting (repeatable), e.g. ``--conf spark.driver.memory=8g``; a job that fails ends with one line saying
-what ran out and what to raise (``--verbose`` shows Spark's log and the traceback).
+rejected pushes are decoded too, since they carry real telemetry. Runs on local Spark (local[*]) unless
+--master names a cluster. Under spark-submit, run the file kip714.spark.submit prints (it takes the same
+arguments and uses the master spark-submit was given):
 
     spark-submit --master yarn --archives venv.tar.gz#venv \\
         --conf spark.pyspark.python=./venv/bin/python \\
-        "$(python -c 'import kip714.pipeline as p; print(p.__file__)')" hdfs:///telemetry/rec hdfs:///telemetry/out
+        "$(python -m kip714.spark.submit --path)" hdfs:///telemetry/rec hdfs:///telemetry/out
+
+Memory does not grow with the input: partitions hold at most 32 MiB of input files, the decoders hand Spark
+batches of at most 65536 rows / 16 MiB, and nothing is cached. --conf KEY=VALUE passes any Spark setting
+(repeatable), e.g. --conf spark.driver.memory=8g; a job that fails ends with one line saying what ran out
+and what to raise (--verbose shows Spark's log and the traceback).
 """
 
+import errno
 import pathlib
 import sys
 import time
@@ -51,15 +53,20 @@ def _say(progress: bool, started: float, message: str) -> None:
 
 
 def detect_input(path: str) -> str:
-    """'frames' for a folder/file of *.bin, 'recording' for Parquet."""
+    """'frames' for a folder/file of *.bin, 'recording' for Parquet; FileNotFoundError when ``path`` does not
+    exist, ValueError when it holds neither."""
+    if "://" in path:  # a URL Spark reads (hdfs://, s3a://…): a recording unless it names a frame file
+        return "frames" if path.endswith(".bin") else "recording"
     p = pathlib.Path(path)
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "does not exist", path)
     if p.is_file():
         return "recording" if p.suffix == ".parquet" else "frames"
     if any(p.rglob("*.parquet")):
         return "recording"
     if any(p.rglob("*.bin")):
         return "frames"
-    raise SystemExit(f"kip714 pipeline: {path} holds neither *.bin frame files nor a Parquet recording")
+    raise ValueError(f"{path} holds neither *.bin frame files nor a Parquet recording")
 
 
 def _input_bytes(spark, path: str) -> int | None:
@@ -116,9 +123,9 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
               .option("pathGlobFilter", "*.bin").load(input_path).select(F.col("path").alias("source"),
                                                                          F.col("content").alias("frame")))
     else:
-        # the broker's answer to each recorded push; rejected pushes still carry real telemetry, so they are
-        # decoded too and keep this column to tell them apart
-        df = spark.read.parquet(input_path).withColumnRenamed("error_code", "push_error_code")
+        # decode_payloads keeps the broker's answer to each push as push_error_code: rejected pushes still
+        # carry real telemetry, so they are decoded too
+        df = spark.read.parquet(input_path)
     if partitions:
         df = df.repartition(partitions)
     else:

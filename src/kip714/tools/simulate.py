@@ -44,7 +44,6 @@ import heapq
 import ipaddress
 import math
 import random
-import re
 import struct
 import time
 import uuid
@@ -114,26 +113,11 @@ _PARTITION_CHOICES = (6, 12, 12, 24, 24, 32, 48, 64)
 # ------------------------------------------------------------------------------------------ small helpers
 
 def parse_duration(text: str | int | float) -> int:
-    """``"10m"``, ``"600s"``, ``"1h30m"``, ``"250ms"``, ``"2d"`` or a plain number of seconds → milliseconds."""
-    if isinstance(text, (int, float)):
-        return int(round(float(text) * 1000))
-    s = str(text).strip().lower().replace(" ", "")
-    if not s:
-        raise ValueError("empty duration")
-    try:
-        return int(round(float(s) * 1000))
-    except ValueError:
-        pass
-    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    total, pos = 0.0, 0
-    for m in re.finditer(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)", s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * units[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or pos == 0:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 10m, 1h30m, 500ms)")
-    return int(round(total))
+    """``"10m"``, ``"600s"``, ``"1h30m"``, ``"250ms"``, ``"2d"`` or a plain number of seconds → milliseconds
+    (the command line's one duration syntax, whose home is ``kip714.cli._args``)."""
+    from ..cli._args import parse_duration as parse  # lazily: kip714.cli imports this module
+
+    return parse(text)
 
 
 def _fmt_ms(ms: int) -> str:
@@ -1196,6 +1180,8 @@ class Fleet:
             self._closed = True
             self.stats.simulated_ms = int((loop.time() - t_start) * 1000)
             self.stats.wall_s = time.perf_counter() - wall0
+        if progress is not None:  # the last progress line shows the final counts (terminating pushes included)
+            progress(self.stats)
         return self.stats
 
     async def _tcp_client(self, client: SimClient, host: str, port: int, start_at: float, stop_at: float,

@@ -1,0 +1,26 @@
+"""The ``kip714 pipeline`` job as a file for ``spark-submit`` (absolute imports, so Spark can run it as a
+script): the same arguments as ``kip714 pipeline``, with the master ``spark-submit`` was given.
+
+    spark-submit --master 'local[2]' "$(python -m kip714.spark.submit --path)" recording/ out/
+
+``--path`` (alone) prints this file's path. On a cluster every executor needs kip714 installed (it has
+compiled extensions): install the wheel on the nodes or ship a packed virtual environment
+(``--archives venv.tar.gz#venv --conf spark.pyspark.python=./venv/bin/python``).
+"""
+
+import sys
+
+from kip714.cli import main
+
+
+def run(argv=None) -> int:
+    """Run ``kip714 pipeline`` with ``argv`` (default: this script's arguments)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--path"]:
+        print(__file__)
+        return 0
+    return main(["pipeline", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(run())
