@@ -165,3 +165,40 @@ def test_demo_end_to_end(spark, tmp_path, capsys):
     points = spark.read.parquet(str(tmp_path / "points"))
     assert points.where("client_id LIKE 'rdkafka-%'").count() > 0
     assert points.where("client_software_name = 'apache-kafka-java'").count() > 0
+
+
+def test_decode_payloads_takes_a_recording_as_it_is(spark, tmp_path):
+    """A serve recording has its own error_code (the broker's answer): it comes out as push_error_code."""
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+    from kip714.sinks.recorder import read_recording
+    from kip714.tools.simulate import Fleet
+
+    reg = SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "30000"})
+    Fleet(2, 2, seed=5).run_in_process(TelemetryBroker(reg), "3m", recorder=str(tmp_path / "rec"))
+    recorded = read_recording(tmp_path / "rec")
+    res = kspark.decode_payloads(spark.read.parquet(str(tmp_path / "rec"))).persist()
+    try:
+        assert "push_error_code" in res.points.columns and "error_code" in res.errors.columns
+        want = sum(len(otlp_pb.flatten(kip714.decompress(p, c, 1 << 20)))
+                   for p, c in zip(recorded.column("payload").to_pylist(),
+                                   recorded.column("compression_type").to_pylist()) if p)
+        assert res.points.count() == want > 0 and res.errors.count() == 0
+        assert {r[0] for r in res.points.select("push_error_code").distinct().collect()} == {0}
+    finally:
+        res.unpersist()
+
+
+def test_a_cut_size_prefixed_frame_is_called_truncated(spark, tmp_path):
+    from kip714.spark.pipeline import run_pipeline
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "cut.bin").write_bytes(PUSH[0].read_bytes()[:30])
+    (tmp_path / "in" / "tail.bin").write_bytes(PUSH[0].read_bytes() + PUSH[1].read_bytes()[:9])
+    summary = run_pipeline(str(tmp_path / "in"), str(tmp_path / "out"), spark=spark, progress=False)
+    assert summary.errors == 2
+    errors = {pathlib.Path(r["source"]).name: r["error"]
+              for r in spark.read.parquet(str(tmp_path / "out" / "errors")).collect()}
+    assert errors["cut.bin"].startswith("truncated frame: the size prefix says")
+    assert errors["tail.bin"] == "truncated frame: 9 bytes after the last whole frame"
+    assert not any("API key" in e for e in errors.values())

@@ -1,0 +1,269 @@
+"""The command line speaks one language: durations and sizes, help on every option with its default, no reST
+in --help, errors as one line naming the input with a documented exit status, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import kip714
+from kip714.cli import EXIT_STATUS, build_parser
+from kip714.cli._args import duration, parse_duration, parse_size, size
+from kip714.sinks.recorder import OPEN_DIR, ParquetRecorder, read_recording
+
+DATA = pathlib.Path(__file__).parent / "data" / "captures"
+PUSH = DATA / "producer_zstd_push_01_zstd.bin"
+
+
+def kip714_cli(*args, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "kip714", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def one_line_error(proc, status, *needles):
+    assert proc.returncode == status, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------ durations
+
+@pytest.mark.parametrize("text,ms", [("90s", 90_000), ("10m", 600_000), ("2h", 7_200_000), ("1h30m", 5_400_000),
+                                     ("500ms", 500), ("2.5", 2500), ("3", 3000), ("1d", 86_400_000)])
+def test_one_duration_syntax(text, ms):
+    assert parse_duration(text) == ms
+    assert duration(text) == ms / 1000
+
+
+@pytest.mark.parametrize("bad", ["", "2x", "s", "10m5", "-5s"])
+def test_bad_durations_are_refused(bad):
+    with pytest.raises((ValueError, argparse.ArgumentTypeError)):
+        duration(bad)
+
+
+def test_sizes():
+    assert parse_size("64MB") == 64 << 20 and parse_size("512KiB") == 512 << 10 and parse_size("1g") == 1 << 30
+    assert size("1000") == 1000
+    with pytest.raises(argparse.ArgumentTypeError):
+        size("lots")
+
+
+def test_every_duration_option_takes_the_same_syntax():
+    parser = build_parser()
+    for argv, dest in [(["serve", "--duration", "2s"], "duration"), (["serve", "--idle-timeout", "10m"], "idle_timeout"),
+                       (["serve", "--summary-interval", "1.5"], "summary_interval"),
+                       (["serve", "--record-roll-interval", "1h"], "record_roll_interval"),
+                       (["simulate", "--duration", "2h"], "duration"), (["demo", "--duration", "3s"], "duration"),
+                       (["demo", "--seconds", "3"], "duration")]:
+        got = getattr(parser.parse_args(argv), dest)
+        assert got == duration(argv[-1]), argv
+
+
+# ------------------------------------------------------------------------------------------ --help
+
+def _subparsers(parser):
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_help_is_plain_text_with_help_and_defaults_on_every_option():
+    parser = build_parser()
+    for name, sub in _subparsers(parser).items():
+        text = sub.format_help()
+        for markup in ("``", ":class:", ":mod:", ":func:", ":meth:"):
+            assert markup not in text, f"kip714 {name} --help shows reST {markup}"
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"kip714 {name} {action.option_strings or action.dest} has no help"
+            if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
+                assert "default" in action.help, f"kip714 {name} {action.option_strings[0]} hides its default"
+
+
+def test_top_help_documents_the_exit_statuses():
+    text = build_parser().format_help()
+    for code, meaning in EXIT_STATUS.items():
+        assert f"{code:<4} {meaning.split()[0]}" in text
+
+
+def test_pipeline_help_names_the_working_spark_submit_entry_point():
+    text = _subparsers(build_parser())["pipeline"].format_help()
+    assert "kip714.spark.submit" in text and "kip714.pipeline" not in text
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+def test_missing_file_is_one_line(tmp_path):
+    proc = kip714_cli("decode", "nonexist.bin", cwd=tmp_path)
+    one_line_error(proc, 2, "kip714 decode:", "nonexist.bin", "No such file")
+
+
+def test_text_file_is_named(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello, this is not a Kafka frame\n")
+    proc = kip714_cli("decode", str(tmp_path / "notes.txt"))
+    one_line_error(proc, 2, "notes.txt", "not a file of size-prefixed Kafka request frames", "INVALID_REQUEST")
+
+
+def test_truncated_file_is_named(tmp_path):
+    (tmp_path / "cut.bin").write_bytes(PUSH.read_bytes()[:30])
+    proc = kip714_cli("decode", str(tmp_path / "cut.bin"))
+    one_line_error(proc, 2, "cut.bin", "truncated")
+
+
+def test_closed_pipe_is_quiet(tmp_path):
+    files = " ".join(str(p) for p in sorted(DATA.glob("*_push_*.bin")))
+    proc = subprocess.run(f"{sys.executable} -m kip714 decode --json {files} | head -2; "
+                          'echo "status=${PIPESTATUS[0]}"', shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 3 and json.loads(lines[0])["api_key"] == 72
+    assert lines[-1] == "status=141"
+    assert proc.stderr == "", proc.stderr
+
+
+def test_pipeline_on_a_missing_folder(tmp_path):
+    proc = kip714_cli("pipeline", "/nonexistent-kip714", str(tmp_path / "out"))
+    one_line_error(proc, 2, "kip714 pipeline:", "/nonexistent-kip714", "does not exist")
+
+
+def test_bad_duration_is_a_usage_error():
+    proc = kip714_cli("serve", "--duration", "soon")
+    assert proc.returncode == 2 and "not a duration: 'soon'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_decode_prints_kafka_instance_id_text():
+    rows = [json.loads(ln) for ln in kip714_cli("decode", "--json", str(PUSH)).stdout.splitlines()]
+    body = kip714.decode_request(kip714.split_frames(PUSH.read_bytes())[0][0]).body
+    assert {r["client_instance_id"] for r in rows} == {kip714.kafka_uuid_string(body.client_instance_id)}
+
+
+# ------------------------------------------------------------------------------------------ serve, simulate
+
+def test_serve_without_a_subscription_says_so():
+    proc = kip714_cli("serve", "--port", "0", "--duration", "0.3s")
+    assert proc.returncode == 0, proc.stderr
+    assert "event=no_subscription" in proc.stderr and "--metrics '*'" in proc.stderr
+    proc = kip714_cli("serve", "--port", "0", "--duration", "300ms", "--metrics", "*")
+    assert proc.returncode == 0 and "no_subscription" not in proc.stderr
+    assert proc.stderr.count("event=stopped") == 1 and proc.stdout == ""
+
+
+def test_simulate_connect_last_progress_line_matches_the_summary():
+    """Pushes answered after the last periodic progress line (the terminating ones) are in a final line."""
+    import asyncio
+    import threading
+
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+    from kip714.endpoint.server import TelemetryServer
+    from kip714.tools.simulate import Fleet
+
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "30000"})  # only the terminating pushes are due
+    server = TelemetryServer(TelemetryBroker(registry), "127.0.0.1", 0)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    lines = []
+    try:
+        stats = Fleet(2, 2, seed=1).run_tcp("127.0.0.1", server.port, 1.5, progress=lambda st: lines.append(
+            st.progress_line()))
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    assert stats.accepted == 4 and stats.terminating_pushes == 4
+    assert "accepted 4 " in lines[-1]
+
+
+# ------------------------------------------------------------------------------------------ recordings
+
+def _row(i):
+    return {"received_at_ms": i, "client_instance_id": "x", "error_code": 0, "payload": b"p" * 100,
+            "compression_type": 0}
+
+
+def test_recorder_rolls_by_time_and_keeps_rows_durable(tmp_path):
+    rec = ParquetRecorder(tmp_path, flush_interval_s=3600, roll_interval_s=3600)
+    for i in range(5):
+        rec.record(_row(i))
+        rec.flush()  # each flush is a durable part, readable at once
+    assert len(list((tmp_path / OPEN_DIR).glob("part-*.parquet"))) == 5
+    assert not list(tmp_path.glob("*.parquet")) and read_recording(tmp_path).num_rows == 5
+    rec.roll_interval_s = 0.001  # the file is due: the next flush rolls the parts into one file
+    rec.record(_row(5))
+    rec.flush()
+    assert len(list(tmp_path.glob("push-*.parquet"))) == 1 and not list((tmp_path / OPEN_DIR).iterdir())
+    rec.close()
+    assert read_recording(tmp_path).column("received_at_ms").to_pylist() == list(range(6))
+
+
+def test_recorder_rolls_by_size(tmp_path):
+    rec = ParquetRecorder(tmp_path, flush_interval_s=3600, roll_bytes=1, roll_interval_s=3600)
+    for i in range(3):
+        rec.record(_row(i))
+        rec.flush()
+    rec.close()
+    assert len(list(tmp_path.glob("push-*.parquet"))) == 3 and rec.files_written == 3
+
+
+def test_recorder_rolls_parts_a_crash_left(tmp_path):
+    rec = ParquetRecorder(tmp_path, flush_interval_s=3600)
+    rec.record(_row(1))
+    rec.flush()
+    rec._stop.set()  # "crash": never closed
+    again = ParquetRecorder(tmp_path, flush_interval_s=3600)
+    assert not list((tmp_path / OPEN_DIR).iterdir()) and len(list(tmp_path.glob("push-*.parquet"))) == 1
+    again.close()
+    assert read_recording(tmp_path).num_rows == 1
+
+
+def test_serve_rolls_recordings_once_per_interval(tmp_path):
+    """A second of pushes is one file at the defaults (it used to be one file per flush)."""
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+    from kip714.tools.simulate import Fleet
+
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "1000"})
+    rec = ParquetRecorder(tmp_path / "rec", flush_interval_s=0.05)
+    try:
+        Fleet(2, 2, seed=2).run_in_process(TelemetryBroker(registry), "2m", recorder=rec)
+    finally:
+        rec.close()
+    assert len(list((tmp_path / "rec").glob("*.parquet"))) == 1
+    assert read_recording(tmp_path / "rec").num_rows == rec.rows_written > 400
+
+
+# ------------------------------------------------------------------------------------------ responses
+
+def test_decode_response_reads_what_encode_response_writes():
+    resp = kip714.PushTelemetryResponse(throttle_time_ms=7, error_code=0)
+    wire = kip714.encode_response(9, resp, 0)
+    assert kip714.decode_response(wire, 72, 0, size_prefixed=True).body == resp
+    frames, _ = kip714.split_frames(wire)
+    assert kip714.decode_response(frames[0], 72, 0).body == resp
+    with pytest.raises(kip714.MalformedFrameError, match="size_prefixed=True"):
+        kip714.decode_response(wire, 72, 0)
+    with pytest.raises(kip714.MalformedFrameError, match="size prefix says"):
+        kip714.decode_response(wire[:-1], 72, 0, size_prefixed=True)
+
+
+def test_no_annotations_name_in_the_public_api():
+    assert "annotations" not in kip714.__all__ and not hasattr(kip714, "annotations")
