@@ -8,7 +8,8 @@ without touching this file):
 - ```` ```sh ````/``bash``/``shell``/``console`` blocks, and unlabelled blocks whose first command is a known
   program (``kip714``, ``make``, ``python``, ``spark-submit``, ``.venv/bin/...``, ``source``…), run as one
   bash script with ``set -e``;
-- other blocks (diagrams, YAML, queries) are not examples and are left alone.
+- other blocks (diagrams, YAML, queries, ```` ```text ```` usage synopses with ``[optional]`` parts) are not
+  examples and are left alone.
 
 Each block runs in a fresh workspace that looks like the repository root — every top-level entry of the
 checkout linked in — plus the inputs the README talks about: ``recording/`` (a ``kip714 serve --record``
@@ -17,8 +18,9 @@ recording, made by the simulator). A block fails when it exits non-zero, raises,
 What the test changes, and only this, so that examples run unattended and quickly:
 
 - ``kip714 serve`` lines without ``--duration`` get one (``3s``; ``60s`` when sent to the background with
-  ``&``, which the block itself stops); port ``9092`` becomes a free port throughout the block and
-  ``0.0.0.0`` becomes ``127.0.0.1`` (test servers bind the loopback only);
+  ``&``, which the block itself stops), and ``--port 0`` when they name no port (the default, 9092, may be
+  taken); port ``9092`` becomes a free port throughout the block and ``0.0.0.0:PORT`` becomes
+  ``127.0.0.1:FREE-PORT`` (test servers bind the loopback only);
 - ``make TARGET`` runs as ``make -n TARGET`` (the target exists and its recipe expands: running ``make test``
   inside the test suite would recurse; ``make demo``'s run is ``tests/test_spark.py``'s demo test);
 - ``.venv/bin/`` is the environment running the tests (``source .venv/bin/activate`` activates it, or does
@@ -43,6 +45,7 @@ import re
 import runpy
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -193,13 +196,20 @@ def _bin() -> str:
     return str(pathlib.Path(sys.executable).parent)
 
 
+def _addresses(line: str, port: str) -> str:
+    """Port 9092 → the block's free port; 0.0.0.0:PORT (listen everywhere) → 127.0.0.1 and a free port."""
+    line = re.sub(r"(?<!\d)9092(?!\d)", port, line)
+    return re.sub(r"0\.0\.0\.0:\d+", lambda m: f"127.0.0.1:{_free_port()}", line)
+
+
 def _rewrite(text: str) -> str:
     """The test's changes to a shell block (see the module docstring)."""
     port = str(_free_port())
+    text = text.replace("\\\n", " ")  # continuation lines joined: one line per command
     out = []
     for line in text.splitlines():
         code = line.split(" #")[0] if not line.lstrip().startswith("#") else ""
-        line = line.replace("9092", port).replace("0.0.0.0", "127.0.0.1")
+        line = _addresses(line, port)
         line = line.replace(".venv/bin/", _bin() + "/")
         if re.match(r"\s*(source|\.)\s+\S*bin/activate\b", line):
             line = f"source {_bin()}/activate" if _in_venv() else "true"
@@ -209,8 +219,9 @@ def _rewrite(text: str) -> str:
         if re.search(r"(^|\s)kip714 serve\b", code) and "--duration" not in code:
             background = code.rstrip().endswith("&")
             cmd = code.rstrip()[:-1].rstrip() if background else code.rstrip()
-            line = cmd + (" --duration 60s &" if background else " --duration 3s")
-            line = line.replace("9092", port).replace("0.0.0.0", "127.0.0.1")
+            if "--port" not in cmd:
+                cmd += " --port 0"  # serve's default, 9092, may be taken on a shared machine
+            line = _addresses(cmd + (" --duration 60s &" if background else " --duration 3s"), port)
         out.append(line)
     return "\n".join(out) + "\n"
 
@@ -261,11 +272,22 @@ def _run_python(block: Block, ws: pathlib.Path, spark) -> None:
 
 def _run_shell(block: Block, ws: pathlib.Path) -> None:
     script = "set -e\n" + _rewrite(block.text)
-    proc = subprocess.run(["bash", "-c", script], cwd=ws, env=_env(), capture_output=True, text=True,
-                          timeout=BLOCK_TIMEOUT_S, start_new_session=True)
-    shown = f"\n--- script\n{script}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
-    assert proc.returncode == 0, f"{block.id} exited {proc.returncode}{shown}"
-    assert "Traceback (most recent call last)" not in proc.stderr, f"{block.id} printed a traceback{shown}"
+    # output to files, not pipes: a background helper the block leaves behind (a user's shell would just
+    # return to the prompt) must not hold the test; the whole process group is ended afterwards
+    out_path, err_path = ws / ".readme-stdout", ws / ".readme-stderr"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen(["bash", "-c", script], cwd=ws, env=_env(), stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=BLOCK_TIMEOUT_S)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stdout, stderr = out_path.read_text(), err_path.read_text()
+    shown = f"\n--- script\n{script}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-3000:]}"
+    assert returncode == 0, f"{block.id} exited {returncode}{shown}"
+    assert "Traceback (most recent call last)" not in stderr, f"{block.id} printed a traceback{shown}"
 
 
 def _check_args_only(block: Block, ws: pathlib.Path) -> None:

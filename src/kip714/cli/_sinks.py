@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from ..sinks.prometheus import BROKER_LABELS, DEFAULT_LABELS
+from ._args import duration
 
 log = logging.getLogger("kip714.sinks")
 
@@ -54,8 +55,10 @@ def add_sink_options(parser: argparse.ArgumentParser) -> None:
                         f"any of {_LABELS_HELP})")
     o.add_argument("--otlp-header", action="append", type=_header, default=[], metavar="K=V",
                    help="HTTP header sent with every export (repeatable), e.g. Authorization=Bearer\\ TOKEN")
-    o.add_argument("--otlp-compression", choices=["gzip", "none"], default="gzip", help="request body compression")
-    o.add_argument("--otlp-timeout", type=float, default=10.0, metavar="S", help="seconds per export request")
+    o.add_argument("--otlp-compression", choices=["gzip", "none"], default="gzip",
+                   help="request body compression (default gzip)")
+    o.add_argument("--otlp-timeout", type=duration, default=10.0, metavar="DURATION",
+                   help="time allowed per export request (default 10s)")
     o.add_argument("--otlp-queue", type=int, default=10_000, metavar="N",
                    help="payloads waiting to be sent at most; more are dropped and counted (default 10000)")
     o.add_argument("--otlp-ca", metavar="FILE", help="CA bundle to verify the collector's certificate (https)")

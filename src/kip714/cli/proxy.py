@@ -8,6 +8,7 @@ from typing import Any
 
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
+from ._args import duration
 from ._sinks import add_sink_options
 from .serve import (
     add_run_options,
@@ -18,6 +19,7 @@ from .serve import (
     recorder_of,
     run_endpoint,
     server_tls,
+    warn_if_no_subscription,
     setup_logging,
 )
 
@@ -60,7 +62,8 @@ def add_parser(sub) -> None:
     g.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
     g.add_argument("--telemetry", choices=TELEMETRY_MODES, default="auto",
                    help="auto (default), terminate, tap or off (see above)")
-    g.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect upstream (default 10)")
+    g.add_argument("--connect-timeout", type=duration, default=10.0, metavar="DURATION",
+                   help="time allowed to connect upstream (default 10s)")
     u = p.add_argument_group("TLS toward the cluster")
     u.add_argument("--upstream-tls", action="store_true", help="connect to the cluster with TLS")
     u.add_argument("--upstream-ca", metavar="PEM", help="CA certificates to verify the cluster with "
@@ -95,6 +98,7 @@ def run(args: Any) -> int:
                            max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
                            connect_timeout_s=args.connect_timeout, max_frame_bytes=args.max_frame_bytes,
                            summary_interval_s=args.summary_interval)
-    run_endpoint(proxy, args, watcher, sinks)
-    print(proxy.summary())
+    if args.telemetry == "terminate":
+        warn_if_no_subscription(broker)
+    run_endpoint(proxy, args, watcher, sinks)  # the final summary is the proxy's "event=stopped" log line
     return 0

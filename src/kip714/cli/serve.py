@@ -118,14 +118,18 @@ def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, Subscrip
         if args.match:
             cfg["match"] = args.match
         registry.set(args.subscription_name, cfg)
-    if not len(registry):
-        log.warning("event=no_subscription clients get an empty subscription and will not push (as with Kafka "
-                    "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE")
     accepted = [compression_type_from_name(c) for c in args.accepted_compression.split(",") if c.strip()]
     broker = TelemetryBroker(registry, telemetry_max_bytes=args.telemetry_max_bytes,
                              accepted_compression_types=accepted, max_instances=args.max_instances,
                              node_id=node_id)
     return broker, watcher
+
+
+def warn_if_no_subscription(broker: TelemetryBroker) -> None:
+    """Say at start-up that nobody is subscribed (clients then never push, as with Kafka)."""
+    if not len(broker.registry):
+        log.warning("event=no_subscription clients get an empty subscription and will not push (as with Kafka "
+                    "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE")
 
 
 def recorder_of(args: Any) -> ParquetRecorder | None:
@@ -183,6 +187,7 @@ def run(args: Any) -> int:
     """Entry point of ``kip714 serve``."""
     setup_logging(args)
     broker, watcher = build_broker(args, args.node_id)
+    warn_if_no_subscription(broker)
     recorder = recorder_of(args)
     sinks = add_sinks(args, broker, recorder)
     server = TelemetryServer(broker, args.host, args.port, advertised_host=args.advertised_host,
