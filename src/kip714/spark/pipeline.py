@@ -160,10 +160,11 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
         _say(progress, started, f"no input failed; writing an empty errors table to {errors_dir}")
         spark.createDataFrame([], result.errors.schema).write.mode("overwrite").parquet(errors_dir)
     _say(progress, started, "summarising")
-    stats = spark.read.parquet(points_dir).agg(F.count(F.lit(1)).alias("points"),
+    # with the schema: when every input failed, partitionBy wrote no file Spark could infer one from
+    stats = spark.read.schema(points.schema).parquet(points_dir).agg(F.count(F.lit(1)).alias("points"),
                                                F.countDistinct("client_instance_id").alias("clients"),
                                                F.countDistinct("metric").alias("metrics")).first()
-    n_errors = spark.read.parquet(errors_dir).count()
+    n_errors = spark.read.schema(result.errors.schema).parquet(errors_dir).count()
     summary = PipelineSummary(kind, input_rows, stats["points"], n_errors, stats["clients"], stats["metrics"],
                               time.perf_counter() - started)
     _say(progress, started, "done")
