@@ -62,6 +62,7 @@ from .._protocol import (
     encode_request,
 )
 from ..broker.manager import TelemetryBroker, TelemetryPayload
+from ..broker.receivers import ReceiverContext
 from ..client.telemetry import ALL_COMPRESSION_TYPES, INT_MAX, ClientTelemetry
 from ..errors import Kip714Error
 from ..client.naming import telemetry_metric_key
@@ -1361,7 +1362,8 @@ class _RunContext:
             fleet.count_response("GetTelemetrySubscriptions", code, client)
 
     def record(self, body: PushTelemetryRequest, client: SimClient, code: int, now: int) -> None:
-        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now))
+        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now,
+                                      client.telemetry.subscription))
         self.fleet.stats.recorded_rows += 1
 
     def close_client(self, client: SimClient) -> None:
@@ -1376,6 +1378,10 @@ class _RunContext:
                 tel.handle_response(self._last_response, now + client.rtt_ms)  # ignored while terminating
         tel.close()
         client.closed = True
+        if self.recorder is not None and hasattr(self.recorder, "instance_closed") and \
+                client.client_instance_id is not None:  # the client's connection goes with it
+            self.recorder.instance_closed(ReceiverContext(client.client_info, self.broker.node_id),
+                                          client.client_instance_id, now + client.rtt_ms, "client")
 
 
 class _TcpConnection:
