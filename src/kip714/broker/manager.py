@@ -252,12 +252,12 @@ class TelemetryBroker:
                 log.warning("telemetry observer %r failed", observer, exc_info=True)
                 self._count("observer-error")
 
-    def connection_closed(self, connection: Hashable, reason: str = "client") -> bool:
+    def connection_closed(self, connection: Hashable, reason: str = "client", now_ms: int | None = None) -> bool:
         """A client connection closed: drop the instance last (re)created on it, as Kafka 4.0+ does.
 
         Returns True if a live instance was removed. Unknown connections are ignored. Receivers with
         ``instance_closed`` hear of every instance that used the connection, with ``reason`` ("client":
-        the peer closed it; "endpoint": the endpoint did)."""
+        the peer closed it; "endpoint": the endpoint did) and ``now_ms`` (default: the broker's clock)."""
         with self._lock:
             id16 = self._by_connection.pop(connection, None)
             if id16 is not None:
@@ -265,7 +265,7 @@ class TelemetryBroker:
             seen = self._seen_on.pop(connection, None)
         removed = id16 is not None and self.instances.remove(id16)
         if seen:
-            at_ms = self.clock()
+            at_ms = self.clock() if now_ms is None else now_ms
             for seen_id, info in seen.items():
                 told = self.told(seen_id, info)
                 ctx = ReceiverContext(info, self.node_id, told.push_interval_ms, told)

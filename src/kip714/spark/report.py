@@ -107,8 +107,9 @@ CHECKS: dict[str, tuple[str, str, str]] = {
         "Terminating=true before it closes", "instances"),
     "error_responses": (
         "no error responses", "PushTelemetry error codes: a conforming client is not answered INVALID_REQUEST, "
-        "INVALID_RECORD, THROTTLING_QUOTA_EXCEEDED, UNSUPPORTED_COMPRESSION_TYPE, TELEMETRY_TOO_LARGE, nor "
-        "UNKNOWN_SUBSCRIPTION_ID twice in a row (it must fetch its new subscription)", "pushes"),
+        "INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, TELEMETRY_TOO_LARGE, nor UNKNOWN_SUBSCRIPTION_ID twice in a "
+        "row (it must fetch its new subscription); THROTTLING_QUOTA_EXCEEDED answers early pushes and is "
+        "counted under push_interval", "pushes"),
 }
 #: insight id → what it flags
 INSIGHTS: dict[str, str] = {
@@ -131,6 +132,7 @@ _CONN = (_NS + "producer.connection.creation.total", _NS + "consumer.connection.
 _LAG, _IDLE = _NS + "consumer.fetch.manager.records.lag.max", _NS + "consumer.poll.idle.ratio.avg"
 _INTEREST = tuple(_THROTTLE) + (_RPR, _SEND, _REQ, _ERR, _RETRY, _BATCH) + _CONN + (_LAG, _IDLE)
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
+_THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _SW = ("client_software_name", "client_software_version")
 
 
@@ -337,8 +339,8 @@ def _push_instances(pushes, closed_df, opts: ReportOptions):
         F.transform("accepted_compression_types", lambda c: c.cast("int")), ctype)
     code = F.col("push_error_code")
     err = code != 0
-    err_fault = err & ((code != _UNKNOWN_SUB) | ((F.col("prev_err") == _UNKNOWN_SUB)
-                                                & (F.col("prev_sid") == F.col("subscription_id"))))
+    err_fault = err & (code != _THROTTLED) & (
+        (code != _UNKNOWN_SUB) | ((F.col("prev_err") == _UNKNOWN_SUB) & (F.col("prev_sid") == F.col("subscription_id"))))
 
     def n(cond):
         return F.sum(F.when(cond, 1).otherwise(0))

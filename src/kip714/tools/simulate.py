@@ -639,6 +639,8 @@ class SimClient:
     connect_delay_ms: int = 100
     rtt_ms: int = 1
     close_offset_ms: int = 0
+    #: called with the client's metric model when it starts (tests and demos make a client misbehave)
+    tune: Callable[[Any], None] | None = None
     telemetry: ClientTelemetry | None = None
     collector: MetricsCollector | None = None
     model: _Model | None = None
@@ -679,6 +681,8 @@ class SimClient:
         for k, v in self.resource.items():
             self.collector.set_resource_attribute(k, v)
         self.model = _Model(self, fleet, now_ms)
+        if self.tune is not None:
+            self.tune(self.model)
         self._clock_ns = clock_ns
         self.telemetry = ClientTelemetry(self.collector, supported_compression=self.supported_compression,
                                          rng=self.jitter_rng)
