@@ -186,6 +186,12 @@ class Report(NamedTuple):
     errors: Any
     timeline: Any
     options: ReportOptions
+    cached: tuple = ()
+
+    def unpersist(self) -> None:
+        """Release what the report keeps cached in Spark (the decoded points)."""
+        for df in self.cached:
+            df.unpersist()
 
     def write(self, out: str | pathlib.Path, *, summary: bool = True) -> dict[str, Any]:
         """Write ``conformance.json``, ``insights.json``, ``tables/*.parquet`` and ``report.html`` under
@@ -315,7 +321,8 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     timeline = (pushes.groupBy(*_SW, (F.floor(F.col("received_at_ms") / 60000) * 60000).alias("minute_ms"))
                 .agg(F.count(F.lit(1)).alias("pushes"),
                      F.sum(F.when(F.col("push_error_code") != 0, 1).otherwise(0)).alias("errors")))
-    return Report(conformance, insights, clients, errors_by_code, timeline, opts)
+    return Report(conformance, insights, clients, errors_by_code, timeline, opts,
+                  (combined,) if combined is not None else ())
 
 
 def _push_instances(pushes, closed_df, opts: ReportOptions):
