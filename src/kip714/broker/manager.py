@@ -229,7 +229,8 @@ class TelemetryBroker:
         decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
         payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one.
         ``node_id``: the broker that answered (default this broker's ``node_id``). ``subscription``: what the
-        real broker told this client (the observers record it); by default what this broker knows (:meth:`told`)."""
+        real broker told this client (the observers record it); by default what a Get this broker answered
+        told it, or nothing (the recording's subscription columns stay null rather than guess)."""
         if now_ms is None:
             now_ms = self.clock()
         node = self.node_id if node_id is None else node_id
@@ -237,14 +238,20 @@ class TelemetryBroker:
         if error_code == 0 and body.metrics_size:
             payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node)
         if self._observers:
-            self._observe(body, client_info, error_code, now_ms, node, subscription)
+            self._observe(body, client_info, error_code, now_ms, node, subscription, resolve=False)
         return payload
 
     def _observe(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                 now_ms: int, node_id: int, subscription: ClientSubscription | None = None) -> None:
+                 now_ms: int, node_id: int, subscription: ClientSubscription | None = None,
+                 resolve: bool = True) -> None:
         if subscription is None:
-            subscription = self.told(body.client_instance_id_bytes, client_info)
-        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id, subscription.push_interval_ms, subscription)
+            if resolve:
+                subscription = self.told(body.client_instance_id_bytes, client_info)
+            else:  # decided elsewhere: only a Get this broker answered itself says what the client was told
+                with self._lock:
+                    subscription = self._told.get(body.client_instance_id_bytes)
+        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id,
+                              subscription.push_interval_ms if subscription is not None else None, subscription)
         for observer in self._observers:
             try:
                 observer.push_completed(ctx, body, error_code, now_ms)
