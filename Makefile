@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
 EXTRAS ?= test,demo
 
-.PHONY: all setup build test demo bench bench-quick clean java prometheus snappy-java
+.PHONY: all setup build test demo bench bench-quick clean java prometheus snappy-java chromium
 
 all: test
 
@@ -34,6 +34,13 @@ snappy-java:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    libsnappy-java >/dev/null; }
 
+# The report test renders report.html in headless Chromium; install Debian's when it is missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing chromium (headless) for the report page test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium fonts-dejavu-core >/dev/null; }
+
 $(STAMP): pyproject.toml setup.py | java
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel "Cython>=3.1,<4"
@@ -46,7 +53,7 @@ setup: $(STAMP)
 build: $(STAMP)
 	$(PY) setup.py --quiet build_ext --inplace
 
-test: build prometheus snappy-java
+test: build prometheus snappy-java chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build

@@ -39,7 +39,7 @@ from .._protocol import (
     PushTelemetryResponse,
 )
 from ..errors import Kip714Error, TelemetryTooLargeError
-from .receivers import ReceiverContext, TelemetryPayload, TelemetryReceiver
+from .receivers import ClientSubscription, ReceiverContext, TelemetryPayload, TelemetryReceiver
 from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = ["TelemetryBroker", "DEFAULT_ACCEPTED_COMPRESSION_TYPES"]
@@ -114,6 +114,11 @@ class TelemetryBroker:
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.receivers: list[TelemetryReceiver] = []
         self._observers: list[Any] = []          # receivers that also see every push with its answer
+        self._closers: list[Any] = []            # receivers that hear when an instance's connection closes
+        # what the last successful Get told each instance (for the observers; bounded like the table)
+        self._told: dict[bytes, ClientSubscription] = {}
+        self._seen_on: dict[Any, dict[bytes, ClientInfo]] = {}   # connection → instances that used it
+        self._max_told = int(max_instances)
         for receiver in receivers:
             self.add_receiver(receiver)
         self.decompress_payloads = decompress_payloads
@@ -157,9 +162,16 @@ class TelemetryBroker:
                 result = self._push(body, client_info, now_ms, connection, node, id16, code, size)
             if self._observers:
                 self._observe(body, client_info, result[0].error_code, now_ms, node)
+            if self._closers and connection is not None:
+                self._seen(connection, body.client_instance_id_bytes, client_info)
             return result
         if type(body) is GetTelemetrySubscriptionsRequest:
-            return self._get(body, client_info, now_ms, connection), None
+            response = self._get(body, client_info, now_ms, connection)
+            if (self._observers or self._closers) and response.error_code == 0:
+                self._remember(response)
+                if self._closers and connection is not None:
+                    self._seen(connection, response.client_instance_id.bytes, client_info)
+            return response, None
         raise TypeError(f"TelemetryBroker handles telemetry request bodies, not {type(body).__name__}")
 
     def add_receiver(self, receiver: TelemetryReceiver) -> None:
@@ -169,14 +181,56 @@ class TelemetryBroker:
         self.receivers.append(receiver)
         if callable(getattr(receiver, "push_completed", None)):
             self._observers.append(receiver)
+        if callable(getattr(receiver, "instance_closed", None)):
+            self._closers.append(receiver)
+
+    def _remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
+        """Keep what a successful Get told the instance (what the observers learn its pushes were held to)."""
+        told = ClientSubscription(
+            subscription_id=response.subscription_id, requested_metrics=tuple(response.requested_metrics),
+            push_interval_ms=response.push_interval_ms, delta_temporality=bool(response.delta_temporality),
+            accepted_compression_types=tuple(int(c) for c in response.accepted_compression_types),
+            telemetry_max_bytes=response.telemetry_max_bytes)
+        id16 = response.client_instance_id.bytes
+        with self._lock:
+            told_map = self._told
+            told_map.pop(id16, None)
+            told_map[id16] = told
+            if len(told_map) > self._max_told:  # oldest first out (dicts keep insertion order)
+                del told_map[next(iter(told_map))]
+
+    def told(self, client_instance_id: uuid.UUID | bytes, client_info: ClientInfo | None = None) -> ClientSubscription:
+        """What the endpoint last told ``client_instance_id`` in a GetTelemetrySubscriptions response; when
+        that Get was not seen (or has been forgotten), what the registry resolves for it now."""
+        id16 = client_instance_id.bytes if isinstance(client_instance_id, uuid.UUID) else bytes(client_instance_id)
+        with self._lock:
+            told = self._told.get(id16)
+        if told is not None:
+            return told
+        info = self.client_metadata(id16) or client_info or _ANONYMOUS
+        res = self.registry.resolve(info, uuid.UUID(bytes=id16))
+        return ClientSubscription(res.subscription_id, tuple(res.requested_metrics), res.push_interval_ms,
+                                  bool(self.delta_temporality), tuple(self.accepted_compression_types),
+                                  self.telemetry_max_bytes)
+
+    def _seen(self, connection: Hashable, id16: bytes, client_info: ClientInfo | None) -> None:
+        with self._lock:
+            seen = self._seen_on.get(connection)
+            if seen is None:
+                seen = self._seen_on[connection] = {}
+            if id16 not in seen and len(seen) < 64:  # a connection carries one client: bounded anyway
+                seen[id16] = client_info or _ANONYMOUS
 
     def deliver(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                now_ms: int | None = None, *, node_id: int | None = None) -> TelemetryPayload | None:
+                now_ms: int | None = None, *, node_id: int | None = None,
+                subscription: ClientSubscription | None = None) -> TelemetryPayload | None:
         """Feed the receivers a push that someone else decided (a proxy tapping a real cluster, whose
         broker stays the authority): ``error_code`` is that answer. An accepted non-empty push is
         decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
         payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one.
-        ``node_id``: the broker that answered (default this broker's ``node_id``)."""
+        ``node_id``: the broker that answered (default this broker's ``node_id``). ``subscription``: what the
+        real broker told this client (the observers record it); by default what a Get this broker answered
+        told it, or nothing (the recording's subscription columns stay null rather than guess)."""
         if now_ms is None:
             now_ms = self.clock()
         node = self.node_id if node_id is None else node_id
@@ -184,12 +238,20 @@ class TelemetryBroker:
         if error_code == 0 and body.metrics_size:
             payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node)
         if self._observers:
-            self._observe(body, client_info, error_code, now_ms, node)
+            self._observe(body, client_info, error_code, now_ms, node, subscription, resolve=False)
         return payload
 
     def _observe(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                 now_ms: int, node_id: int) -> None:
-        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id)
+                 now_ms: int, node_id: int, subscription: ClientSubscription | None = None,
+                 resolve: bool = True) -> None:
+        if subscription is None:
+            if resolve:
+                subscription = self.told(body.client_instance_id_bytes, client_info)
+            else:  # decided elsewhere: only a Get this broker answered itself says what the client was told
+                with self._lock:
+                    subscription = self._told.get(body.client_instance_id_bytes)
+        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id,
+                              subscription.push_interval_ms if subscription is not None else None, subscription)
         for observer in self._observers:
             try:
                 observer.push_completed(ctx, body, error_code, now_ms)
@@ -197,15 +259,31 @@ class TelemetryBroker:
                 log.warning("telemetry observer %r failed", observer, exc_info=True)
                 self._count("observer-error")
 
-    def connection_closed(self, connection: Hashable) -> bool:
+    def connection_closed(self, connection: Hashable, reason: str = "client", now_ms: int | None = None) -> bool:
         """A client connection closed: drop the instance last (re)created on it, as Kafka 4.0+ does.
 
-        Returns True if a live instance was removed. Unknown connections are ignored."""
+        Returns True if a live instance was removed. Unknown connections are ignored. Receivers with
+        ``instance_closed`` hear of every instance that used the connection, with ``reason`` ("client":
+        the peer closed it; "endpoint": the endpoint did) and ``now_ms`` (default: the broker's clock)."""
         with self._lock:
             id16 = self._by_connection.pop(connection, None)
             if id16 is not None:
                 self._metadata.pop(id16, None)
-        return id16 is not None and self.instances.remove(id16)
+            seen = self._seen_on.pop(connection, None)
+        removed = id16 is not None and self.instances.remove(id16)
+        if seen:
+            at_ms = self.clock() if now_ms is None else now_ms
+            for seen_id, info in seen.items():
+                told = self.told(seen_id, info)
+                ctx = ReceiverContext(info, self.node_id, told.push_interval_ms, told)
+                instance = uuid.UUID(bytes=seen_id)
+                for closer in self._closers:
+                    try:
+                        closer.instance_closed(ctx, instance, at_ms, reason)
+                    except Exception:
+                        log.warning("telemetry observer %r failed", closer, exc_info=True)
+                        self._count("observer-error")
+        return removed
 
     def client_metadata(self, instance: uuid.UUID | bytes) -> ClientInfo | None:
         """The ClientInfo subscriptions are matched against for ``instance``: the one captured when the

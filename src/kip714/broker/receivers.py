@@ -18,8 +18,8 @@ from .._enums import ErrorCode
 from ..errors import Kip714Error
 from .subscriptions import ClientInfo
 
-__all__ = ["BackgroundReceiver", "CallbackReceiver", "PushObserver", "ReceiverContext", "TelemetryPayload",
-           "TelemetryReceiver"]
+__all__ = ["BackgroundReceiver", "CallbackReceiver", "ClientSubscription", "InstanceCloseObserver", "PushObserver",
+           "ReceiverContext", "TelemetryPayload", "TelemetryReceiver"]
 
 log = logging.getLogger("kip714.broker")
 
@@ -99,12 +99,30 @@ class TelemetryPayload:
 
 
 @dataclass(frozen=True)
+class ClientSubscription:
+    """What the endpoint told a client in its last successful GetTelemetrySubscriptions response: the
+    subscription its pushes are held to (requested metric prefixes, push interval, temporality, the
+    compression types it may use)."""
+
+    subscription_id: int
+    requested_metrics: tuple[str, ...]
+    push_interval_ms: int
+    delta_temporality: bool
+    accepted_compression_types: tuple[int, ...]
+    telemetry_max_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class ReceiverContext:
-    """What a receiver knows about the request besides the payload (Kafka's AuthorizableRequestContext)."""
+    """What a receiver knows about the request besides the payload (Kafka's AuthorizableRequestContext).
+
+    ``subscription`` is what the endpoint last told this client instance (:class:`ClientSubscription`)
+    when the broker knows it; it is set for the observers' ``push_completed`` and ``instance_closed``."""
 
     client_info: ClientInfo
     node_id: int
     push_interval_ms: int | None = None
+    subscription: ClientSubscription | None = None
 
 
 class TelemetryReceiver(Protocol):
@@ -115,7 +133,9 @@ class TelemetryReceiver(Protocol):
     A receiver may also define ``push_completed(context, request, error_code, received_at_ms)``
     (:class:`PushObserver`): the broker then calls it once for *every* PushTelemetry request, accepted or
     not, after the answer is decided (the Parquet recorder records rejected pushes this way). An exception
-    there is logged and counted, never changes the answer."""
+    there is logged and counted, never changes the answer. A receiver with
+    ``instance_closed(context, client_instance_id, at_ms, reason)`` (:class:`InstanceCloseObserver`) also hears
+    when the connection an instance used closes."""
 
     def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
 
@@ -126,6 +146,18 @@ class PushObserver(Protocol):
     :class:`~kip714.PushTelemetryRequest` (its ``metrics`` view is only valid during the call)."""
 
     def push_completed(self, context: ReceiverContext, request: Any, error_code: int, received_at_ms: int) -> None: ...
+
+
+class InstanceCloseObserver(Protocol):
+    """An optional third hook of a receiver: the client connection an instance used has closed
+    (``client_instance_id`` is a :class:`uuid.UUID`, ``at_ms`` the broker clock, ``reason`` "client" when
+    the peer closed it, "endpoint" when the endpoint did: shutdown, idle timeout, protocol error). Called
+    once for each instance seen on that connection, whether or not the broker still holds it; it tells a
+    client that left without a terminating push from one still running. An exception there is logged and
+    counted."""
+
+    def instance_closed(self, context: ReceiverContext, client_instance_id: uuid.UUID, at_ms: int,
+                        reason: str) -> None: ...
 
 
 class CallbackReceiver:

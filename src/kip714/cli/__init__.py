@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import kip714
 
-from . import bench, decode, demo, pipeline, proxy, serve, simulate
+from . import bench, decode, demo, pipeline, proxy, report, serve, simulate
 
 #: Subcommands in the order ``--help`` lists them (the order of the data flow, then the tools).
-COMMANDS = (serve, proxy, decode, pipeline, simulate, bench, demo)
+COMMANDS = (serve, proxy, decode, pipeline, report, simulate, bench, demo)
 
 #: Exit statuses of every subcommand (``kip714 --help`` shows them).
 EXIT_STATUS = {

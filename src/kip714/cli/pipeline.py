@@ -35,6 +35,13 @@ def add_parser(subparsers) -> None:
                    help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
                         "kip714's defaults: driver heap an eighth of the RAM (1g to 4g), "
                         "spark.sql.files.maxPartitionBytes=32 MiB, Arrow batches of 4096 rows / 16 MiB")
+    p.add_argument("--follow", action="store_true",
+                   help="keep following a recording that serve/proxy is still writing (Spark Structured "
+                        "Streaming): append each micro-batch to OUTPUT/points and OUTPUT/errors, exactly once "
+                        "across restarts (checkpoint in OUTPUT/_checkpoint); stop with Ctrl-C")
+    p.add_argument("--trigger", default="5s", help="--follow: how often to look for new files (default 5s)")
+    p.add_argument("--checkpoint", help="--follow: checkpoint folder (default OUTPUT/_checkpoint)")
+    p.add_argument("--max-files-per-trigger", type=int, help="--follow: at most N new files per micro-batch")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--verbose", action="store_true",
@@ -43,6 +50,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    if getattr(args, "follow", False):
+        return _follow(args)
     conf = dict(args.conf)
     _pipeline.detect_input(args.input)  # a missing or unreadable input is bad input (exit 2), not a Spark failure
     try:
@@ -61,4 +70,27 @@ def run(args) -> int:
         print(json.dumps({**asdict(summary), "points_per_second": summary.points_per_second}))
     else:
         print(summary.describe())
+    return 0
+
+
+def _follow(args) -> int:
+    from ..spark.pipeline import follow_pipeline
+    from ..tools.simulate import parse_duration
+
+    trigger_s = parse_duration(args.trigger) / 1000.0
+    running = follow_pipeline(args.input, args.output, trigger_s=trigger_s, master=args.master,
+                              partitions=args.partitions, checkpoint=args.checkpoint,
+                              max_files_per_trigger=args.max_files_per_trigger, max_output=args.max_output,
+                              progress=not args.quiet, conf=dict(args.conf))
+    try:
+        running.await_termination()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        running.stop()
+    if args.json:
+        print(json.dumps([asdict(b) for b in running.batches]))
+    else:
+        print(f"{len(running.batches)} micro-batches, {sum(b.pushes for b in running.batches)} pushes, "
+              f"{sum(b.points for b in running.batches)} points")
     return 0

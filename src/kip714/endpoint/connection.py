@@ -97,6 +97,7 @@ class EndpointConnection(asyncio.Protocol):
         self.identity = ClientIdentity()
         self.last_activity = time.monotonic()
         self.connection_id = endpoint.next_connection_id()   # the broker's key for this connection
+        self.closed_by_endpoint = False   # set when the endpoint closes it (shutdown, idle, protocol error)
 
     @property
     def address(self) -> str:
@@ -129,7 +130,8 @@ class EndpointConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.endpoint.connections.discard(self)
         # Kafka 4.0+: the instance created on this connection goes with it
-        if self.endpoint.broker.connection_closed(self.connection_id):
+        reason = "endpoint" if self.closed_by_endpoint else "client"
+        if self.endpoint.broker.connection_closed(self.connection_id, reason):
             self.endpoint.stats["instances_dropped_on_disconnect"] += 1
         log.debug("event=disconnect peer=%s:%s", self.address, self.port)
 
@@ -137,6 +139,7 @@ class EndpointConnection(asyncio.Protocol):
         """Close the connection at once because of a protocol error (logged and counted), as Kafka does."""
         log.warning("event=disconnect peer=%s:%s reason=%r", self.address, self.port, reason)
         self.endpoint.stats["protocol_errors"] += 1
+        self.closed_by_endpoint = True
         if self.transport is not None:
             self.transport.abort()
 
@@ -157,6 +160,7 @@ class EndpointConnection(asyncio.Protocol):
 
     def close_idle(self) -> None:
         """Close this connection because it was idle too long."""
+        self.closed_by_endpoint = True
         if self.transport is not None:
             self.transport.close()
 

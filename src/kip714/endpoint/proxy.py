@@ -245,6 +245,7 @@ class _ClientConnection(EndpointConnection):
 
     def _close(self) -> None:
         self.closing = True
+        self.closed_by_endpoint = True
         if self.transport is not None:
             self.transport.close()
 

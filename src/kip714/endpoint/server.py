@@ -167,6 +167,7 @@ class TelemetryServer:
             self._server.close()
             for conn in list(self.connections):
                 if conn.transport is not None:
+                    conn.closed_by_endpoint = True
                     conn.transport.close()
             await self._server.wait_closed()
         if self.recorder is not None:

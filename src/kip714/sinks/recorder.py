@@ -11,6 +11,14 @@ Hadoop reader, skips ``_``-prefixed folders), and when the parts reach ``roll_by
 the recording folder. A day of steady traffic is ~1440 files at the defaults (64 MiB / 60 s), not 86 400.
 :meth:`close` rolls what is left; parts a crash left behind are rolled when a recorder next opens the
 folder (one recorder per folder). ``roll_interval_s=0`` writes every flush straight into the folder.
+
+A recording describes itself: each push row also carries what the endpoint had told that client in its
+last GetTelemetrySubscriptions response (``subscribed_metrics``, ``push_interval_ms``,
+``delta_temporality``, ``accepted_compression_types``; null when unknown, and absent from recordings made
+before they were added — :func:`read_recording` and the Spark readers fill them with nulls). When the
+client connection an instance used closes, one row goes to the side table ``_closed/`` (``closed-*.parquet``,
+:data:`CLOSED_COLUMNS`): a client that left without a terminating push can be told from one still running.
+The leading ``_`` keeps it out of ``spark.read.parquet(DIR)`` and of the push files' glob.
 """
 
 from __future__ import annotations
@@ -36,14 +44,28 @@ RECORD_COLUMNS = (
     "received_at_ms", "client_instance_id", "client_id", "client_software_name", "client_software_version",
     "client_source_address", "client_source_port", "principal", "node_id", "subscription_id", "terminating",
     "compression_type", "error_code", "payload",
+    "subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types",
 )
+#: The subscription columns (what the endpoint told the client): null in recordings made before them.
+SUBSCRIPTION_COLUMNS = ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
+#: The broker-added label columns of a recording (KIP-714's labels, as :meth:`ClientInfo.labels` names them).
+LABEL_COLUMNS = ("client_instance_id", "client_id", "client_software_name", "client_software_version",
+                 "client_source_address", "client_source_port", "principal", "node_id")
+#: Sub-directory of a recording holding the connection-closed rows.
+CLOSED_DIR = "_closed"
+#: Columns of a connection-closed row: when, the labels of the instance that used the connection, and who
+#: closed it (``reason``: "client" or "endpoint").
+CLOSED_COLUMNS = ("closed_at_ms",) + LABEL_COLUMNS + ("reason",)
 
 
-def push_row(body, client_info, node_id, error_code: int, received_at_ms: int) -> dict[str, Any]:
+def push_row(body, client_info, node_id, error_code: int, received_at_ms: int,
+             subscription: Any = None) -> dict[str, Any]:
     """The recording row of one PushTelemetry request (``body``) as a broker with ``node_id`` received it
-    from ``client_info`` and answered ``error_code``."""
+    from ``client_info`` and answered ``error_code``. ``subscription`` is what the endpoint had told the
+    client (a :class:`~kip714.broker.receivers.ClientSubscription` or anything with its attributes, e.g.
+    the client's own ``ClientTelemetrySubscription``); ``None`` leaves those columns null."""
     metrics = body.metrics
-    return {
+    row = {
         "received_at_ms": received_at_ms,
         **client_info.labels(node_id, body.client_instance_id_bytes),
         "subscription_id": body.subscription_id,
@@ -52,6 +74,18 @@ def push_row(body, client_info, node_id, error_code: int, received_at_ms: int) -
         "error_code": error_code,
         "payload": None if metrics is None else bytes(metrics),
     }
+    if subscription is not None:
+        row["subscribed_metrics"] = list(subscription.requested_metrics)
+        row["push_interval_ms"] = subscription.push_interval_ms
+        row["delta_temporality"] = bool(subscription.delta_temporality)
+        row["accepted_compression_types"] = [int(c) for c in subscription.accepted_compression_types]
+    return row
+
+
+def closed_row(client_info, node_id, client_instance_id, closed_at_ms: int, reason: str = "client") -> dict[str, Any]:
+    """The ``_closed`` row of an instance whose client connection closed at ``closed_at_ms``; ``reason``
+    is ``"client"`` (the peer closed it) or ``"endpoint"`` (the endpoint did: shutdown, idle, protocol error)."""
+    return {"closed_at_ms": closed_at_ms, **client_info.labels(node_id, client_instance_id), "reason": reason}
 
 
 def record_schema():
@@ -72,7 +106,18 @@ def record_schema():
         ("compression_type", pa.int8()),
         ("error_code", pa.int16()),
         ("payload", pa.binary()),
+        ("subscribed_metrics", pa.list_(pa.string())),
+        ("push_interval_ms", pa.int32()),
+        ("delta_temporality", pa.bool_()),
+        ("accepted_compression_types", pa.list_(pa.int8())),
     ])
+
+
+def closed_schema():
+    import pyarrow as pa
+
+    return pa.schema([("closed_at_ms", pa.int64())] + [(c, pa.string()) for c in LABEL_COLUMNS]
+                     + [("reason", pa.string())])
 
 
 class ParquetRecorder:
@@ -99,6 +144,8 @@ class ParquetRecorder:
         self.rows_written = 0
         self.files_written = 0
         self._columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
+        self._closed_rows: list[dict[str, Any]] = []
+        self.closed_written = 0
         self._buffered_bytes = 0
         self._seq = 0
         self._lock = threading.Lock()
@@ -116,7 +163,16 @@ class ParquetRecorder:
 
     def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
         """Record one PushTelemetry request with the answer it got (the broker calls this for every push)."""
-        self.record(push_row(request, context.client_info, context.node_id, error_code, received_at_ms))
+        self.record(push_row(request, context.client_info, context.node_id, error_code, received_at_ms,
+                             context.subscription))
+
+    def instance_closed(self, context, client_instance_id, at_ms: int, reason: str = "client") -> None:
+        """Record that the client connection ``client_instance_id`` used closed (the broker calls this).
+        Closes after the recorder itself closed (the endpoint shutting down) are not recorded."""
+        row = closed_row(context.client_info, context.node_id, client_instance_id, at_ms, reason)
+        with self._lock:
+            if not self._closed:
+                self._closed_rows.append(row)
 
     def record(self, row: dict[str, Any]) -> None:
         """Buffer one row (keys: RECORD_COLUMNS)."""
@@ -149,6 +205,7 @@ class ParquetRecorder:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        self._flush_closed()
         with self._lock:
             n = len(self._columns["received_at_ms"])
             if not n:
@@ -202,6 +259,24 @@ class ParquetRecorder:
                 self.files_written += 1
         return rows
 
+    def _flush_closed(self) -> None:
+        """Write the buffered connection-closed rows to ``_closed/`` (after the pushes they follow)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with self._lock:
+            if not self._closed_rows:
+                return
+            rows, self._closed_rows = self._closed_rows, []
+            self._seq += 1
+            folder = self.directory / CLOSED_DIR
+            folder.mkdir(exist_ok=True)
+            name = f"closed-{int(time.time() * 1000)}-{os.getpid()}-{self._seq:06d}.parquet"
+            tmp = folder / f".{name}.tmp"
+            pq.write_table(pa.Table.from_pylist(rows, schema=closed_schema()), tmp, compression=self.compression)
+            os.replace(tmp, folder / name)
+            self.closed_written += len(rows)
+
     def _flusher(self) -> None:
         while not self._stop.wait(self.flush_interval_s):
             try:
@@ -215,18 +290,39 @@ class ParquetRecorder:
         self._thread.join(5)
         self.flush()
         self.roll()
+        self._flush_closed()
         with self._lock:
             self._closed = True
 
 
 def read_recording(directory: str | os.PathLike):
-    """All rows recorded under ``directory`` as one ``pyarrow.Table``: the rolled files, then the parts of
-    the file being filled (``_open/``)."""
+    """All rows recorded under ``directory`` as one ``pyarrow.Table`` in :func:`record_schema`: the rolled files,
+    then the parts of the file being filled (``_open/``); columns a recording made by an older kip714 lacks
+    are null."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     folder = pathlib.Path(directory)
     files = sorted(folder.glob("*.parquet")) + sorted((folder / OPEN_DIR).glob("part-*.parquet"))
+    schema = record_schema()
     if not files:
-        return record_schema().empty_table()
+        return schema.empty_table()
+    tables = []
+    for f in files:
+        t = pq.read_table(f)
+        tables.append(pa.table([t.column(c).cast(schema.field(c).type) if c in t.column_names
+                                else pa.nulls(t.num_rows, schema.field(c).type) for c in schema.names],
+                               schema=schema))
+    return pa.concat_tables(tables)
+
+
+def read_closed(directory: str | os.PathLike):
+    """The connection-closed rows of a recording (``_closed/``) as a ``pyarrow.Table`` (empty when the
+    recording has none, e.g. one made before they were recorded)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted((pathlib.Path(directory) / CLOSED_DIR).glob("*.parquet"))
+    if not files:
+        return closed_schema().empty_table()
     return pa.concat_tables([pq.read_table(f) for f in files])

@@ -1,5 +1,5 @@
 """kip714 on Spark: decode recordings and frames into a points table (mapInArrow), SQL functions (Arrow
-UDTF) and the ``kip714 pipeline`` job (:mod:`.pipeline`)."""
+UDTF), the ``kip714 pipeline`` job (:mod:`.pipeline`) and the ``kip714 report`` job (:mod:`.report`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from .decode import (
     register,
     session_defaults,
 )
+from .report import Report, ReportOptions, report
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "MAX_BATCH_BYTES", "MAX_BATCH_ROWS", "DecodeResult", "decode_frames",
            "decode_payloads", "default_driver_memory", "local_session", "points_schema", "register",
-           "session_defaults"]
+           "session_defaults", "Report", "ReportOptions", "report"]

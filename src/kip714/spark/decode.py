@@ -36,6 +36,7 @@ from .._codec import decompress
 from .._protocol import PushTelemetryRequest, decode_request, split_frames
 from ..broker.subscriptions import kafka_uuid_string
 from ..errors import Kip714Error, MalformedFrameError
+from ..sinks.recorder import LABEL_COLUMNS, record_schema
 
 __all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
            "session_defaults", "default_driver_memory", "DEFAULT_MAX_OUTPUT", "MAX_BATCH_ROWS", "MAX_BATCH_BYTES"]
@@ -379,10 +380,9 @@ def _decode_frames(df, col, max_output, bounds, *, emit_points=True, error_count
 
 # ------------------------------------------------------------------------------------------ SQL
 
-#: Columns of a ``kip714 serve`` recording that ``kip714_points`` carries along (null when absent).
-RECORDING_LABELS = ("received_at_ms", "client_instance_id", "client_id", "client_software_name",
-                    "client_software_version", "client_source_address", "client_source_port", "node_id",
-                    "subscription_id")
+#: Columns of a ``kip714 serve`` recording that ``kip714_points`` carries along (null when absent); the
+#: recording's schema has one home, :mod:`kip714.sinks.recorder`.
+RECORDING_LABELS = ("received_at_ms",) + LABEL_COLUMNS + ("subscription_id",)
 
 
 def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
@@ -403,8 +403,8 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
     from .._crc import compute_subscription_id
     from ..client.naming import telemetry_metric_name
 
-    label_fields = [pa.field("received_at_ms", pa.int64())] + [
-        pa.field(n, pa.int32() if n == "subscription_id" else pa.string()) for n in RECORDING_LABELS[1:]]
+    recording = record_schema()
+    label_fields = [recording.field(n) for n in RECORDING_LABELS]
     out_schema = pa.schema(list(points_schema()) + label_fields
                            + [pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string())])
     ddl = _to_spark_schema(out_schema)

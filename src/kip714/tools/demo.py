@@ -8,6 +8,8 @@
 3. Run the bulk pipeline on local Spark over the recording: ``points/`` and ``errors/`` in Parquet.
 4. Show per-client request latency by broker node and throttle/queue times as a table, and write a chart
    (``latency_by_node.png``) next to the data.
+5. Write the fleet's report (``kip714 report``: conformance per client software, misbehaving clients) to
+   ``report/`` and print its summary and where ``report.html`` is.
 
 ``--captures`` instead decodes the real librdkafka frames bundled with kip714, without Spark or network.
 """
@@ -185,6 +187,12 @@ def _report(out: pathlib.Path, master: str | None, started: float) -> int:
     chart = _chart(by_node, out / "latency_by_node.png")
     print(f"\nchart: {chart}")
     print(f"data:  {out / 'points'} (one row per data point), {out / 'errors'}")
+    _say(started, "writing the fleet's report (conformance per client software, insights per client)")
+    from ..spark.report import report
+
+    closed = out / "recording" / "_closed"
+    data = report(str(out), spark, closed=str(closed) if closed.is_dir() else None).write(out / "report")
+    print("\n" + data["summary"])
     _say(started, "demo finished")
     return 0
 

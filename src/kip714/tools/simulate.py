@@ -61,6 +61,7 @@ from .._protocol import (
     encode_request,
 )
 from ..broker.manager import TelemetryBroker, TelemetryPayload
+from ..broker.receivers import ReceiverContext
 from ..client.telemetry import ALL_COMPRESSION_TYPES, INT_MAX, ClientTelemetry
 from ..errors import Kip714Error
 from ..client.naming import telemetry_metric_key
@@ -622,6 +623,8 @@ class SimClient:
     connect_delay_ms: int = 100
     rtt_ms: int = 1
     close_offset_ms: int = 0
+    #: called with the client's metric model when it starts (tests and demos make a client misbehave)
+    tune: Callable[[Any], None] | None = None
     telemetry: ClientTelemetry | None = None
     collector: MetricsCollector | None = None
     model: _Model | None = None
@@ -662,6 +665,8 @@ class SimClient:
         for k, v in self.resource.items():
             self.collector.set_resource_attribute(k, v)
         self.model = _Model(self, fleet, now_ms)
+        if self.tune is not None:
+            self.tune(self.model)
         self._clock_ns = clock_ns
         self.telemetry = ClientTelemetry(self.collector, supported_compression=self.supported_compression,
                                          rng=self.jitter_rng)
@@ -1347,7 +1352,8 @@ class _RunContext:
             fleet.count_response("GetTelemetrySubscriptions", code, client)
 
     def record(self, body: PushTelemetryRequest, client: SimClient, code: int, now: int) -> None:
-        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now))
+        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now,
+                                      client.telemetry.subscription))
         self.fleet.stats.recorded_rows += 1
 
     def close_client(self, client: SimClient) -> None:
@@ -1362,6 +1368,10 @@ class _RunContext:
                 tel.handle_response(self._last_response, now + client.rtt_ms)  # ignored while terminating
         tel.close()
         client.closed = True
+        if self.recorder is not None and hasattr(self.recorder, "instance_closed") and \
+                client.client_instance_id is not None:  # the client's connection goes with it
+            self.recorder.instance_closed(ReceiverContext(client.client_info, self.broker.node_id),
+                                          client.client_instance_id, now + client.rtt_ms, "client")
 
 
 class _TcpConnection:

@@ -1,0 +1,369 @@
+"""``kip714 report``: conformance per client software, insights per client, the HTML page.
+
+Conformance: a recording from real librdkafka clients (confluent-kafka) through ``kip714 serve``, plus
+clients written here with opentelemetry-proto (not kip714's encoder) that each break exactly one KIP-714
+rule; every defect must be reported under its check, and every other client must pass every check.
+Insights: a simulated fleet where a few clients are made to misbehave; exactly those are flagged.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+import server_thread
+
+import kip714
+from kip714 import GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry, TelemetryBroker
+from kip714.endpoint.server import TelemetryServer
+from kip714.sinks.recorder import ParquetRecorder, read_closed, read_recording, record_schema
+
+pytest.importorskip("pyspark")
+pytest.importorskip("opentelemetry.proto")
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
+from opentelemetry.proto.metrics.v1 import metrics_pb2  # noqa: E402
+from opentelemetry.proto.resource.v1 import resource_pb2  # noqa: E402
+
+from kip714.spark.report import (  # noqa: E402
+    CHECKS,
+    INSIGHTS,
+    STANDARD_PRODUCER_METRICS,
+    ReportOptions,
+    report,
+)
+
+INTERVAL = 500
+DELTA, CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_DELTA, metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
+
+
+# ------------------------------------------------------------------------------ clients written with opentelemetry-proto
+
+def _attrs(d):
+    return [common_pb2.KeyValue(key=k, value=common_pb2.AnyValue(string_value=str(v))) for k, v in d.items()]
+
+
+class OtelProducer:
+    """A producer's telemetry built with opentelemetry-proto: the KIP's 8 standard producer metrics (two
+    per-node ones for nodes 1 and 2), with one defect or none."""
+
+    def __init__(self, defect=None, temporality=DELTA):
+        self.defect = defect
+        self.temporality = temporality
+        self.start_ns = 1_700_000_000_000_000_000
+        self.total = 0
+
+    def payload(self, now_ms: int, push_no: int) -> bytes:
+        d = self.defect
+        now_ns = now_ms * 1_000_000
+        resource = {"transactional.id": "tx-1"} if d == "resource_labels" else {"client_rack": "rack-1"}
+        metrics = []
+        for name in STANDARD_PRODUCER_METRICS:
+            if d == "standard_coverage" and name.endswith("record.queue.time.max"):
+                continue
+            if name.endswith(".total"):
+                self.total += 3
+                temporality = CUMULATIVE if d == "temporality" else self.temporality
+                if temporality == DELTA:
+                    start, value = now_ns - INTERVAL * 1_000_000, 3
+                else:
+                    start, value = self.start_ns, self.total
+                    if d == "start_time_stable":
+                        start = now_ns - INTERVAL * 1_000_000  # moves with every push
+                point = metrics_pb2.NumberDataPoint(start_time_unix_nano=start, time_unix_nano=now_ns, as_int=value)
+                metrics.append(metrics_pb2.Metric(name=name, sum=metrics_pb2.Sum(
+                    data_points=[point], aggregation_temporality=temporality, is_monotonic=True)))
+            elif ".node." in name:
+                points = [metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=2.0 + n,
+                                                      attributes=_attrs({"node_id": f"node-{n}"})) for n in (1, 2)]
+                if d == "no_duplicate_series":
+                    points.append(points[0])
+                metrics.append(metrics_pb2.Metric(name=name, gauge=metrics_pb2.Gauge(data_points=points)))
+            else:
+                metrics.append(metrics_pb2.Metric(name=name, gauge=metrics_pb2.Gauge(
+                    data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=1.5)])))
+        if d == "metric_naming":
+            metrics.append(metrics_pb2.Metric(name="org.apache.kafka.producer.record-send-rate", gauge=metrics_pb2.Gauge(
+                data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=1.0)])))
+        if d == "subscribed_only":
+            metrics.append(metrics_pb2.Metric(name="com.example.client.queue.depth", gauge=metrics_pb2.Gauge(
+                data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=4.0)])))
+        data = metrics_pb2.MetricsData(resource_metrics=[metrics_pb2.ResourceMetrics(
+            resource=resource_pb2.Resource(attributes=_attrs(resource)),
+            scope_metrics=[metrics_pb2.ScopeMetrics(metrics=metrics)])])
+        raw = data.SerializeToString()
+        if d == "payload_decodes" and push_no == 1:
+            return b"\x0a\xff\xff"  # a truncated protobuf: the broker accepts it (it does not parse OTLP)
+        return raw
+
+
+def run_otel_client(recorder, software, defect, t0_ms, *, metrics="*", delta=True, accepted=(4, 3, 1, 2)):
+    """One client with its own broker (node 1) sharing ``recorder``: Get, five pushes at the interval,
+    a terminating push (unless the defect is leaving without one), then its connection closes."""
+    registry = SubscriptionRegistry()
+    registry.set("sub", {"metrics": metrics, "interval.ms": str(INTERVAL)})
+    broker = TelemetryBroker(registry, node_id=1, receivers=[recorder], delta_temporality=delta,
+                             accepted_compression_types=accepted)
+    info = kip714.ClientInfo(client_id=f"{software}-client", client_software_name=software,
+                             client_software_version="1.0", client_source_address="127.0.0.1",
+                             client_source_port=40000)
+    conn = object()
+    get, _ = broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), info, t0_ms, conn)
+    assert get.error_code == 0
+    client = OtelProducer(defect, DELTA if delta else CUMULATIVE)
+    now, sid = t0_ms, get.subscription_id
+    step = INTERVAL // 2 if defect == "push_interval" else INTERVAL
+    for i in range(6):
+        now += step
+        terminating = i == 5
+        if terminating and defect == "terminating_push":
+            break
+        raw = client.payload(now, i)
+        ctype, body = 0, raw
+        if defect == "compression_accepted":
+            ctype, body = 1, gzip.compress(raw)  # gzip; the subscription accepted zstd only
+        push_sid = sid + 1 if defect == "error_responses" and i in (2, 3) else sid  # keeps a stale id
+        resp, _ = broker.handle(PushTelemetryRequest(get.client_instance_id, push_sid, terminating, ctype, body),
+                                info, now, conn)
+    broker.connection_closed(conn, "client", now + 10)
+    return kip714.kafka_uuid_string(get.client_instance_id)
+
+
+DEFECTS = {  # software name → the one check its client breaks
+    "otel-naming": "metric_naming", "otel-decode": "payload_decodes", "otel-subscribed": "subscribed_only",
+    "otel-temporality": "temporality", "otel-start": "start_time_stable", "otel-dup": "no_duplicate_series",
+    "otel-coverage": "standard_coverage", "otel-labels": "resource_labels", "otel-interval": "push_interval",
+    "otel-compression": "compression_accepted", "otel-terminating": "terminating_push",
+    "otel-errors": "error_responses", "otel-clean": None, "otel-clean-cumulative": None,
+}
+
+
+def _run_librdkafka(bootstrap: str, seconds: float) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    common = {"bootstrap.servers": bootstrap, "log_level": 0}
+
+    def producer():
+        p = confluent_kafka.Producer({**common, "client.id": "rdk-producer", "enable.sparse.connections": False})
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            p.poll(0.05)
+        del p
+        gc.collect()
+
+    def consumer():
+        c = confluent_kafka.Consumer({**common, "client.id": "rdk-consumer", "group.id": "report-group"})
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            c.poll(0.05)
+        c.close()
+        del c
+        gc.collect()
+
+    threads = [threading.Thread(target=f) for f in (producer, consumer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 20)
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    rec = tmp_path_factory.mktemp("report") / "rec"
+    recorder = ParquetRecorder(rec, flush_interval_s=0.2)
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": str(INTERVAL)})
+    broker = TelemetryBroker(registry, node_id=1, accepted_compression_types=(4, 3, 1, 2))
+    srv = server_thread.ServerThread(TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder), 10)
+    _run_librdkafka(srv.bootstrap, 3.0)
+    srv.wait_for(lambda: recorder.flush() >= 0 and
+                 sum(r["terminating"] for r in read_recording(rec).to_pylist()) >= 2, 5.0)
+    time.sleep(0.3)  # the connections' close events
+    t0 = int(time.time() * 1000)
+    ids = {}
+    for software, defect in DEFECTS.items():
+        kw = {}
+        if defect == "subscribed_only":
+            kw["metrics"] = "org.apache.kafka.producer."
+        if defect == "start_time_stable" or software == "otel-clean-cumulative":
+            kw["delta"] = False
+        if defect == "compression_accepted":
+            kw["accepted"] = (4,)
+        ids[software] = run_otel_client(recorder, software, defect, t0, **kw)
+    srv.stop()  # closes the recorder
+    return rec, ids
+
+
+@pytest.fixture(scope="module")
+def conformance(recording, spark, tmp_path_factory):
+    rec, ids = recording
+    out = tmp_path_factory.mktemp("report-out")
+    data = report(str(rec), spark).write(out)
+    return out, data, ids
+
+
+def test_recording_describes_itself(recording):
+    rec, ids = recording
+    rows = read_recording(rec).to_pylist()
+    rdk = [r for r in rows if r["client_software_name"] == "confluent-kafka-python"]
+    assert {r["client_id"] for r in rdk} == {"rdk-producer", "rdk-consumer"}
+    for r in rdk:  # what serve told the client, on every push
+        assert r["subscribed_metrics"] == ["*"] and r["push_interval_ms"] == INTERVAL
+        assert r["delta_temporality"] is True and r["accepted_compression_types"] == [4, 3, 1, 2]
+    closed = read_closed(rec).to_pylist()
+    assert {c["client_id"] for c in closed if c["reason"] == "client"} >= {"rdk-producer", "rdk-consumer",
+                                                                          "otel-terminating-client"}
+    comp = [r for r in rows if r["client_software_name"] == "otel-compression"]
+    assert comp and all(r["accepted_compression_types"] == [4] for r in comp)
+
+
+def test_old_recordings_still_read(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old = record_schema()
+    old = pa.schema([f for f in old if f.name not in ("subscribed_metrics", "push_interval_ms", "delta_temporality",
+                                                      "accepted_compression_types")])
+    row = {f.name: None for f in old}
+    row.update(received_at_ms=1, client_instance_id="x", terminating=False, compression_type=0, error_code=0,
+               payload=b"")
+    pq.write_table(pa.Table.from_pylist([row], schema=old), tmp_path / "push-old.parquet")
+    table = read_recording(tmp_path)
+    assert table.schema.equals(record_schema()) and table.num_rows == 1
+    assert table.column("subscribed_metrics").to_pylist() == [None]
+    assert read_closed(tmp_path).num_rows == 0
+
+
+def test_every_defect_is_reported_under_its_check(conformance):
+    out, data, ids = conformance
+    results = json.loads((out / "conformance.json").read_text())
+    assert all(set(r) == {"client_software_name", "client_software_version", "check", "status", "failures",
+                          "examples"} for r in results)
+    by = {}
+    for r in results:
+        by.setdefault(r["client_software_name"], {})[r["check"]] = r
+    assert set(by) == set(DEFECTS) | {"confluent-kafka-python"}
+    for software, checks in by.items():
+        assert set(checks) == set(CHECKS)
+        defect = DEFECTS.get(software)
+        for check, r in checks.items():
+            if check == defect:
+                assert r["status"] == "fail" and r["failures"] > 0, (software, r)
+                assert r["examples"] == [ids[software]], (software, r)
+            else:
+                assert r["status"] in ("pass", "n/a"), (software, check, r)
+    # the clean clients were actually checked, not waved through as n/a
+    for software in ("confluent-kafka-python", "otel-clean"):
+        applied = {c for c, r in by[software].items() if r["status"] == "pass"}
+        assert applied >= set(CHECKS) - {"start_time_stable"}, (software, by[software])
+    assert by["otel-clean-cumulative"]["start_time_stable"]["status"] == "pass"
+    detail = {(r["client_software_name"], r["check"]): r["detail"] for r in data["conformance"]}
+    assert "record-send-rate" in detail[("otel-naming", "metric_naming")]
+    assert "record.queue.time.max" in detail[("otel-coverage", "standard_coverage")]
+    assert "cannot be established" in detail[("otel-coverage", "standard_coverage")]
+    assert "transactional.id" in detail[("otel-labels", "resource_labels")]
+
+
+def test_html_page_renders_its_tables(conformance, tmp_path):
+    out, data, _ = conformance
+    page = (out / "report.html").read_text()
+    assert "<script" not in page and "http://" not in page and "https://" not in page  # self-contained
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("chromium is not installed (make chromium installs it)")
+    args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(args + ["--dump-dom", (out / "report.html").as_uri()], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert dom.count("<table") >= 4 and "otel-naming" in dom and "metric_naming" in dom
+    shot = tmp_path / "report.png"
+    subprocess.run(args + ["--window-size=1400,1800", f"--screenshot={shot}", (out / "report.html").as_uri()],
+                   capture_output=True, timeout=60)
+    from PIL import Image
+
+    img = Image.open(shot).convert("RGB")
+    colors = img.getcolors(maxcolors=1 << 20)
+    non_white = sum(n for n, c in colors if c != (255, 255, 255))
+    assert non_white > 0.05 * img.width * img.height  # text, table borders and the coloured cells
+    fail_red, pass_green = (255, 214, 214), (216, 243, 220)  # the status cell colours of the stylesheet
+    assert any(c == fail_red for _, c in colors) and any(c == pass_green for _, c in colors)
+    shutil.copy(shot, out / "report.png")
+
+
+# ------------------------------------------------------------------------------ insights on a simulated fleet
+
+class _Level:
+    """Stands in for one of the model's random walks: a fixed level."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def step(self, rng, dt):
+        return self.value
+
+
+class _Bursts:
+    def __init__(self, share):
+        self.share = share
+
+    def overlap(self, t0, t1):
+        return self.share
+
+
+def _healthy(model):
+    if model.client.kind == "producer":
+        model.request_rate = 10.0
+        model.send_rate = _Level(2000.0)
+        model.throttle = _Bursts(0.0)
+    else:
+        model.busy = _Level(0.5)
+
+
+def _tiny_batches(model):
+    _healthy(model)
+    model.request_rate = 200.0
+    model.send_rate = _Level(50.0)
+
+
+def _throttled(model):
+    _healthy(model)
+    model.throttle = _Bursts(1.0)
+    model.throttle_level = 80.0
+
+
+def _slow_node(model):
+    _healthy(model)
+    model.node_factor[2] = 15.0
+
+
+def test_insights_flag_exactly_the_misbehaving_clients(spark, tmp_path):
+    from kip714.tools.simulate import Fleet
+
+    fleet = Fleet(8, 4, seed=7, brokers=3, slow_broker=None, incidents=False)
+    bad = {1: ("small_batches", _tiny_batches), 4: ("throttled", _throttled), 9: ("slow_node", _slow_node)}
+    for c in fleet.clients:
+        c.tune = bad[c.index][1] if c.index in bad else _healthy
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "10000"})
+    fleet.run_in_process(TelemetryBroker(registry, node_id=1), "6m", recorder=tmp_path / "rec")
+    rep = report(str(tmp_path / "rec"), spark)
+    data = rep.write(tmp_path / "out")
+    found = {(r["client_id"], r["insight"]) for r in json.loads((tmp_path / "out" / "insights.json").read_text())}
+    want = {(fleet.clients[i].client_id, name) for i, (name, _) in bad.items()}
+    assert found == want, data["summary"]
+    rows = {r["insight"]: r for r in data["insights"]}
+    assert set(rows) <= set(INSIGHTS)
+    assert rows["small_batches"]["setting"] == "linger.ms" and rows["small_batches"]["value"] < 2.0
+    assert rows["throttled"]["value"] > ReportOptions().throttle_ms
+    assert rows["slow_node"]["metric"].endswith("{node=node-2}")
+    # the simulated Java clients are conforming clients
+    statuses = {r["check"]: r["status"] for r in data["conformance"]}
+    assert all(s in ("pass", "n/a") for s in statuses.values()), statuses
+    # a threshold is an option: relaxed, nobody is small-batched any more
+    relaxed = report(str(tmp_path / "rec"), spark, options=ReportOptions(min_records_per_request=0.1))
+    assert relaxed.insights.where("insight = 'small_batches'").count() == 0
