@@ -8,13 +8,14 @@ import dataclasses
 import sys
 
 from ..spark.report import ReportOptions, options_from
+from ._text import plain
 from ..spark.report import report as build_report
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "report", help="conformance per client software and misbehaving clients, from a recording (Spark)",
-        description=sys.modules["kip714.spark.report"].__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=plain(sys.modules["kip714.spark.report"].__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", metavar="RECORDING_OR_POINTS",
                    help="a kip714 serve --record folder, or a kip714 pipeline output folder (points/, errors/)")
     p.add_argument("--out", default="kip714-report",

@@ -295,6 +295,13 @@ class ParquetRecorder:
             self._closed = True
 
 
+def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:
+    """The push files of a recording: the rolled files, then the parts of the file being filled
+    (``_open/``). Side tables (``_closed/``) are not push files."""
+    folder = pathlib.Path(directory)
+    return sorted(folder.glob("*.parquet")) + sorted((folder / OPEN_DIR).glob("part-*.parquet"))
+
+
 def read_recording(directory: str | os.PathLike):
     """All rows recorded under ``directory`` as one ``pyarrow.Table`` in :func:`record_schema`: the rolled files,
     then the parts of the file being filled (``_open/``); columns a recording made by an older kip714 lacks
@@ -302,8 +309,7 @@ def read_recording(directory: str | os.PathLike):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    folder = pathlib.Path(directory)
-    files = sorted(folder.glob("*.parquet")) + sorted((folder / OPEN_DIR).glob("part-*.parquet"))
+    files = recording_files(directory)
     schema = record_schema()
     if not files:
         return schema.empty_table()

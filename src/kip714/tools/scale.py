@@ -101,9 +101,10 @@ def recording_points(directory: str | os.PathLike, max_output: int = 1 << 20) ->
     from .. import _otlp
     from .._codec import decompress
     from ..errors import Kip714Error
+    from ..sinks.recorder import recording_files
 
     rows = points = 0
-    for path in sorted(pathlib.Path(directory).rglob("*.parquet")):
+    for path in recording_files(directory):
         table = pq.read_table(path, columns=["compression_type", "payload"])
         rows += table.num_rows
         raws = []
