@@ -213,6 +213,20 @@ class FramedConnection(EndpointConnection):
         self.transport.write(data)
 
 
+async def serve_until(endpoint: Any, duration_s: float | None, stop: asyncio.Event | None) -> None:
+    """An endpoint's ``serve()``: start it, run until ``stop`` is set or ``duration_s`` passes (forever when
+    neither is given), then close it."""
+    await endpoint.start()
+    try:
+        stop = stop or asyncio.Event()
+        try:
+            await asyncio.wait_for(stop.wait(), duration_s)
+        except asyncio.TimeoutError:
+            pass
+    finally:
+        await endpoint.close()
+
+
 async def log_summaries(endpoint: Any, interval_s: float) -> None:
     """Log ``endpoint.summary()`` every ``interval_s`` seconds (until cancelled)."""
     while True:

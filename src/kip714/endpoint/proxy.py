@@ -57,7 +57,7 @@ from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
-from .connection import EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle
+from .connection import EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle, serve_until
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -711,15 +711,7 @@ class TelemetryProxy:
 
     async def serve(self, duration_s: float | None = None, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set or ``duration_s`` passes (forever when neither is given)."""
-        await self.start()
-        try:
-            stop = stop or asyncio.Event()
-            try:
-                await asyncio.wait_for(stop.wait(), duration_s)
-            except asyncio.TimeoutError:
-                pass
-        finally:
-            await self.close()
+        await serve_until(self, duration_s, stop)
 
     # ---------------------------------------------------------------------------- reporting
 

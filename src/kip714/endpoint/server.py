@@ -32,7 +32,7 @@ from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
-from .connection import EndpointStats, FramedConnection, connection_ids, log_summaries, reap_idle
+from .connection import EndpointStats, FramedConnection, connection_ids, log_summaries, reap_idle, serve_until
 
 __all__ = ["TelemetryServer", "ADVERTISED_APIS"]
 
@@ -176,15 +176,7 @@ class TelemetryServer:
 
     async def serve(self, duration_s: float | None = None, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set or ``duration_s`` passes (forever when neither is given)."""
-        await self.start()
-        try:
-            stop = stop or asyncio.Event()
-            try:
-                await asyncio.wait_for(stop.wait(), duration_s)
-            except asyncio.TimeoutError:
-                pass
-        finally:
-            await self.close()
+        await serve_until(self, duration_s, stop)
 
     # ------------------------------------------------------------------------------------ answers
 

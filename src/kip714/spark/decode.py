@@ -185,28 +185,33 @@ def _decode_payload_batches(batches: Iterator[pa.RecordBatch], payload_col: str,
                     good_rows.append(i - start)
                     size += len(raw)
             if size >= limit:
-                yield from _payload_chunk(schema, batch.slice(start, i + 1 - start), payload_col, good, good_rows,
+                yield from _decode_chunk(schema, batch.slice(start, i + 1 - start), payload_col, good, good_rows,
                                           errors, size, budget, emit_points)
                 start, size, good, good_rows, errors = i + 1, 0, [], [], []
                 limit = budget.input_bytes()
         if start < len(payloads) and (good or errors):
-            yield from _payload_chunk(schema, batch.slice(start), payload_col, good, good_rows, errors, size,
+            yield from _decode_chunk(schema, batch.slice(start), payload_col, good, good_rows, errors, size,
                                       budget, emit_points)
 
 
-def _payload_chunk(schema, src, payload_col, good, good_rows, errors, size, budget, emit_points):
-    table, bad = _otlp.decode_metrics_batch(good, errors="collect") if good else (
+def _decode_chunk(schema, src, input_col, payloads, sources, errors, size, budget, emit_points, meta=None):
+    """Decode one chunk's OTLP ``payloads`` (``sources[k]``: the input row of payload k) and yield its
+    output batches, bounded by ``budget``. ``meta`` (frames only): per payload, the frame's header fields
+    (:data:`FRAME_COLUMNS`) copied onto its points."""
+    table, bad = _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (
         points_schema().empty_table(), [])
     for index, code, message in bad:
-        errors.append((good_rows[index], int(code), message, "decode"))
+        errors.append((sources[index], int(code), message, "decode"))
     errors.sort()
     if not emit_points:
         if not errors:
             return
         table = points_schema().empty_table()
     pidx = table.column("payload_index").to_numpy() if table.num_rows else []
-    rows = [good_rows[k] for k in pidx]
-    yield from budget.split(_assemble(schema, table, src, rows, {}, errors, payload_col), size)
+    rows = [sources[k] for k in pidx]
+    extra = {} if meta is None else {
+        name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
+    yield from budget.split(_assemble(schema, table, src, rows, extra, errors, input_col), size)
 
 
 def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, schema: pa.Schema,
@@ -237,31 +242,15 @@ def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, sch
                                  body.subscription_id, body.terminating, body.compression_type))
                     size += len(raw)
                     if size >= limit:  # this value may hold more frames: the next chunk starts at it again
-                        yield from _frame_chunk(schema, batch.slice(start, i + 1 - start), frame_col, payloads,
-                                                payload_src, meta, errors, size, budget, emit_points)
+                        yield from _decode_chunk(schema, batch.slice(start, i + 1 - start), frame_col, payloads,
+                                                 payload_src, errors, size, budget, emit_points, meta)
                         start, size, payloads, payload_src, meta, errors = i, 0, [], [], [], []
                         limit = budget.input_bytes()
             except Kip714Error as exc:
                 errors.append((i - start, int(exc.error_code), str(exc), "frame"))
         if payloads or errors:
-            yield from _frame_chunk(schema, batch.slice(start), frame_col, payloads, payload_src, meta, errors,
-                                    size, budget, emit_points)
-
-
-def _frame_chunk(schema, src, frame_col, payloads, payload_src, meta, errors, size, budget, emit_points):
-    table, bad = _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (
-        points_schema().empty_table(), [])
-    for index, code, message in bad:
-        errors.append((payload_src[index], int(code), message, "decode"))
-    errors.sort()
-    if not emit_points:
-        if not errors:
-            return
-        table = points_schema().empty_table()
-    pidx = table.column("payload_index").to_numpy() if table.num_rows else []
-    rows = [payload_src[k] for k in pidx]
-    extra = {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
-    yield from budget.split(_assemble(schema, table, src, rows, extra, errors, frame_col), size)
+            yield from _decode_chunk(schema, batch.slice(start), frame_col, payloads, payload_src, errors, size,
+                                     budget, emit_points, meta)
 
 
 def _frames_of(value: bytes) -> list:

@@ -277,7 +277,6 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     instead of the recording's own. Returns a :class:`Report` of DataFrames; ``Report.write(dir)`` writes
     the JSON, Parquet and HTML files. ``spark``: a session (default :func:`kip714.spark.local_session`
     with ``master``)."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from .decode import local_session
