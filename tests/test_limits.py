@@ -264,6 +264,47 @@ def test_huge_count_or_length_is_refused_without_allocating(name, api_key, versi
     assert time.perf_counter() - started < 0.5
 
 
+def _java_read_unsigned_varint(buf: bytes) -> int:
+    """Kafka's ``ByteUtils.readUnsignedVarint`` step by step in Java ``int``/``byte`` arithmetic (the oracle):
+    signed bytes, ``tmp << 28`` truncated to 32 bits, and only a negative 5th byte refused."""
+    def sbyte(b):
+        return b - 256 if b >= 128 else b
+    it = iter(buf)
+    tmp = sbyte(next(it))
+    if tmp >= 0:
+        return tmp
+    result = tmp & 127
+    for shift in (7, 14, 21):
+        tmp = sbyte(next(it))
+        if tmp >= 0:
+            return (result | tmp << shift) & 0xFFFFFFFF
+        result |= (tmp & 127) << shift
+    tmp = sbyte(next(it))
+    if tmp < 0:
+        raise ValueError("Varint is too long, the most significant bit in the 5th byte is set")
+    return (result | tmp << 28) & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("fifth", [0x00, 0x01, 0x0F, 0x10, 0x1F, 0x70, 0x7F, 0x80, 0xFF])
+def test_fifth_varint_byte_is_read_as_kafka_reads_it(fifth):
+    # A GetTelemetrySubscriptions v0 request is the instance id and the tagged-field count. A 5-byte count
+    # whose last byte carries bits above 32 is truncated by Kafka (0x10 << 28 is 0 in a Java int), so such a
+    # request has no tagged fields; a 5th byte with its top bit set is "too long" for Kafka and for kip714.
+    varint = b"\x80\x80\x80\x80" + bytes([fifth])
+    try:
+        count = _java_read_unsigned_varint(varint)
+    except ValueError:
+        count = None
+    if count == 0:
+        result = kip714.GetTelemetrySubscriptionsRequest.decode(_UUID0 + varint, 0)
+        assert result.client_instance_id == uuid.UUID(int=0) and not result.unknown_tagged_fields
+    else:
+        # None: Kafka refuses; a non-zero count promises tagged fields that are not there
+        with pytest.raises(MalformedFrameError) as info:
+            kip714.GetTelemetrySubscriptionsRequest.decode(_UUID0 + varint, 0)
+        assert info.value.error_code == ErrorCode.INVALID_REQUEST
+
+
 def test_huge_client_id_length_in_a_request_header_is_refused():
     frame = struct.pack(">hhih", 72, 0, 1, 32767) + b"short"
     result, peak = peak_alloc(lambda: kip714.decode_request(frame))

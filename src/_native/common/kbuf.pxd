@@ -95,7 +95,9 @@ cdef inline int64_t kr_i64(KReader* r) except? -1:
 
 
 cdef inline uint32_t kr_uvarint(KReader* r) except? 0xFFFFFFFF:
-    """Unsigned varint of at most 5 bytes whose value fits 32 bits (Kafka's ByteUtils.readUnsignedVarint)."""
+    """Unsigned varint of at most 5 bytes, read as Kafka's ``ByteUtils.readUnsignedVarint`` reads it: a
+    fifth byte with its top bit set is refused ("Varint is too long"), while the fifth byte's bits 4-6 are
+    shifted out of the 32-bit ``int`` (Java's ``tmp << 28``) and dropped, not refused."""
     cdef uint32_t value = 0
     cdef int shift = 0
     cdef uint8_t b
@@ -104,8 +106,8 @@ cdef inline uint32_t kr_uvarint(KReader* r) except? 0xFFFFFFFF:
             kr_fail(r, "unsigned varint")
         b = r.buf[r.pos]
         r.pos += 1
-        if shift == 28 and (b & 0xF0):
-            kr_bad(r, "unsigned varint does not fit 32 bits")
+        if shift == 28 and (b & 0x80):
+            kr_bad(r, "unsigned varint is too long: the top bit of its 5th byte is set")
         value |= (<uint32_t>(b & 0x7F)) << shift
         if not (b & 0x80):
             return value

@@ -94,7 +94,7 @@ class _Reader:
             b = self.buf[self.need(1)]
             value |= (b & 0x7F) << shift
             if not b & 0x80:
-                return value
+                return value & 0xFFFFFFFF   # a 5th byte's bits 4-6 fall out of Java's int, as in Kafka
             shift += 7
             if shift > 28:
                 raise MalformedFrameError("varint longer than 5 bytes")
