@@ -19,10 +19,20 @@ before they were added — :func:`read_recording` and the Spark readers fill the
 client connection an instance used closes, one row goes to the side table ``_closed/`` (``closed-*.parquet``,
 :data:`CLOSED_COLUMNS`): a client that left without a terminating push can be told from one still running.
 The leading ``_`` keeps it out of ``spark.read.parquet(DIR)`` and of the push files' glob.
+
+Durability: without ``sync`` a part reaches the disk (the page cache) within ``flush_interval_s``, so a
+``kill -9`` loses the rows of the last second, pushes whose clients were already told they were accepted.
+With ``sync=True`` (``--record-sync``) a commit thread writes the rows as soon as they arrive, as group
+commits (the rows that arrived while one commit was in progress form the next), each part fsync'd before
+its rename and the folder fsync'd after it (also on roll); :meth:`ParquetRecorder.durable` is the future an
+endpoint holds a push's answer on. Every file appears by rename of a complete, flushed temporary file, so
+a file is either whole or absent; temporary files a crash left are removed, and an unreadable part (a host
+crash without ``sync``) is set aside as ``*.corrupt`` when a recorder next opens the folder.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import pathlib
@@ -88,6 +98,45 @@ def closed_row(client_info, node_id, client_instance_id, closed_at_ms: int, reas
     return {"closed_at_ms": closed_at_ms, **client_info.labels(node_id, client_instance_id), "reason": reason}
 
 
+def _fsync_dir(folder: pathlib.Path) -> None:
+    """Make the names in ``folder`` (a rename, a new file, an unlink) durable."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_parquet(table, path: pathlib.Path, compression: str, sync: bool) -> None:
+    """Write ``table`` to ``path`` through a temporary file renamed into place (fsync'd first with ``sync``),
+    so ``path`` is either complete or absent."""
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f, compression=compression)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync:
+        _fsync_dir(path.parent)
+
+
+def _readable(path: pathlib.Path) -> bool:
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+        return True
+    except Exception:
+        return False
+
+
 def record_schema():
     import pyarrow as pa
 
@@ -122,11 +171,15 @@ def closed_schema():
 
 class ParquetRecorder:
     """Thread-safe buffered writer of push rows into ``directory``; a :class:`kip714.TelemetryReceiver` that
-    records every push (``TelemetryBroker(receivers=[recorder])`` or ``broker.add_receiver(recorder)``)."""
+    records every push (``TelemetryBroker(receivers=[recorder])`` or ``broker.add_receiver(recorder)``).
+
+    ``sync=True``: every row is made durable as soon as possible by a commit thread (group commit; each
+    part and the folders fsync'd); :meth:`durable` tells when. Without it rows are written every
+    ``flush_interval_s`` and are not fsync'd."""
 
     def __init__(self, directory: str | os.PathLike, flush_interval_s: float = 1.0,
                  max_buffer_bytes: int = 32 << 20, compression: str = "zstd", *, roll_bytes: int = ROLL_BYTES,
-                 roll_interval_s: float = ROLL_INTERVAL_S) -> None:
+                 roll_interval_s: float = ROLL_INTERVAL_S, sync: bool = False) -> None:
         import pyarrow  # noqa: F401  (fail early when pyarrow is missing)
 
         self.directory = pathlib.Path(directory)
@@ -136,13 +189,24 @@ class ParquetRecorder:
         self.compression = compression
         self.roll_bytes = roll_bytes
         self.roll_interval_s = roll_interval_s
+        self.sync = sync
         self._open_dir = self.directory / OPEN_DIR
-        self._parts: list[pathlib.Path] = sorted(self._open_dir.glob("part-*.parquet"))  # a crash's leftovers
+        if sync and roll_interval_s > 0:
+            self._open_dir.mkdir(exist_ok=True)
+            _fsync_dir(self.directory)
+        self._parts: list[pathlib.Path] = self._recover()   # a crash's leftovers
         self._parts_bytes = sum(p.stat().st_size for p in self._parts)
         self._segment_started = time.monotonic()
         self._roll_lock = threading.Lock()
+        self._write_lock = threading.Lock()   # one writer of push parts at a time (commit order)
         self.rows_written = 0
         self.files_written = 0
+        #: commits that failed (their rows are not in the recording; with ``sync`` their pushes were not
+        #: answered as accepted) and the rows they held
+        self.commits_failed = 0
+        self.rows_failed = 0
+        #: commits (parts written) so far
+        self.commits = 0
         self._columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
         self._closed_rows: list[dict[str, Any]] = []
         self.closed_written = 0
@@ -151,10 +215,33 @@ class ParquetRecorder:
         self._lock = threading.Lock()
         self._closed = False
         self._stop = threading.Event()
+        # sync: the future of the rows buffered now, and of the rows being written
+        self._waiter: concurrent.futures.Future | None = concurrent.futures.Future() if sync else None
+        self._inflight: concurrent.futures.Future | None = None
+        self._wake = threading.Event()
         if self._parts:  # a crash's leftovers become a file of the recording now
             self.roll()
         self._thread = threading.Thread(target=self._flusher, name="kip714-recorder", daemon=True)
         self._thread.start()
+        self._committer = None
+        if sync:
+            self._committer = threading.Thread(target=self._commit_loop, name="kip714-recorder-commit", daemon=True)
+            self._committer.start()
+
+    def _recover(self) -> list[pathlib.Path]:
+        """The parts a crash left in ``_open/`` (temporary files it left are removed; an unreadable part,
+        possible only after a host crash without ``sync``, is renamed ``*.corrupt`` and logged)."""
+        for folder in (self.directory, self._open_dir, self.directory / CLOSED_DIR):
+            for tmp in folder.glob(".*.parquet.tmp"):
+                tmp.unlink(missing_ok=True)
+        parts = []
+        for part in sorted(self._open_dir.glob("part-*.parquet")):
+            if _readable(part):
+                parts.append(part)
+            else:
+                log.warning("event=recording_part_unreadable part=%s (set aside as .corrupt)", part)
+                os.replace(part, part.with_name(part.name + ".corrupt"))
+        return parts
 
     # ------------------------------------------------------------------ receiver (kip714.TelemetryReceiver)
 
@@ -175,7 +262,7 @@ class ParquetRecorder:
                 self._closed_rows.append(row)
 
     def record(self, row: dict[str, Any]) -> None:
-        """Buffer one row (keys: RECORD_COLUMNS)."""
+        """Buffer one row (keys: RECORD_COLUMNS); with ``sync``, wake the commit thread."""
         flush = False
         with self._lock:
             if self._closed:
@@ -185,8 +272,26 @@ class ParquetRecorder:
             payload = row.get("payload")
             self._buffered_bytes += len(payload) if payload is not None else 0
             flush = self._buffered_bytes >= self.max_buffer_bytes
-        if flush:
+        if self.sync:
+            self._wake.set()
+        elif flush:
             self.flush()
+
+    def durable(self) -> concurrent.futures.Future:
+        """With ``sync``: a future done when every row recorded so far is durably on disk (its result: the
+        rows of the commit that wrote them), or failed with the error that commit met (the rows are then
+        not in the recording). Rows recorded together share one future (a group commit)."""
+        if not self.sync:
+            raise RuntimeError("durable() needs ParquetRecorder(sync=True)")
+        with self._lock:
+            if self._columns["received_at_ms"]:
+                return self._waiter
+            inflight = self._inflight
+        if inflight is not None:
+            return inflight
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(0)
+        return done
 
     def pending(self) -> int:
         with self._lock:
@@ -203,33 +308,54 @@ class ParquetRecorder:
 
     def _write_buffered(self) -> int:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         self._flush_closed()
-        with self._lock:
-            n = len(self._columns["received_at_ms"])
-            if not n:
-                return 0
-            columns, self._columns = self._columns, {c: [] for c in RECORD_COLUMNS}
-            self._buffered_bytes = 0
-            self._seq += 1
-            seq = self._seq
-            table = pa.Table.from_pydict(columns, schema=record_schema())
+        with self._write_lock:
+            with self._lock:
+                n = len(self._columns["received_at_ms"])
+                if not n:
+                    return 0
+                columns, self._columns = self._columns, {c: [] for c in RECORD_COLUMNS}
+                self._buffered_bytes = 0
+                self._seq += 1
+                seq = self._seq
+                waiter = self._waiter
+                if waiter is not None:
+                    self._waiter = concurrent.futures.Future()
+                    self._inflight = waiter
             rolling = self.roll_interval_s > 0
             folder = self._open_dir if rolling else self.directory
             name = f"{'part' if rolling else 'push'}-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
-            folder.mkdir(exist_ok=True)
-            tmp = folder / f".{name}.tmp"
-            pq.write_table(table, tmp, compression=self.compression)
-            os.replace(tmp, folder / name)
-            self.rows_written += n
-            if rolling:
-                if not self._parts:
-                    self._segment_started = time.monotonic()
-                self._parts.append(folder / name)
-                self._parts_bytes += (folder / name).stat().st_size
-            else:
-                self.files_written += 1
+            try:
+                table = pa.Table.from_pydict(columns, schema=record_schema())
+                if not folder.is_dir():
+                    folder.mkdir(exist_ok=True)
+                    if self.sync:
+                        _fsync_dir(folder.parent)
+                _write_parquet(table, folder / name, self.compression, self.sync)
+                size = (folder / name).stat().st_size
+            except BaseException as exc:
+                with self._lock:
+                    self.commits_failed += 1
+                    self.rows_failed += n
+                    self._inflight = None
+                log.error("event=recording_write_failed rows=%d error=%r", n, exc)
+                if waiter is not None:
+                    waiter.set_exception(exc)
+                raise
+            with self._lock:
+                self.rows_written += n
+                self.commits += 1
+                if rolling:
+                    if not self._parts:
+                        self._segment_started = time.monotonic()
+                    self._parts.append(folder / name)
+                    self._parts_bytes += size
+                else:
+                    self.files_written += 1
+                self._inflight = None
+        if waiter is not None:
+            waiter.set_result(n)
         return n
 
     def roll(self) -> int:
@@ -247,14 +373,29 @@ class ParquetRecorder:
             name = f"push-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
             tmp = self.directory / f".{name}.tmp"
             rows = 0
-            with pq.ParquetWriter(tmp, record_schema(), compression=self.compression) as writer:
-                for part in parts:
-                    table = pq.read_table(part)
-                    writer.write_table(table.cast(record_schema()))
-                    rows += table.num_rows
-            os.replace(tmp, self.directory / name)
+            try:
+                with open(tmp, "wb") as f:
+                    with pq.ParquetWriter(f, record_schema(), compression=self.compression) as writer:
+                        for part in parts:
+                            table = pq.read_table(part)
+                            writer.write_table(table.cast(record_schema()))
+                            rows += table.num_rows
+                    if self.sync:
+                        f.flush()
+                        os.fsync(f.fileno())
+                os.replace(tmp, self.directory / name)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                with self._lock:   # the parts stay the open file's
+                    self._parts[:0] = parts
+                    self._parts_bytes += sum(p.stat().st_size for p in parts if p.exists())
+                raise
+            if self.sync:
+                _fsync_dir(self.directory)   # the rolled file is durable before its parts go
             for part in parts:
                 part.unlink(missing_ok=True)
+            if self.sync:
+                _fsync_dir(self._open_dir)
             with self._lock:
                 self.files_written += 1
         return rows
@@ -262,19 +403,19 @@ class ParquetRecorder:
     def _flush_closed(self) -> None:
         """Write the buffered connection-closed rows to ``_closed/`` (after the pushes they follow)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         with self._lock:
             if not self._closed_rows:
                 return
             rows, self._closed_rows = self._closed_rows, []
             self._seq += 1
-            folder = self.directory / CLOSED_DIR
-            folder.mkdir(exist_ok=True)
-            name = f"closed-{int(time.time() * 1000)}-{os.getpid()}-{self._seq:06d}.parquet"
-            tmp = folder / f".{name}.tmp"
-            pq.write_table(pa.Table.from_pylist(rows, schema=closed_schema()), tmp, compression=self.compression)
-            os.replace(tmp, folder / name)
+            seq = self._seq
+        folder = self.directory / CLOSED_DIR
+        folder.mkdir(exist_ok=True)
+        name = f"closed-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
+        _write_parquet(pa.Table.from_pylist(rows, schema=closed_schema()), folder / name, self.compression,
+                       self.sync)
+        with self._lock:
             self.closed_written += len(rows)
 
     def _flusher(self) -> None:
@@ -284,10 +425,25 @@ class ParquetRecorder:
             except Exception:  # keep recording; the rows stay reported in the log
                 log.exception("recorder flush failed")
 
+    def _commit_loop(self) -> None:
+        """``sync``: write what arrived as soon as the previous commit is done (group commit)."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            try:
+                self._write_buffered()
+            except Exception:  # counted, logged, the waiters failed; keep committing
+                pass
+            if self._stop.is_set() and not self.pending():
+                return
+
     def close(self) -> None:
-        """Flush what is buffered and stop the background flusher."""
+        """Flush what is buffered and stop the background threads."""
         self._stop.set()
+        self._wake.set()
         self._thread.join(5)
+        if self._committer is not None:
+            self._committer.join(5)
         self.flush()
         self.roll()
         self._flush_closed()
@@ -305,7 +461,8 @@ def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:
 def read_recording(directory: str | os.PathLike):
     """All rows recorded under ``directory`` as one ``pyarrow.Table`` in :func:`record_schema`: the rolled files,
     then the parts of the file being filled (``_open/``); columns a recording made by an older kip714 lacks
-    are null."""
+    are null. It reads what a killed recorder left (its parts in ``_open/``); a part there that cannot be read
+    (only possible after a host crash of a recorder without ``sync``) is skipped with a warning."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -315,11 +472,17 @@ def read_recording(directory: str | os.PathLike):
         return schema.empty_table()
     tables = []
     for f in files:
-        t = pq.read_table(f)
+        try:
+            t = pq.read_table(f)
+        except Exception as exc:
+            if f.parent.name != OPEN_DIR:
+                raise
+            log.warning("event=recording_part_unreadable part=%s error=%r (skipped)", f, exc)
+            continue
         tables.append(pa.table([t.column(c).cast(schema.field(c).type) if c in t.column_names
                                 else pa.nulls(t.num_rows, schema.field(c).type) for c in schema.names],
                                schema=schema))
-    return pa.concat_tables(tables)
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def read_closed(directory: str | os.PathLike):
