@@ -53,6 +53,13 @@ def add_subscription_options(p, default_name: str) -> None:
     g.add_argument("--record-roll-interval", type=duration, default=ROLL_INTERVAL_S, metavar="DURATION",
                    help=f"start a new recording file after this long (default {format_duration(ROLL_INTERVAL_S)}); "
                         "rows reach the disk every second either way, in DIR/_open/ until the file rolls")
+    g.add_argument("--record-sync", action="store_true",
+                   help="answer a push only once its row is durably on disk (group commit: the rows that arrive "
+                        "while one commit is written form the next; each part and the folders fsync'd), so a "
+                        "crash or kill -9 loses no push a client was told was accepted. Costs throughput: see "
+                        "docs/benchmarks.md ('record' group). A failed write closes the client's connection "
+                        "instead of answering. Default off: rows are written every second, not fsync'd, and a "
+                        "kill -9 loses up to that second")
 
 
 def add_tls_options(p) -> None:
@@ -134,8 +141,11 @@ def warn_if_no_subscription(broker: TelemetryBroker) -> None:
 
 def recorder_of(args: Any) -> ParquetRecorder | None:
     if not args.record:
+        if getattr(args, "record_sync", False):
+            raise InvalidConfigError("--record-sync needs --record DIR")
         return None
-    return ParquetRecorder(args.record, roll_bytes=args.record_roll_bytes, roll_interval_s=args.record_roll_interval)
+    return ParquetRecorder(args.record, roll_bytes=args.record_roll_bytes, roll_interval_s=args.record_roll_interval,
+                           sync=args.record_sync)
 
 
 def add_sinks(args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None) -> list[Any]:

@@ -6,7 +6,9 @@ port as Kafka prints them, the software it named in ApiVersions (KIP-511), its p
 cuts the byte stream into size-prefixed frames (``split_frames``, bounded by ``max_frame_bytes``), applies
 flow control both ways, tracks idleness and hands each whole frame to :meth:`FramedConnection.handle_frame`.
 :class:`EndpointConnection` is the part both share whatever they do with the bytes (bookkeeping, drop, the
-telemetry answers). :class:`EndpointStats` holds the connection-level counters of an endpoint; push and Get counts come from
+telemetry answers, and the answers held until the recording is durable: :meth:`EndpointConnection.send`
+and :meth:`EndpointConnection.send_durable`, in request order). :class:`RecordGate` turns a sync recorder's
+group commits into futures of the event loop. :class:`EndpointStats` holds the connection-level counters of an endpoint; push and Get counts come from
 the broker (``TelemetryBroker.metrics()``), never from a parallel count here.
 """
 
@@ -16,7 +18,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from .._enums import ErrorCode
@@ -25,11 +27,13 @@ from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
 from ..errors import Kip714Error
 from .address import java_host_address
 
-__all__ = ["ClientIdentity", "EndpointConnection", "EndpointStats", "FramedConnection", "connection_ids"]
+__all__ = ["ClientIdentity", "EndpointConnection", "EndpointStats", "FramedConnection", "RecordGate", "connection_ids"]
 
 log = logging.getLogger("kip714.endpoint")
 
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+#: Answers a connection may hold for the disk before it stops reading the client's requests.
+HELD_MAX = 64
 
 
 class ClientIdentity:
@@ -76,7 +80,28 @@ class ClientIdentity:
 
 class EndpointStats(Counter):
     """Connection-level counters of an endpoint: ``connections``, ``connections_refused``,
-    ``protocol_errors``, ``internal_errors``, ``idle_closed``, ``instances_dropped_on_disconnect``."""
+    ``protocol_errors``, ``internal_errors``, ``idle_closed``, ``instances_dropped_on_disconnect``,
+    ``record_sync_failures`` (pushes never answered because writing their row failed: the connection was
+    closed instead)."""
+
+
+class RecordGate:
+    """The group commits of a ``ParquetRecorder(sync=True)`` as futures of the running event loop: one
+    asyncio future per commit, however many answers wait on it."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self._source: Any = None
+        self._future: asyncio.Future | None = None
+
+    def waiter(self) -> asyncio.Future | None:
+        """The future of the commit that makes every row recorded so far durable; None when they already are."""
+        source = self.recorder.durable()
+        if source.done() and not source.cancelled() and source.exception() is None:
+            return None
+        if source is not self._source:
+            self._source, self._future = source, asyncio.wrap_future(source)
+        return self._future
 
 
 class EndpointConnection(asyncio.Protocol):
@@ -98,6 +123,7 @@ class EndpointConnection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         self.connection_id = endpoint.next_connection_id()   # the broker's key for this connection
         self.closed_by_endpoint = False   # set when the endpoint closes it (shutdown, idle, protocol error)
+        self._held: deque | None = None   # (future or None, frame): answers waiting for the disk, in order
 
     @property
     def address(self) -> str:
@@ -164,6 +190,64 @@ class EndpointConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    # answers in request order, some held until the recording is durable (--record-sync)
+    def send(self, data) -> None:
+        """Write ``data`` to the client now, or after the answers held before it (Kafka clients need the
+        responses in request order)."""
+        held = self._held
+        if held:
+            held.append((None, bytes(data)))
+        else:
+            self.transport.write(data)
+
+    def send_durable(self, data) -> None:
+        """Write the answer to a push once its recorded row is durable (the endpoint's ``record_gate``, a
+        :class:`RecordGate`, when the recorder is synchronous; at once otherwise), keeping request order.
+        When the commit fails the answer is never written: the connection is closed (counted in
+        ``record_sync_failures``), which Kafka clients take as a retriable failure."""
+        gate = self.endpoint.record_gate
+        waiter = gate.waiter() if gate is not None else None
+        if waiter is None:
+            self.send(data)
+            return
+        held = self._held
+        if held is None:
+            held = self._held = deque()
+        held.append((waiter, bytes(data)))
+        if len(held) == 1:
+            waiter.add_done_callback(self._release)
+        if len(held) == HELD_MAX:
+            self.hold_reading(True)
+
+    def _release(self, _future: Any = None) -> None:
+        held = self._held
+        transport = self.transport
+        while held:
+            if transport is None or transport.is_closing():
+                held.clear()
+                break
+            waiter, data = held[0]
+            if waiter is not None:
+                if not waiter.done():
+                    waiter.add_done_callback(self._release)
+                    break
+                if waiter.cancelled() or waiter.exception() is not None:
+                    error = "cancelled" if waiter.cancelled() else repr(waiter.exception())
+                    log.warning("event=disconnect peer=%s:%s reason=record_sync_failed error=%s held=%d",
+                                self.address, self.port, error, sum(1 for w, _ in held if w is not None))
+                    self.endpoint.stats["record_sync_failures"] += sum(1 for w, _ in held if w is not None)
+                    held.clear()
+                    self.closed_by_endpoint = True
+                    transport.abort()
+                    return
+            held.popleft()
+            transport.write(data)
+        if len(held) < HELD_MAX:
+            self.hold_reading(False)
+
+    def hold_reading(self, blocked: bool) -> None:
+        """Stop (or resume) reading the client's requests while too many answers wait for the disk."""
+
 
 class FramedConnection(EndpointConnection):
     """One client connection of an endpoint that answers requests itself: frames in, :meth:`handle_frame`
@@ -172,16 +256,29 @@ class FramedConnection(EndpointConnection):
     def __init__(self, endpoint: Any) -> None:
         super().__init__(endpoint)
         self.buffer = bytearray()
+        self.read_block = 0   # bits: 1 the client's write buffer is full, 2 too many answers wait for the disk
+
+    def _block_reading(self, reason: int, blocked: bool) -> None:
+        old = self.read_block
+        new = old | reason if blocked else old & ~reason
+        self.read_block = new
+        transport = self.transport
+        if bool(old) != bool(new) and transport is not None and not transport.is_closing():
+            if new:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
     # Flow control: a client that sends requests without reading the answers would otherwise make the
     # transport buffer every response; stop reading while the write buffer is above its high-water mark.
     def pause_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.pause_reading()
+        self._block_reading(1, True)
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+        self._block_reading(1, False)
+
+    def hold_reading(self, blocked: bool) -> None:
+        self._block_reading(2, blocked)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -210,7 +307,7 @@ class FramedConnection(EndpointConnection):
         raise NotImplementedError
 
     def write(self, data: bytes) -> None:
-        self.transport.write(data)
+        self.send(data)
 
 
 async def serve_until(endpoint: Any, duration_s: float | None, stop: asyncio.Event | None) -> None:

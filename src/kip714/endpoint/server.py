@@ -32,7 +32,8 @@ from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
-from .connection import EndpointStats, FramedConnection, connection_ids, log_summaries, reap_idle, serve_until
+from .connection import (EndpointStats, FramedConnection, RecordGate, connection_ids, log_summaries, reap_idle,
+                         serve_until)
 
 __all__ = ["TelemetryServer", "ADVERTISED_APIS"]
 
@@ -73,7 +74,9 @@ class _ServeConnection(FramedConnection):
             return
         body = req.body
         version = req.api_version
-        if type(body) is PushTelemetryRequest or type(body) is GetTelemetrySubscriptionsRequest:
+        if type(body) is PushTelemetryRequest:
+            self.send_durable(self.telemetry_response(req))   # after its row is on disk with --record-sync
+        elif type(body) is GetTelemetrySubscriptionsRequest:
             self.write(self.telemetry_response(req))
         elif type(body) is ApiVersionsRequest:
             error = self.identity.api_versions(body, version)
@@ -104,7 +107,11 @@ class TelemetryServer:
     reading its requests (asyncio flow control), so neither buffer grows without bound. As in Kafka 4.0+,
     the client instance created on a connection is dropped when that connection closes
     (``stats["instances_dropped_on_disconnect"]``). ``ssl``: an :class:`ssl.SSLContext` (server side) to
-    take TLS connections only (``security.protocol=SSL`` clients)."""
+    take TLS connections only (``security.protocol=SSL`` clients).
+
+    With a synchronous recorder (``ParquetRecorder(..., sync=True)``, ``--record-sync``) the answer to a push
+    is written only once its row is durably on disk, later answers on the connection waiting behind it; a
+    failed write closes the connection instead of answering (``stats["record_sync_failures"]``)."""
 
     def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
@@ -123,6 +130,7 @@ class TelemetryServer:
         self.ssl = ssl
         if recorder is not None:
             self.broker.add_receiver(recorder)
+        self.record_gate = RecordGate(recorder) if getattr(recorder, "sync", False) else None
         if on_payload is not None:
             self.broker.add_receiver(CallbackReceiver(on_payload))
         self.connections: set[FramedConnection] = set()
@@ -197,4 +205,5 @@ class TelemetryServer:
                          for c, n in sorted(self.push_codes.items()))
         return (f"connections_open={len(self.connections)} connections_total={stats['connections']} "
                 f"gets={stats['gets']} pushes={stats['pushes']} push_results=[{codes}] "
-                f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']}")
+                f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']}"
+                + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else ""))

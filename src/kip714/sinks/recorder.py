@@ -449,6 +449,8 @@ class ParquetRecorder:
         self._flush_closed()
         with self._lock:
             self._closed = True
+        log.info("event=recording_closed directory=%s rows=%d commits=%d commits_failed=%d sync=%s", self.directory,
+                 self.rows_written, self.commits, self.commits_failed, self.sync)
 
 
 def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:

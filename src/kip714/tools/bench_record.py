@@ -1,0 +1,203 @@
+"""The ``record`` group of ``kip714 bench``, and the push load it (and the ``--record-sync`` test) drives.
+
+``kip714 serve --record DIR`` runs in a child process, with and without ``--record-sync``, rounds alternating
+in the same run; :func:`push_load` drives it from this process with several concurrent raw Kafka-protocol
+clients (asyncio, one connection each). Every accepted push needs its own client instance (Kafka's rate limit
+accepts the first push after a GetTelemetrySubscriptions early, the next only a push interval later), so a
+client pipelines ``depth`` Gets (zero instance id: a new instance each), then the ``depth`` pushes of those
+instances (each a unique ~1 KB payload), and keeps every push whose response it read with error code 0. The
+rate measured is accepted pushes per second, answers read by the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from .._protocol import (
+    GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest,
+    decode_response,
+    encode_request,
+)
+
+_GET, _PUSH = 71, 72
+_SIZE = struct.Struct(">i")
+_LISTENING = re.compile(r"event=listening .*? port=(\d+)")
+
+
+class PushLoad:
+    """What a :func:`push_load` saw: ``accepted`` maps each payload (bytes) whose response the client read
+    with error code 0 to its client instance id; ``codes`` counts every push answer read by error code;
+    ``errors`` counts connections that ended in an error (e.g. the server was killed)."""
+
+    def __init__(self) -> None:
+        self.accepted: dict[bytes, Any] = {}
+        self.codes: dict[int, int] = {}
+        self.errors = 0
+        self.seconds = 0.0
+
+
+async def _read(reader: asyncio.StreamReader, api_key: int, corr: int):
+    size = _SIZE.unpack(await reader.readexactly(4))[0]
+    resp = decode_response(await reader.readexactly(size), api_key, 0)
+    if resp.correlation_id != corr:
+        raise AssertionError(f"response {resp.correlation_id} out of order, expected {corr}")
+    return resp.body
+
+
+async def _client(n: int, host: str, port: int, deadline: float, depth: int, payload_bytes: int,
+                  out: PushLoad, stop: asyncio.Event) -> None:
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        out.errors += 1
+        return
+    corr = 0
+    seq = 0
+    pad = b"x" * max(0, payload_bytes - 32)
+    try:
+        while time.monotonic() < deadline and not stop.is_set():
+            first = corr
+            writer.write(b"".join(encode_request(GetTelemetrySubscriptionsRequest(), corr + i, f"load-{n}", 0)
+                                  for i in range(depth)))
+            corr += depth
+            subs = [await _read(reader, _GET, first + i) for i in range(depth)]
+            pushes = []
+            for sub in subs:
+                if sub.error_code:
+                    continue
+                payload = b"%d-%d|" % (n, seq) + pad
+                seq += 1
+                pushes.append((corr, payload, sub.client_instance_id))
+                writer.write(encode_request(PushTelemetryRequest(sub.client_instance_id, sub.subscription_id,
+                                                                 metrics=payload), corr, f"load-{n}", 0))
+                corr += 1
+            for c, payload, instance in pushes:
+                code = (await _read(reader, _PUSH, c)).error_code
+                out.codes[code] = out.codes.get(code, 0) + 1
+                if code == 0:
+                    out.accepted[payload] = instance
+    except (OSError, asyncio.IncompleteReadError):
+        out.errors += 1
+    finally:
+        writer.close()
+
+
+async def push_load_async(host: str, port: int, seconds: float, clients: int = 8, depth: int = 4,
+                          payload_bytes: int = 1024, stop: asyncio.Event | None = None,
+                          out: PushLoad | None = None) -> PushLoad:
+    """Push to ``host:port`` from ``clients`` connections for ``seconds`` (or until ``stop`` is set, or the
+    server goes away); ``out`` (filled as answers are read) lets the caller watch the load."""
+    out = out if out is not None else PushLoad()
+    stop = stop or asyncio.Event()
+    started = time.monotonic()
+    await asyncio.gather(*(_client(n, host, port, started + seconds, depth, payload_bytes, out, stop)
+                           for n in range(clients)))
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def push_load(host: str, port: int, seconds: float, clients: int = 8, depth: int = 4,
+              payload_bytes: int = 1024) -> PushLoad:
+    return asyncio.run(push_load_async(host, port, seconds, clients, depth, payload_bytes))
+
+
+class ServeProcess:
+    """``kip714 serve --metrics '*' --record DIR [--record-sync]`` in a child process on a free loopback port."""
+
+    def __init__(self, record_dir: str, sync: bool, extra: tuple[str, ...] = (), timeout_s: float = 60.0) -> None:
+        cmd = [sys.executable, "-m", "kip714", "serve", "--port", "0", "--metrics", "*", "--record", record_dir,
+               "--summary-interval", "0", "--log-level", "info", *extra]
+        if sync:
+            cmd.append("--record-sync")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+        self.port = 0
+        deadline = time.monotonic() + timeout_s
+        lines = []
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = _LISTENING.search(line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if not self.port:
+            self.proc.kill()
+            raise RuntimeError("kip714 serve did not start: " + "".join(lines[-20:]))
+        # keep draining stderr so the child never blocks on a full pipe
+        import threading
+
+        self.log: list[str] = lines
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def kill(self) -> None:
+        """SIGKILL (no flush, no close)."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        """SIGTERM: a clean stop (the recording is flushed and closed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_group(bench: Any) -> None:
+    """Accepted pushes/s of ``kip714 serve --record`` with and without ``--record-sync`` (rounds alternate)."""
+    import statistics
+
+    G = "record"
+    seconds = 2.0 if bench.quick else 5.0
+    rounds = 2 if bench.quick else 4
+    clients = 8
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    commits: list[float] = []
+    for _ in range(rounds):
+        for sync in (False, True):
+            with tempfile.TemporaryDirectory(prefix="kip714-bench-record-") as tmp:
+                serve = ServeProcess(tmp, sync)
+                try:
+                    load = push_load("127.0.0.1", serve.port, seconds, clients=clients)
+                finally:
+                    serve.stop()
+                rates[sync].append(len(load.accepted) / load.seconds)
+                if sync:
+                    m = re.findall(r"commits=(\d+)", "".join(serve.log))
+                    if m:
+                        commits.append(len(load.accepted) / max(1, int(m[-1])))
+    plain = statistics.median(rates[False])
+    synced = statistics.median(rates[True])
+    bench.log(f"[{G}] rounds without sync: {', '.join(f'{r:,.0f}' for r in rates[False])} pushes/s; "
+              f"with: {', '.join(f'{r:,.0f}' for r in rates[True])} pushes/s")
+    note = (f"{clients} raw clients, each pipelining 4 Gets then 4 pushes of ~1 KB; serve in a child process; "
+            f"{rounds} alternating rounds of {seconds:g} s, medians")
+    if commits:
+        note += f"; ~{statistics.median(commits):.0f} pushes per group commit"
+    bench.add_row(G, "record-sync", "accepted pushes/s, serve --record --record-sync vs --record",
+                  {"median": 1e9 / synced}, {"median": 1e9 / plain}, peer_name="without --record-sync",
+                  unit="rate", note=note)
