@@ -172,3 +172,31 @@ def test_a_truncated_part_left_by_a_crash_does_not_break_reading(tmp_path):
     assert not list((rec / OPEN_DIR).glob(".*.tmp"))
     assert (rec / OPEN_DIR / (broken.name + ".corrupt")).exists()
     assert read_recording(rec).column("payload").to_pylist() == [b"p"]
+
+
+@pytest.mark.parametrize("mode", ["tap", "terminate"])
+def test_proxy_record_sync_holds_push_answers_until_durable(tmp_path, mode):
+    """``kip714 proxy --record-sync`` in front of a cluster (here a ``kip714 serve`` as the upstream): the
+    answer to a push, the cluster's (tap) or the proxy's (terminate), reaches the client only after its row
+    was written, in request order with what follows it."""
+    from proxy_helpers import start_proxy
+
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*"})
+    upstream = server_thread.ServerThread(TelemetryServer(TelemetryBroker(registry), port=0))
+    recorder = ParquetRecorder(tmp_path / "rec", flush_interval_s=3600, sync=True)   # no timed flush at all
+    proxy_registry = SubscriptionRegistry()
+    proxy_registry.set("all", {"metrics": "*"})
+    proxy = start_proxy(f"127.0.0.1:{upstream.port}", broker=TelemetryBroker(proxy_registry), telemetry=mode,
+                        recorder=recorder)
+    try:
+        answers, closed = _get_then_pushes(proxy.port, 10)
+        assert not closed
+        assert [a.correlation_id for a in answers] == list(range(100, 110)) + [200]
+        assert [a.body.error_code for a in answers[:10]] == [0] * 10
+        assert recorder.rows_written == 10, "every answered push was written before its answer"
+    finally:
+        proxy.stop()
+        upstream.stop()
+    table = read_recording(tmp_path / "rec")
+    assert sorted(table.column("payload").to_pylist()) == sorted(b"m%d" % i for i in range(10))

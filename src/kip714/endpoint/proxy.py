@@ -57,7 +57,8 @@ from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
-from .connection import EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle, serve_until
+from .connection import (EndpointConnection, EndpointStats, RecordGate, connection_ids, log_summaries, reap_idle,
+                         serve_until)
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -173,7 +174,7 @@ class _ClientConnection(EndpointConnection):
         self.upstream: _Upstream | None = None
         self.pending: collections.deque = collections.deque()
         self.locals = 0                         # _A_LOCAL entries in pending
-        self.read_block = 0                     # bits: 1 upstream not ready, 2 upstream full, 4 client full
+        self.read_block = 0     # bits: 1 upstream not ready, 2 upstream full, 4 client full, 8 answers held
         self.closing = False
         self.sasl_mechanism = ""
         self.requests = FrameStream(self._request_head, self._request_captured, self._to_upstream, 8,
@@ -273,6 +274,9 @@ class _ClientConnection(EndpointConnection):
             else:
                 transport.resume_reading()
 
+    def hold_reading(self, blocked: bool) -> None:
+        self.block_reading(8, blocked)
+
     # the client reads slower than responses arrive: stop reading the upstream and the client
     def pause_writing(self) -> None:
         self.block_reading(4, True)
@@ -356,7 +360,7 @@ class _ClientConnection(EndpointConnection):
             except Kip714Error as exc:
                 raise _Drop(f"malformed telemetry request: {exc}") from None
             if self.proxy.mode == "terminate":
-                self._answer(corr, self.telemetry_response(req, node_id=self.node_id))
+                self._answer(corr, self.telemetry_response(req, node_id=self.node_id), durable=api_key == _PUSH)
                 return
             self.pending.append((corr, _A_TAP, req))
         elif api_key == _API_VERSIONS:
@@ -381,19 +385,21 @@ class _ClientConnection(EndpointConnection):
             self.pending.append((corr, _A_SASL, None if user is None else (user, version)))
         self._to_upstream(frame)
 
-    def _answer(self, corr: int, frame: bytes) -> None:
-        """Write an answer the proxy made, in its turn among the upstream's responses."""
+    def _answer(self, corr: int, frame: bytes, durable: bool = False) -> None:
+        """Write an answer the proxy made, in its turn among the upstream's responses (``durable``: a push's
+        answer, held until its recorded row is on disk with --record-sync)."""
         if not self.pending and self.responses.at_boundary:
-            self.transport.write(frame)
+            self.send_durable(frame) if durable else self.send(frame)
             return
-        self.pending.append((corr, _A_LOCAL, frame))
+        self.pending.append((corr, _A_LOCAL, (frame, durable)))
         self.locals += 1
         self.responses.on_boundary = self._flush_locals
 
     def _flush_locals(self) -> None:
         pending = self.pending
         while pending and pending[0][1] == _A_LOCAL:
-            self.transport.write(pending.popleft()[2])
+            frame, durable = pending.popleft()[2]
+            self.send_durable(frame) if durable else self.send(frame)
             self.locals -= 1
         if not self.locals:
             self.responses.on_boundary = None
@@ -417,7 +423,7 @@ class _ClientConnection(EndpointConnection):
             self._abort("internal error")
 
     def _to_client(self, data) -> None:
-        self.transport.write(data)
+        self.send(data)
 
     def _response_head(self, buf, start: int, end: int, size: int) -> int | None:
         corr = _I32.unpack_from(buf, start + 4)[0]
@@ -457,11 +463,15 @@ class _ClientConnection(EndpointConnection):
             except Kip714Error as exc:
                 raise _Drop(f"malformed PushTelemetry response: {exc}") from None
             self.telemetry_tapped(info, error, node_id=self.node_id)
+            self.send_durable(frame)   # the cluster's answer, once the row is on disk with --record-sync
+            if self.locals:
+                self._flush_locals()
+            return
         elif action == _A_SASL and info is not None:
             user, version = info
             if rewrite.sasl_authenticate_error(body, version) == 0:
                 self.identity.set_principal(f"User:{user}")
-        self.transport.write(frame)
+        self.send(frame)
         if self.locals:
             self._flush_locals()
 
@@ -493,7 +503,10 @@ class TelemetryProxy:
     ({node_id: port}); a node id without a valid port is an error on the connection whose response named
     it. ``advertised_host``: the host clients are told (default ``host``). ``telemetry``: ``auto``,
     ``terminate``, ``tap`` or ``off``. ``broker`` answers (terminate) or records (tap) telemetry;
-    ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it.
+    ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it; with a
+    synchronous recorder (``sync=True``, ``--record-sync``) a push's answer, the proxy's own or the
+    cluster's, reaches the client only once its row is durably on disk (later answers wait behind it; a
+    failed write closes the client connection, ``stats["record_sync_failures"]``).
     ``ssl``: server-side :class:`ssl.SSLContext` for client connections; ``upstream_ssl``: client-side
     context toward the cluster. Limits: ``max_connections`` client connections, ``max_frame_bytes`` per
     frame, ``idle_timeout_s`` without traffic closes a connection, ``connect_timeout_s`` per upstream
@@ -518,6 +531,7 @@ class TelemetryProxy:
         self.recorder = recorder
         if recorder is not None:
             self.broker.add_receiver(recorder)
+        self.record_gate = RecordGate(recorder) if getattr(recorder, "sync", False) else None
         if on_payload is not None:
             self.broker.add_receiver(CallbackReceiver(on_payload))
         self.ssl, self.upstream_ssl = ssl, upstream_ssl
