@@ -132,3 +132,13 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
     assert rows["proxy.cpu"]["kip714"]["value"] > 0
     assert rows["proxy.connections"]["kip714"]["value"] == 1000
     assert [p.name for p in sorted(plot_dir.glob("*.png"))] == ["proxy.png"]
+
+
+def test_quick_record_group_measures_record_sync_against_plain_recording(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    json_path = tmp_path / "r.json"
+    rc, out, err = _run(["--quick", "--only", "record", "--json", str(json_path)], capsys)
+    assert rc == 0, out + err
+    row = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}["record.sync"]
+    assert row["peer_name"] == "without --record-sync" and row["unit"] == "rate"
+    assert row["kip714"]["median"] > 0 and row["peer"]["median"] > 0 and row["ratio"] > 0

@@ -57,8 +57,8 @@ ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 #: The source checkout this module sits in (src/kip714/tools/bench.py), when it runs from one.
 CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 
-GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark", "proxy", "pipeline-scale",
-          "report")
+GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark", "proxy", "record",
+          "pipeline-scale", "report")
 from . import SAMPLES
 LIMIT = DEFAULT_TELEMETRY_MAX_BYTES  # the decompression cap
 
@@ -1052,6 +1052,20 @@ class Bench:
             self.skip("proxy", "confluent-kafka", f"not installed ({exc})")
             return
         from .bench_proxy import run_group
+
+        run_group(self)
+
+    def group_record(self) -> None:
+        """Accepted pushes/s of ``kip714 serve --record`` with and without ``--record-sync`` (same run)."""
+        if self.cases is not None:
+            self.notes.append("record: child processes and sockets, not a pytest-benchmark case")
+            return
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            self.skip("record", "pyarrow", f"not installed ({exc})")
+            return
+        from .bench_record import run_group
 
         run_group(self)
 
