@@ -139,6 +139,6 @@ def test_quick_record_group_measures_record_sync_against_plain_recording(tmp_pat
     json_path = tmp_path / "r.json"
     rc, out, err = _run(["--quick", "--only", "record", "--json", str(json_path)], capsys)
     assert rc == 0, out + err
-    row = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}["record.sync"]
+    row = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}["record.sync.8x4"]
     assert row["peer_name"] == "without --record-sync" and row["unit"] == "rate"
     assert row["kip714"]["median"] > 0 and row["peer"]["median"] > 0 and row["ratio"] > 0
