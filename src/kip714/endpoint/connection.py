@@ -205,7 +205,7 @@ class EndpointConnection(asyncio.Protocol):
         :class:`RecordGate`, when the recorder is synchronous; at once otherwise), keeping request order.
         When the commit fails the answer is never written: the connection is closed (counted in
         ``record_sync_failures``), which Kafka clients take as a retriable failure."""
-        gate = self.endpoint.record_gate
+        gate = getattr(self.endpoint, "record_gate", None)
         waiter = gate.waiter() if gate is not None else None
         if waiter is None:
             self.send(data)

@@ -300,6 +300,7 @@ class ParquetRecorder:
     def flush(self) -> int:
         """Write everything buffered as one Parquet file (a part in ``_open/`` while files roll), roll the
         file when it is due; returns the number of rows written."""
+        self._flush_closed()   # on this timer only, also with sync (not one _closed file per commit)
         n = self._write_buffered()
         if self._parts and (self._parts_bytes >= self.roll_bytes
                             or time.monotonic() - self._segment_started >= self.roll_interval_s):
@@ -309,7 +310,6 @@ class ParquetRecorder:
     def _write_buffered(self) -> int:
         import pyarrow as pa
 
-        self._flush_closed()
         with self._write_lock:
             with self._lock:
                 n = len(self._columns["received_at_ms"])
