@@ -85,6 +85,11 @@ class EndpointStats(Counter):
     closed instead)."""
 
 
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class RecordGate:
     """The group commits of a ``ParquetRecorder(sync=True)`` as futures of the running event loop: one
     asyncio future per commit, however many answers wait on it."""
@@ -101,7 +106,19 @@ class RecordGate:
             return None
         if source is not self._source:
             self._source, self._future = source, asyncio.wrap_future(source)
+            self._future.add_done_callback(_retrieve)   # a failure is counted by the connections it closes
         return self._future
+
+    async def settle(self, timeout_s: float = 5.0) -> None:
+        """Wait (at most ``timeout_s``) for the commit of every row recorded so far and let the answers held
+        on it go out: a clean stop answers the pushes it has recorded."""
+        waiter = self.waiter()
+        if waiter is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+            except Exception:   # failed or too slow: those connections close unanswered
+                pass
+        await asyncio.sleep(0)   # the connections' release callbacks run before their transports close
 
 
 class EndpointConnection(asyncio.Protocol):

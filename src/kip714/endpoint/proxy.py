@@ -715,6 +715,8 @@ class TelemetryProxy:
             t.cancel()
         for server in self._servers:
             server.close()
+        if self.record_gate is not None:
+            await self.record_gate.settle()
         for conn in list(self.connections):
             conn._close()
         for server in self._servers:

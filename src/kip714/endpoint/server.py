@@ -173,6 +173,8 @@ class TelemetryServer:
             t.cancel()
         if self._server is not None:
             self._server.close()
+            if self.record_gate is not None:
+                await self.record_gate.settle()
             for conn in list(self.connections):
                 if conn.transport is not None:
                     conn.closed_by_endpoint = True
