@@ -24,16 +24,19 @@ pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
 
-def _kill_mid_load(record_dir, sync: bool, min_accepted: int = 300):
+def _kill_mid_load(record_dir, sync: bool, min_accepted: int = 300, min_seconds: float = 2.5):
     """Push from 6 clients (each pipelining 4 pushes), SIGKILL ``kip714 serve`` once ``min_accepted`` pushes
-    were seen accepted while the load still runs; return what the clients saw and the recording on disk."""
+    were seen accepted and ``min_seconds`` passed (past the first flushes), the load still running; return
+    what the clients saw and the recording on disk."""
     serve = ServeProcess(str(record_dir), sync)
 
     async def drive():
         load = PushLoad()
+        started = time.monotonic()
         task = asyncio.create_task(push_load_async("127.0.0.1", serve.port, 60.0, clients=6, out=load))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not task.done() and len(load.accepted) < min_accepted:
+        deadline = started + 30
+        while time.monotonic() < deadline and not task.done() and (
+                len(load.accepted) < min_accepted or time.monotonic() - started < min_seconds):
             await asyncio.sleep(0.02)
         running = not task.done()
         await asyncio.get_running_loop().run_in_executor(None, serve.kill)
