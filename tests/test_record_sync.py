@@ -203,3 +203,29 @@ def test_proxy_record_sync_holds_push_answers_until_durable(tmp_path, mode):
         upstream.stop()
     table = read_recording(tmp_path / "rec")
     assert sorted(table.column("payload").to_pylist()) == sorted(b"m%d" % i for i in range(10))
+
+
+def test_parts_a_crash_left_after_their_roll_are_read_once(tmp_path):
+    """A kill between a roll's rename and the removal of its parts: the parts are both in the rolled file
+    and in _open/; reading counts them once and the next recorder removes them instead of rolling again."""
+    import shutil
+
+    rec = tmp_path / "rec"
+    recorder = ParquetRecorder(rec, flush_interval_s=3600, sync=True)
+    for i in range(3):
+        recorder.record({"received_at_ms": i, "client_instance_id": "a", "error_code": 0, "payload": b"p%d" % i})
+        recorder.durable().result(10)
+    parts = sorted((rec / OPEN_DIR).glob("part-*.parquet"))
+    assert len(parts) >= 1
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    for part in parts:
+        shutil.copy(part, saved / part.name)
+    recorder.close()                              # rolls the parts into one file and removes them
+    assert not list((rec / OPEN_DIR).glob("part-*.parquet"))
+    for part in parts:                            # as if killed before the removal
+        shutil.copy(saved / part.name, rec / OPEN_DIR / part.name)
+    assert sorted(read_recording(rec).column("payload").to_pylist()) == [b"p0", b"p1", b"p2"]
+    ParquetRecorder(rec, flush_interval_s=3600).close()
+    assert not list((rec / OPEN_DIR).glob("part-*.parquet"))
+    assert sorted(read_recording(rec).column("payload").to_pylist()) == [b"p0", b"p1", b"p2"]

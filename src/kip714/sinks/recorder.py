@@ -33,6 +33,7 @@ crash without ``sync``) is set aside as ``*.corrupt`` when a recorder next opens
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import os
 import pathlib
@@ -48,6 +49,9 @@ ROLL_BYTES = 64 << 20
 ROLL_INTERVAL_S = 60.0
 #: Sub-folder of the parts of the file being filled.
 OPEN_DIR = "_open"
+#: Parquet key-value metadata of a rolled file: the names of the parts merged into it (JSON list), so parts a
+#: crash left between the roll's rename and their removal are known as already in the recording.
+PARTS_KEY = b"kip714.parts"
 
 #: Column order of a recording.
 RECORD_COLUMNS = (
@@ -125,6 +129,36 @@ def _write_parquet(table, path: pathlib.Path, compression: str, sync: bool) -> N
         raise
     if sync:
         _fsync_dir(path.parent)
+
+
+def _file_ms(path: pathlib.Path) -> int:
+    """The millisecond stamp in a recording file's name (``push-<ms>-…``, ``part-<ms>-…``), 0 if none."""
+    try:
+        return int(path.name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _rolled_parts(directory: pathlib.Path, parts: list[pathlib.Path]) -> set[str]:
+    """The names among ``parts`` (files in ``_open/``) that a rolled file of ``directory`` already holds (a
+    crash between a roll's rename and the parts' removal); only rolled files named after the oldest part
+    are looked at."""
+    import pyarrow.parquet as pq
+
+    if not parts:
+        return set()
+    oldest = min(_file_ms(p) for p in parts)
+    covered: set[str] = set()
+    for f in directory.glob("push-*.parquet"):
+        if _file_ms(f) < oldest:
+            continue
+        try:
+            names = (pq.read_metadata(f).metadata or {}).get(PARTS_KEY)
+        except Exception:
+            continue
+        if names:
+            covered.update(json.loads(names))
+    return covered & {p.name for p in parts}
 
 
 def _readable(path: pathlib.Path) -> bool:
@@ -235,8 +269,12 @@ class ParquetRecorder:
             for tmp in folder.glob(".*.parquet.tmp"):
                 tmp.unlink(missing_ok=True)
         parts = []
-        for part in sorted(self._open_dir.glob("part-*.parquet")):
-            if _readable(part):
+        leftovers = sorted(self._open_dir.glob("part-*.parquet"))
+        rolled = _rolled_parts(self.directory, leftovers)
+        for part in leftovers:
+            if part.name in rolled:   # already in a rolled file: a crash came before its removal
+                part.unlink()
+            elif _readable(part):
                 parts.append(part)
             else:
                 log.warning("event=recording_part_unreadable part=%s (set aside as .corrupt)", part)
@@ -374,8 +412,9 @@ class ParquetRecorder:
             tmp = self.directory / f".{name}.tmp"
             rows = 0
             try:
+                schema = record_schema().with_metadata({PARTS_KEY: json.dumps([p.name for p in parts])})
                 with open(tmp, "wb") as f:
-                    with pq.ParquetWriter(f, record_schema(), compression=self.compression) as writer:
+                    with pq.ParquetWriter(f, schema, compression=self.compression) as writer:
                         for part in parts:
                             table = pq.read_table(part)
                             writer.write_table(table.cast(record_schema()))
@@ -455,16 +494,20 @@ class ParquetRecorder:
 
 def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:
     """The push files of a recording: the rolled files, then the parts of the file being filled
-    (``_open/``). Side tables (``_closed/``) are not push files."""
+    (``_open/``) but those a rolled file already holds (a crash between a roll's rename and the parts'
+    removal). Side tables (``_closed/``) are not push files."""
     folder = pathlib.Path(directory)
-    return sorted(folder.glob("*.parquet")) + sorted((folder / OPEN_DIR).glob("part-*.parquet"))
+    parts = sorted((folder / OPEN_DIR).glob("part-*.parquet"))
+    rolled = _rolled_parts(folder, parts)
+    return sorted(folder.glob("*.parquet")) + [p for p in parts if p.name not in rolled]
 
 
 def read_recording(directory: str | os.PathLike):
     """All rows recorded under ``directory`` as one ``pyarrow.Table`` in :func:`record_schema`: the rolled files,
     then the parts of the file being filled (``_open/``); columns a recording made by an older kip714 lacks
-    are null. It reads what a killed recorder left (its parts in ``_open/``); a part there that cannot be read
-    (only possible after a host crash of a recorder without ``sync``) is skipped with a warning."""
+    are null. It reads what a killed recorder left (its parts in ``_open/``; a part a roll had already merged
+    is read once); a part there that cannot be read (only possible after a host crash of a recorder without
+    ``sync``) is skipped with a warning."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
