@@ -229,3 +229,12 @@ def test_parts_a_crash_left_after_their_roll_are_read_once(tmp_path):
     ParquetRecorder(rec, flush_interval_s=3600).close()
     assert not list((rec / OPEN_DIR).glob("part-*.parquet"))
     assert sorted(read_recording(rec).column("payload").to_pylist()) == [b"p0", b"p1", b"p2"]
+
+
+@pytest.mark.parametrize("command", [["serve"], ["proxy", "--upstream", "127.0.0.1:1"]])
+def test_record_sync_needs_a_recording(command):
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "kip714", *command, "--port", "0", "--record-sync", "--duration", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--record-sync needs --record DIR" in out.stderr
