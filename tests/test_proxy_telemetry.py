@@ -67,6 +67,11 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
     names = set().union(*(metric_names(r) for r in rows if r["payload"]))
     assert "org.apache.kafka.producer.node.request.latency.avg" in names
     assert all(n.startswith("org.apache.kafka.producer.") for n in names)   # the mock's subscription
+    # what the cluster told the client, read from its GetTelemetrySubscriptions answers as they passed
+    for r in rows:
+        assert r["subscribed_metrics"] == ["org.apache.kafka.producer."], r
+        assert r["push_interval_ms"] == 1000
+        assert r["accepted_compression_types"] and r["delta_temporality"] is not None
 
 
 def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
