@@ -694,6 +694,35 @@ def test_server_frame_limit_defaults_to_telemetry_max_bytes_plus_headroom(server
     s2.close()
 
 
+def test_buffer_budget_drops_the_largest_holders_down_to_three_quarters():
+    from kip714.endpoint.connection import BufferBudget, EndpointStats
+
+    class Conn:
+        def __init__(self):
+            self.dropped = None
+
+        def drop_for_memory(self, held):
+            self.dropped = held
+
+    stats = EndpointStats()
+    budget = BufferBudget(1000, stats)
+    conns = [Conn() for _ in range(6)]
+    for conn, n in zip(conns, (100, 300, 50, 200, 250, 0)):
+        budget.hold(conn, n)
+    assert budget.total == 900 and len(budget.held) == 5 and not stats["dropped_memory_budget"]
+    budget.hold(conns[2], 150)       # 1000: at the limit, nothing happens
+    assert budget.total == 1000 and not stats["dropped_memory_budget"]
+    budget.hold(conns[5], 10)        # 1010 > 1000: the largest go until at most 750 is held
+    assert [c.dropped for c in conns] == [None, 300, None, None, None, None]
+    assert budget.total == 710 and stats["dropped_memory_budget"] == 1 and conns[1] not in budget.held
+    budget.hold(conns[0], 0)         # a frame completed: nothing held
+    budget.release(conns[3])         # a connection gone
+    budget.release(conns[1])         # already dropped: nothing more to free
+    assert budget.total == 410 and set(budget.held) == {conns[2], conns[4], conns[5]}
+    with pytest.raises(ValueError):
+        BufferBudget(0, stats)
+
+
 def test_server_closes_a_slow_loris_partial_frame_on_idle_timeout(server_factory):
     srv = server_factory(idle_timeout_s=0.4)
     still = srv.connect()

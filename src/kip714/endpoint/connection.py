@@ -147,7 +147,7 @@ class EndpointConnection(asyncio.Protocol):
     another broker decided) — the one code path ``serve`` and ``proxy`` handle telemetry by.
 
     ``endpoint`` provides ``connections`` (a set), ``max_connections``, ``stats``
-    (:class:`EndpointStats`), ``next_connection_id()`` and ``broker`` (a :class:`~kip714.TelemetryBroker`;
+    (:class:`EndpointStats`), ``budget`` (its :class:`BufferBudget`), ``next_connection_id()`` and ``broker`` (a :class:`~kip714.TelemetryBroker`;
     its ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
     it)."""
 
