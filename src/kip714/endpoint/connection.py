@@ -93,7 +93,11 @@ class BufferBudget:
     the total is at three quarters of the limit (so the sort runs once per quarter of the budget, not per
     read). Connections that send whole frames hold nothing between reads and are never chosen while
     others hold more. Resident memory stays within about ``limit`` plus one read chunk (asyncio reads at
-    most 256 KiB at a time, and only one read is in hand at once) above the endpoint's baseline."""
+    most 256 KiB at a time, and only one read is in hand at once) plus about 2 KiB per open connection
+    above the endpoint's baseline.
+
+    Reading is not paused instead: a connection paused in the middle of a frame still holds what it sent,
+    so pausing frees nothing; checking after every read bounds the overshoot to one read."""
 
     __slots__ = ("limit", "total", "held", "stats")
 
