@@ -107,16 +107,18 @@ def well_behaved_client(port: int, timeout: float = 30.0) -> None:
 class Attack:
     """``count`` connections that each send a size prefix of ``frame_size`` and then up to ``send_bytes`` of
     the frame (never all of it), as fast as the server reads. It ends when every connection is closed, or
-    when at least ``until_closed`` are and the others have sent everything, or after ``deadline_s``.
-    ``closed`` counts the connections the server closed."""
+    when at least ``until_closed`` are and the others have sent everything, or after ``deadline_s``; then,
+    while the connections left open still hold their unfinished frames, ``while_held()`` runs.
+    ``closed`` counts the connections the server closed, ``held_open`` those left open at the end."""
 
     def __init__(self, port: int, count: int, frame_size: int, send_bytes: int, until_closed: int | None = None):
         self.port, self.count, self.frame_size, self.send_bytes = port, count, frame_size, send_bytes
         self.until_closed = count if until_closed is None else until_closed
         self.closed = 0
         self.sent = 0
+        self.held_open = 0
 
-    def run(self, deadline_s: float = 60.0, stop: threading.Event | None = None) -> None:
+    def run(self, deadline_s: float = 60.0, stop: threading.Event | None = None, while_held=None) -> None:
         sel = selectors.DefaultSelector()
         chunk = bytes(64 * 1024)
         socks = []
@@ -157,6 +159,9 @@ class Attack:
                         if not state.get("done"):
                             sending -= 1
                         sel.unregister(s)
+            self.held_open = open_socks
+            if while_held is not None and open_socks:
+                while_held()
         finally:
             sel.close()
             for s in socks:
@@ -164,14 +169,20 @@ class Attack:
 
 
 def attack_while_answering(serve: Serve, attack: Attack) -> int:
-    """Run ``attack`` in a thread while a well-behaved client keeps asking; the number of times it was
-    answered meanwhile (each answer within the client's timeout, or the test fails)."""
+    """Run ``attack`` in a thread while a well-behaved client keeps asking, and once more while the
+    attack's surviving connections hold their unfinished frames at its end; the number of times it was
+    answered (each answer within the client's timeout, or the test fails)."""
     done = threading.Event()
     errors: list[BaseException] = []
+    held: list[int] = []
+
+    def while_held() -> None:
+        well_behaved_client(serve.port)
+        held.append(1)
 
     def run() -> None:
         try:
-            attack.run(stop=done)
+            attack.run(stop=done, while_held=while_held)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
@@ -188,8 +199,9 @@ def attack_while_answering(serve: Serve, attack: Attack) -> int:
     done.set()
     t.join(30)
     assert not errors, errors
+    assert len(held) == (1 if attack.held_open else 0)
     well_behaved_client(serve.port)     # and after the attack
-    return answered + 1
+    return answered + len(held) + 1
 
 
 @pytest.fixture
@@ -258,6 +270,8 @@ def test_many_slow_connections_over_the_budget_drop_the_largest(serve_factory):
     assert answered >= 1 and attack.closed >= must_close, (attack.closed, summary)
     assert counter(summary, "dropped_memory_budget") >= must_close, summary
     assert counter(summary, "frames_too_large") == 0
+    # the well-behaved client was also answered while the survivors held their frames (up to the budget)
+    assert attack.held_open >= 1, (attack.closed, summary)
     assert peak - base < budget * 5 // 4 + 32 * MiB, (base, peak)
 
 
