@@ -15,7 +15,8 @@ Every request goes upstream byte for byte and every response comes back byte for
   GetTelemetrySubscriptions/PushTelemetry v0 when the proxy answers telemetry itself);
 * telemetry, by mode: ``terminate`` answers GetTelemetrySubscriptions/PushTelemetry here through a
   :class:`~kip714.TelemetryBroker` (``node_id`` = the upstream node the connection maps to); ``tap``
-  forwards them and records each push with the upstream's answer; ``off`` forwards them untouched; ``auto``
+  forwards them and records each push with the upstream's answer and the subscription the upstream's
+  last GetTelemetrySubscriptions answer gave that client instance; ``off`` forwards them untouched; ``auto``
   is ``tap`` when the cluster advertises both APIs, else ``terminate``.
 
 SASL PLAIN and SCRAM pass through; the user name becomes the telemetry principal (``User:<name>``).
@@ -92,6 +93,7 @@ _A_TAP = 3           # a PushTelemetry to record with the upstream's answer: inf
 _A_SASL = 4          # a SaslAuthenticate: info = the user name it authenticates as (or None)
 _A_LOCAL = 5         # an answer the proxy made: info = the frame to write when its turn comes
 _A_INTERNAL = 6      # the proxy's own ApiVersions: info = (client correlation id, client version, our version)
+_A_TAP_GET = 7       # a GetTelemetrySubscriptions the upstream answers (tap): info = its version
 _INTERNAL_CORRELATION_ID = 0x7FFF_F714
 
 _WRITE_HIGH = 1 << 20   # write-buffer high-water mark of each side (bytes)
@@ -360,6 +362,9 @@ class _ClientConnection(EndpointConnection):
             mode = self.proxy.mode
             if mode == "terminate" or (mode == "tap" and api_key == _PUSH):
                 return CAPTURE
+            if mode == "tap":   # the request streams; its answer tells what the cluster subscribed
+                self.pending.append((corr, _A_TAP_GET, version))
+                return STREAM
             self.pending.append((corr, _A_PASS, None))
             return STREAM
         if api_key in (_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE):
@@ -477,6 +482,13 @@ class _ClientConnection(EndpointConnection):
             except Kip714Error as exc:
                 raise _Drop(f"malformed PushTelemetry response: {exc}") from None
             self.telemetry_tapped(info, error, node_id=self.node_id)
+        elif action == _A_TAP_GET:
+            try:
+                get = decode_response(body, _GTS, info).body
+            except Kip714Error as exc:
+                raise _Drop(f"malformed GetTelemetrySubscriptions response: {exc}") from None
+            if get.error_code == 0:
+                self.proxy.broker.remember(get)
         elif action == _A_SASL and info is not None:
             user, version = info
             if rewrite.sasl_authenticate_error(body, version) == 0:
