@@ -12,6 +12,7 @@ while a well-behaved client keeps asking; the server's resident memory is read f
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import re
 import selectors
@@ -168,21 +169,24 @@ class Attack:
                 s.close()
 
 
-def attack_while_answering(serve: Serve, attack: Attack) -> int:
+def attack_while_answering(serve: Serve, attack: Attack, while_held=None) -> int:
     """Run ``attack`` in a thread while a well-behaved client keeps asking, and once more while the
     attack's surviving connections hold their unfinished frames at its end; the number of times it was
-    answered (each answer within the client's timeout, or the test fails)."""
+    answered (each answer within the client's timeout, or the test fails). ``while_held()``, when given,
+    runs then too."""
     done = threading.Event()
     errors: list[BaseException] = []
     held: list[int] = []
 
-    def while_held() -> None:
+    def run_while_held() -> None:
         well_behaved_client(serve.port)
+        if while_held is not None:
+            while_held()
         held.append(1)
 
     def run() -> None:
         try:
-            attack.run(stop=done, while_held=while_held)
+            attack.run(stop=done, while_held=run_while_held)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
@@ -256,22 +260,39 @@ def test_100MiB_prefixes_under_a_raised_frame_limit_are_bounded_by_the_budget(se
     assert peak - base < budget * 5 // 4 + 32 * MiB, (base, peak)
 
 
+def librdkafka_producer(port: int, seconds: float = 2.5) -> None:
+    """A real librdkafka producer on ``serve`` for ``seconds`` (it pushes telemetry every 500 ms, then its
+    terminating push)."""
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "enable.sparse.connections": False,
+                                  "client.id": "kip714-budget-test", "log_level": 0})
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        p.poll(0.05)
+    del p       # rd_kafka_destroy: the terminating push
+    gc.collect()
+
+
 def test_many_slow_connections_over_the_budget_drop_the_largest(serve_factory):
+    pytest.importorskip("confluent_kafka")
     budget = 16 * MiB
-    serve = serve_factory("--max-buffered-bytes", str(budget))
+    serve = serve_factory("--max-buffered-bytes", str(budget), "--interval-ms", "500")
     base = baseline(serve)
     # 300 connections, each 256 KiB into a 1 MiB request (under the default frame limit): 75 MiB held
     # of 75 MiB held, what stays open holds at most the budget: the rest is closed
     must_close = (300 * 256 * 1024 - budget) // (256 * 1024)
     attack = Attack(serve.port, 300, 1 * MiB, 256 * 1024, until_closed=must_close)
-    answered = attack_while_answering(serve, attack)
+    # while the survivors hold their frames, a real librdkafka producer gets its subscription and pushes
+    answered = attack_while_answering(serve, attack, while_held=lambda: librdkafka_producer(serve.port))
     peak = serve.status("VmHWM")
     summary = serve.stop()
     assert answered >= 1 and attack.closed >= must_close, (attack.closed, summary)
     assert counter(summary, "dropped_memory_budget") >= must_close, summary
     assert counter(summary, "frames_too_large") == 0
-    # the well-behaved client was also answered while the survivors held their frames (up to the budget)
+    # the well-behaved clients were also answered while the survivors held their frames (up to the budget)
     assert attack.held_open >= 1, (attack.closed, summary)
+    assert re.search(r"push_results=\[NONE=[1-9]", summary), summary
     assert peak - base < budget * 5 // 4 + 32 * MiB, (base, peak)
 
 
