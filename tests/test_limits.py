@@ -8,7 +8,8 @@
 | OTLP nesting depth, data point count, amplified bytes | _otlp.decode_metrics, otlp_pb | test_otlp_* |
 | regex complexity of ``match`` selectors | broker.patterns.SafePattern | test_catastrophic_patterns_* , test_unsafe_constructs_are_refused, test_safe_pattern_agrees_with_re |
 | instance-table capacity under a flood of invented ids | _instances | tests/test_instances.py::test_flood_of_random_ids_stays_bounded (memory flat) and test_broker_flood_* here |
-| server: connections, per-connection buffers, idle / slow-loris | server.TelemetryServer | test_server_* |
+| server: connections, per-connection buffers, idle / slow-loris, frame limit from ``telemetry.max.bytes`` | server.TelemetryServer | test_server_* |
+| bytes held in unfinished frames across all connections (``max_buffered_bytes``; resident memory under 100 MiB prefixes and slow connections) | endpoint.connection.BufferBudget | tests/test_memory_budget.py, tests/test_proxy_robust.py::test_budget_* |
 """
 
 from __future__ import annotations
@@ -584,8 +585,8 @@ class _Server(ServerThread):
     def __init__(self, **kw):
         from kip714.endpoint.server import TelemetryServer
 
-        super().__init__(TelemetryServer(TelemetryBroker(SubscriptionRegistry()), "127.0.0.1", 0, **kw),
-                         stop_timeout=10, call_timeout=5)
+        broker = kw.pop("broker", None) or TelemetryBroker(SubscriptionRegistry())
+        super().__init__(TelemetryServer(broker, "127.0.0.1", 0, **kw), stop_timeout=10, call_timeout=5)
 
     def connect(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.server.port), timeout=5)
@@ -667,6 +668,59 @@ def test_server_closes_on_oversized_prefix(server_factory):
     assert kip714.decode_response(_recv_exact(s2, struct.unpack(">i", head)[0]), 3, 4).correlation_id == 2
     s2.close()
     s.close()
+
+
+def test_server_frame_limit_defaults_to_telemetry_max_bytes_plus_headroom(server_factory):
+    from kip714._enums import SERVE_FRAME_HEADROOM, serve_max_frame_bytes
+
+    srv = server_factory(broker=TelemetryBroker(SubscriptionRegistry(), telemetry_max_bytes=4096))
+    limit = srv.server.max_frame_bytes
+    assert limit == serve_max_frame_bytes(4096) == 4096 + SERVE_FRAME_HEADROOM
+    # the largest push a client makes — telemetry.max.bytes of metrics, the longest client id — is answered
+    frame = kip714.encode_request(kip714.PushTelemetryRequest(uuid.UUID(int=1), 1, False, 0, bytes(4096)), 3,
+                                  "c" * 32767, 0)
+    assert len(frame) - 4 <= limit
+    s = srv.connect()
+    s.sendall(frame)
+    head = _recv_exact(s, 4)
+    assert kip714.decode_response(_recv_exact(s, struct.unpack(">i", head)[0]), 72, 0).correlation_id == 3
+    # a size prefix over the limit: closed before the frame is read (Kafka's InvalidReceiveException), counted
+    s2 = srv.connect()
+    s2.sendall(struct.pack(">i", limit + 1) + bytes(1000))
+    assert _closed_by_peer(s2, 5)
+    assert srv.server.stats["frames_too_large"] == 1 and srv.server.stats["protocol_errors"] == 1
+    assert "frames_too_large=1" in srv.call(srv.server.summary)
+    s.close()
+    s2.close()
+
+
+def test_buffer_budget_drops_the_largest_holders_down_to_three_quarters():
+    from kip714.endpoint.connection import BufferBudget, EndpointStats
+
+    class Conn:
+        def __init__(self):
+            self.dropped = None
+
+        def drop_for_memory(self, held):
+            self.dropped = held
+
+    stats = EndpointStats()
+    budget = BufferBudget(1000, stats)
+    conns = [Conn() for _ in range(6)]
+    for conn, n in zip(conns, (100, 300, 50, 200, 250, 0)):
+        budget.hold(conn, n)
+    assert budget.total == 900 and len(budget.held) == 5 and not stats["dropped_memory_budget"]
+    budget.hold(conns[2], 150)       # 1000: at the limit, nothing happens
+    assert budget.total == 1000 and not stats["dropped_memory_budget"]
+    budget.hold(conns[5], 10)        # 1010 > 1000: the largest go until at most 750 is held
+    assert [c.dropped for c in conns] == [None, 300, None, None, None, None]
+    assert budget.total == 710 and stats["dropped_memory_budget"] == 1 and conns[1] not in budget.held
+    budget.hold(conns[0], 0)         # a frame completed: nothing held
+    budget.release(conns[3])         # a connection gone
+    budget.release(conns[1])         # already dropped: nothing more to free
+    assert budget.total == 410 and set(budget.held) == {conns[2], conns[4], conns[5]}
+    with pytest.raises(ValueError):
+        BufferBudget(0, stats)
 
 
 def test_server_closes_a_slow_loris_partial_frame_on_idle_timeout(server_factory):

@@ -240,3 +240,38 @@ def test_idle_connections_are_closed(mock):
         assert pt.call(lambda: pt.proxy.stats["idle_closed"]) == 1
     finally:
         pt.stop()
+
+
+def test_budget_drops_the_connections_holding_the_most_unfinished_captured_requests(mock):
+    """Requests the proxy reads whole (here PushTelemetry, terminate mode) count against the endpoint's
+    buffered-bytes budget; frames that stream through (anything forwarded, e.g. Produce) never do."""
+    budget = 2 << 20
+    pt = start_proxy(mock.bootstraps, max_frame_bytes=1 << 20, max_buffered_bytes=budget, telemetry="terminate")
+    socks = []
+    try:
+        # a 900 KiB CreateTopics frame streaming upstream, 600 KiB of it sent: held by nobody
+        streamer = connect(pt.port)
+        socks.append(streamer)
+        streamer.sendall(struct.pack(">ihhi", 900 << 10, 19, 5, 1) + bytes(600 << 10))
+        assert wait(lambda: pt.proxy.bytes_up >= 600 << 10)
+        assert pt.call(lambda: pt.proxy.budget.total) == 0
+        # 40 PushTelemetry requests of 512 KiB, 128 KiB of each sent: 5 MiB against a 2 MiB budget
+        part = 128 << 10
+        for i in range(40):
+            s = connect(pt.port)
+            socks.append(s)
+            s.sendall(struct.pack(">ihhi", 512 << 10, 72, 0, i) + bytes(part - 8))
+        must_drop = (40 * part - budget) // part
+        assert wait(lambda: pt.proxy.stats["dropped_memory_budget"] >= must_drop, 30), pt.proxy.stats
+        assert pt.call(lambda: pt.proxy.budget.total) <= budget
+        assert wait(lambda: len(pt.proxy.connections) <= 41 - must_drop)
+        assert sum(closed_by_peer(s, 0.1) for s in socks[1:]) >= must_drop
+        fresh = connect(pt.port)        # a well-behaved client is answered
+        socks.append(fresh)
+        fresh.sendall(metadata_request(7))
+        assert corr_of(recv_frame(fresh)) == 7
+        assert "dropped_memory_budget=" in pt.proxy.summary() and pt.proxy.stats["frames_too_large"] == 0
+    finally:
+        for s in socks:
+            s.close()
+        pt.stop()

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import base64
 import gc
 import time
 import uuid
@@ -67,6 +68,11 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
     names = set().union(*(metric_names(r) for r in rows if r["payload"]))
     assert "org.apache.kafka.producer.node.request.latency.avg" in names
     assert all(n.startswith("org.apache.kafka.producer.") for n in names)   # the mock's subscription
+    # what the cluster told the client, read from its GetTelemetrySubscriptions answers as they passed
+    for r in rows:
+        assert r["subscribed_metrics"] == ["org.apache.kafka.producer."], r
+        assert r["push_interval_ms"] == 1000
+        assert r["accepted_compression_types"] and r["delta_temporality"] is not None
 
 
 def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
@@ -188,3 +194,45 @@ def test_cli_proxy_help_documents_every_option():
                    "--tls-key", "--upstream-tls", "--upstream-ca", "--max-connections", "--idle-timeout",
                    "terminate", "tap", "Not done"):
         assert option in out, option
+
+
+@pytest.mark.parametrize("mode", ["terminate", "tap"])
+def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path, mode):
+    """Port-per-broker: a push sent to broker N's listener is recorded with ``node_id`` N, in both modes
+    (terminate: the proxy's broker answers as node N; tap: broker N of the cluster answers)."""
+    kw = {"disable_apis": (71, 72)} if mode == "terminate" else {
+        "metrics": ["org.apache.kafka.producer."], "push_interval_ms": 1000}
+    with MockCluster(3, **kw) as mc:
+        registry = kip714.SubscriptionRegistry()
+        registry.set("all", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"})
+        recorder = ParquetRecorder(tmp_path / "rec")
+        pt = start_proxy(mc.bootstraps, broker=kip714.TelemetryBroker(registry), recorder=recorder,
+                         telemetry=mode)
+        try:
+            with connect(pt.port) as s:     # the bootstrap's Metadata makes the per-broker listeners
+                s.sendall(kip714.encode_request(kip714.MetadataRequest(topics=[]), 1, "node-test", 9))
+                recv_frame(s)
+            ports = pt.call(lambda: pt.proxy.broker_ports)
+            assert sorted(ports) == [1, 2, 3]
+            sent = {}
+            for node, port in sorted(ports.items()):
+                with connect(port) as s:
+                    get = kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(int=0))
+                    s.sendall(kip714.encode_request(get, 1, f"node-test-{node}", 0))
+                    told = kip714.decode_response(recv_frame(s), 71, 0).body
+                    assert told.error_code == 0
+                    push = kip714.PushTelemetryRequest(told.client_instance_id, told.subscription_id,
+                                                       True, 0, b"")
+                    s.sendall(kip714.encode_request(push, 2, f"node-test-{node}", 0))
+                    assert kip714.decode_response(recv_frame(s), 72, 0).body.error_code == 0
+                    # Kafka's Uuid text: URL-safe base64 without padding
+                    text = base64.urlsafe_b64encode(told.client_instance_id.bytes).rstrip(b"=").decode()
+                    sent[text] = str(node)
+            assert wait(lambda: len(rows_of(recorder)) == 3, 10)
+            rows = rows_of(recorder)
+        finally:
+            pt.stop()
+    assert {r["client_instance_id"]: r["node_id"] for r in rows} == sent
+    assert {r["client_id"] for r in rows} == {f"node-test-{n}" for n in (1, 2, 3)}
+    for r in rows:   # what this client was told, by the proxy (terminate) or by the cluster (tap)
+        assert r["subscribed_metrics"] == ["org.apache.kafka.producer."] and r["push_interval_ms"] == 1000

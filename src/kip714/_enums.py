@@ -8,7 +8,8 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = ["ApiKey", "ErrorCode", "CompressionType", "COMPRESSION_NAMES", "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
-           "DEFAULT_TELEMETRY_MAX_BYTES", "compression_type_from_name"]
+           "DEFAULT_TELEMETRY_MAX_BYTES", "SERVE_FRAME_HEADROOM", "DEFAULT_MAX_BUFFERED_BYTES",
+           "serve_max_frame_bytes", "compression_type_from_name"]
 
 
 class ApiKey(IntEnum):
@@ -68,6 +69,24 @@ COMPRESSION_NAMES = {CompressionType.NONE: "none", CompressionType.GZIP: "gzip",
 #: Kafka's ``telemetry.max.bytes`` default (1 MiB): the largest push a broker accepts, on the wire and,
 #: in newest Kafka, decompressed.
 DEFAULT_TELEMETRY_MAX_BYTES = 1048576
+
+#: Bytes a request frame of ``kip714 serve`` may hold beyond ``telemetry.max.bytes`` of metrics: the request
+#: header (a client id of up to 32767 bytes), the other PushTelemetry fields, tagged fields. ApiVersions,
+#: Metadata and GetTelemetrySubscriptions requests are far smaller than a full push.
+SERVE_FRAME_HEADROOM = 65536
+
+
+def serve_max_frame_bytes(telemetry_max_bytes: int = DEFAULT_TELEMETRY_MAX_BYTES) -> int:
+    """The largest request frame an endpoint that only answers ApiVersions, Metadata and the two telemetry
+    requests can need: ``telemetry.max.bytes`` plus :data:`SERVE_FRAME_HEADROOM` (a larger size prefix
+    closes the connection, as Kafka's ``InvalidReceiveException`` does over ``socket.request.max.bytes``)."""
+    return int(telemetry_max_bytes) + SERVE_FRAME_HEADROOM
+
+
+#: kip714's default budget of bytes held in unfinished request frames across all connections of one
+#: endpoint (``serve``, ``proxy``); over it the connections holding the most are dropped. Kafka's closest
+#: setting, ``queued.max.request.bytes``, is unbounded by default.
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
 
 #: The AcceptedCompressionTypes a Kafka broker advertises, in its preference order.
 DEFAULT_ACCEPTED_COMPRESSION_TYPES = (CompressionType.ZSTD, CompressionType.LZ4, CompressionType.GZIP,

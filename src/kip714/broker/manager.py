@@ -168,7 +168,7 @@ class TelemetryBroker:
         if type(body) is GetTelemetrySubscriptionsRequest:
             response = self._get(body, client_info, now_ms, connection)
             if (self._observers or self._closers) and response.error_code == 0:
-                self._remember(response)
+                self.remember(response)
                 if self._closers and connection is not None:
                     self._seen(connection, response.client_instance_id.bytes, client_info)
             return response, None
@@ -184,8 +184,10 @@ class TelemetryBroker:
         if callable(getattr(receiver, "instance_closed", None)):
             self._closers.append(receiver)
 
-    def _remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
-        """Keep what a successful Get told the instance (what the observers learn its pushes were held to)."""
+    def remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
+        """Keep what a successful Get told the instance (what the observers learn its pushes were held to):
+        called for every Get this broker answers, and by a proxy for the Gets its upstream answers (``tap``),
+        so that recorded pushes carry the subscription the cluster gave the client."""
         told = ClientSubscription(
             subscription_id=response.subscription_id, requested_metrics=tuple(response.requested_metrics),
             push_interval_ms=response.push_interval_ms, delta_temporality=bool(response.delta_temporality),

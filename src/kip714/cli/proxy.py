@@ -70,7 +70,7 @@ def add_parser(sub) -> None:
                                                         "(default: the system's)")
     add_subscription_options(p, "kip714-proxy")
     add_tls_options(p)
-    add_run_options(p)
+    add_run_options(p, proxy=True)
     add_sink_options(p)
     p.set_defaults(func=run)
 
@@ -97,7 +97,7 @@ def run(args: Any) -> int:
                            recorder=recorder, ssl=server_tls(args), upstream_ssl=upstream_tls(args),
                            max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
                            connect_timeout_s=args.connect_timeout, max_frame_bytes=args.max_frame_bytes,
-                           summary_interval_s=args.summary_interval)
+                           max_buffered_bytes=args.max_buffered_bytes, summary_interval_s=args.summary_interval)
     if args.telemetry == "terminate":
         warn_if_no_subscription(broker)
     run_endpoint(proxy, args, watcher, sinks)  # the final summary is the proxy's "event=stopped" log line

@@ -13,8 +13,9 @@ from typing import Any
 
 import kip714
 
-from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES,
-                      compression_type_from_name)
+from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_MAX_BUFFERED_BYTES,
+                      DEFAULT_TELEMETRY_MAX_BYTES, SERVE_FRAME_HEADROOM, compression_type_from_name,
+                      serve_max_frame_bytes)
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
@@ -71,17 +72,31 @@ def add_tls_options(p) -> None:
     g.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert (PEM; default: inside --tls-cert)")
 
 
-def add_run_options(p) -> None:
-    """Limits, logging and how long to run."""
+def add_run_options(p, proxy: bool = False) -> None:
+    """Limits, logging and how long to run (``proxy``: its frame limit is Kafka's, it forwards any request)."""
     g = p.add_argument_group("limits and running")
     g.add_argument("--max-connections", type=int, default=10000, help="client connections (more are refused; "
                                                                        "default 10000)")
     g.add_argument("--idle-timeout", type=duration, default=600.0, metavar="DURATION",
                    help="close a connection with no complete request for this long (default 10m)")
-    g.add_argument("--max-frame-bytes", type=size, default=kip714.DEFAULT_MAX_FRAME_BYTES, metavar="SIZE",
-                   help="largest request/response frame; a larger size prefix closes the connection before "
-                        f"anything is buffered (default {format_size(kip714.DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
-                        "socket.request.max.bytes)")
+    if proxy:
+        g.add_argument("--max-frame-bytes", type=size, default=kip714.DEFAULT_MAX_FRAME_BYTES, metavar="SIZE",
+                       help="largest request/response frame; a larger size prefix closes the connection before "
+                            f"anything is buffered (default {format_size(kip714.DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
+                            "socket.request.max.bytes)")
+    else:
+        g.add_argument("--max-frame-bytes", type=size, metavar="SIZE",
+                       help="largest request frame; a larger size prefix closes the connection before anything "
+                            "is buffered, as Kafka does (default --telemetry-max-bytes + "
+                            f"{format_size(SERVE_FRAME_HEADROOM)}, i.e. "
+                            f"{format_size(serve_max_frame_bytes(DEFAULT_TELEMETRY_MAX_BYTES))} by default: "
+                            "what ApiVersions, Metadata and the telemetry requests can need)")
+    captured = "telemetry, ApiVersions and SASL requests the proxy reads whole" if proxy else "requests"
+    g.add_argument("--max-buffered-bytes", type=size, default=DEFAULT_MAX_BUFFERED_BYTES, metavar="SIZE",
+                   help=f"bytes held in unfinished {captured} across all connections; over it the connections "
+                        "holding the most are closed (counted as dropped_memory_budget), so resident memory "
+                        "stays within about this much above the baseline "
+                        f"(default {format_size(DEFAULT_MAX_BUFFERED_BYTES)})")
     g.add_argument("--summary-interval", type=duration, default=10.0, metavar="DURATION",
                    help="time between summary log lines, 0 for none (default 10s)")
     g.add_argument("--duration", type=duration, metavar="DURATION",
@@ -204,7 +219,8 @@ def run(args: Any) -> int:
     server = TelemetryServer(broker, args.host, args.port, advertised_host=args.advertised_host,
                              advertised_port=args.advertised_port, recorder=recorder,
                              max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
-                             max_frame_bytes=args.max_frame_bytes, summary_interval_s=args.summary_interval,
+                             max_frame_bytes=args.max_frame_bytes, max_buffered_bytes=args.max_buffered_bytes,
+                             summary_interval_s=args.summary_interval,
                              ssl=server_tls(args))
     run_endpoint(server, args, watcher, sinks)  # the final summary is the server's "event=stopped" log line
     return 0

@@ -5,6 +5,7 @@ port as Kafka prints them, the software it named in ApiVersions (KIP-511), its p
 :class:`~kip714.ClientInfo` the broker decides on. :class:`FramedConnection` is an asyncio protocol that
 cuts the byte stream into size-prefixed frames (``split_frames``, bounded by ``max_frame_bytes``), applies
 flow control both ways, tracks idleness and hands each whole frame to :meth:`FramedConnection.handle_frame`.
+:class:`BufferBudget` bounds the bytes held in unfinished frames across all connections of an endpoint.
 :class:`EndpointConnection` is the part both share whatever they do with the bytes (bookkeeping, drop, the
 telemetry answers, and the answers held until the recording is durable: :meth:`EndpointConnection.send`
 and :meth:`EndpointConnection.send_durable`, in request order). :class:`RecordGate` turns a sync recorder's
@@ -24,10 +25,11 @@ from typing import Any
 from .._enums import ErrorCode
 from .._protocol import encode_response, split_frames
 from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
-from ..errors import Kip714Error
+from ..errors import FrameTooLargeError, Kip714Error
 from .address import java_host_address
 
-__all__ = ["ClientIdentity", "EndpointConnection", "EndpointStats", "FramedConnection", "RecordGate", "connection_ids"]
+__all__ = ["BufferBudget", "ClientIdentity", "EndpointConnection", "EndpointStats", "FramedConnection",
+           "RecordGate", "connection_ids"]
 
 log = logging.getLogger("kip714.endpoint")
 
@@ -80,9 +82,70 @@ class ClientIdentity:
 
 class EndpointStats(Counter):
     """Connection-level counters of an endpoint: ``connections``, ``connections_refused``,
-    ``protocol_errors``, ``internal_errors``, ``idle_closed``, ``instances_dropped_on_disconnect``,
-    ``record_sync_failures`` (pushes never answered because writing their row failed: the connection was
-    closed instead)."""
+    ``protocol_errors``, ``frames_too_large`` (size prefixes over the frame limit; also protocol errors),
+    ``dropped_memory_budget`` (connections dropped by the :class:`BufferBudget`), ``internal_errors``,
+    ``idle_closed``, ``instances_dropped_on_disconnect``, ``record_sync_failures`` (pushes never answered
+    because writing their row failed: the connection was closed instead)."""
+
+
+class BufferBudget:
+    """The bytes held in unfinished request frames (and input not yet cut into frames) across all
+    connections of one endpoint, at most ``limit``.
+
+    Each connection reports what it holds after every read (:meth:`hold`, O(1): a running total). A read
+    that takes the total over ``limit`` stops reading at once on the connections holding the most — they
+    are closed (``drop_for_memory()``, counted in ``stats["dropped_memory_budget"]``), largest first, until
+    the total is at three quarters of the limit (so the sort runs once per quarter of the budget, not per
+    read). Connections that send whole frames hold nothing between reads and are never chosen while
+    others hold more. Resident memory stays within about ``limit`` plus one read chunk (asyncio reads at
+    most 256 KiB at a time, and only one read is in hand at once) plus about 2 KiB per open connection
+    above the endpoint's baseline.
+
+    Reading is not paused instead: a connection paused in the middle of a frame still holds what it sent,
+    so pausing frees nothing; checking after every read bounds the overshoot to one read."""
+
+    __slots__ = ("limit", "total", "held", "stats")
+
+    def __init__(self, limit: int, stats: EndpointStats) -> None:
+        if limit < 1:
+            raise ValueError("the buffered-bytes budget must be at least 1 byte")
+        self.limit = int(limit)
+        self.total = 0
+        self.held: dict[Any, int] = {}      # connection -> bytes it holds (only connections holding some)
+        self.stats = stats
+
+    def hold(self, conn: Any, n: int) -> None:
+        """``conn`` now holds ``n`` bytes; over the limit, drop the connections holding the most."""
+        held = self.held
+        old = held.get(conn, 0)
+        if n:
+            held[conn] = n
+        elif old:
+            del held[conn]
+        else:
+            return
+        self.total += n - old
+        if self.total > self.limit:
+            self._make_room()
+
+    def release(self, conn: Any) -> None:
+        """``conn`` is gone: what it held is free."""
+        self.total -= self.held.pop(conn, 0)
+
+    def _make_room(self) -> None:
+        target = self.limit * 3 // 4
+        victims = sorted(self.held.items(), key=lambda item: item[1], reverse=True)
+        dropped = 0
+        for conn, n in victims:
+            if self.total <= target:
+                break
+            del self.held[conn]
+            self.total -= n
+            dropped += 1
+            conn.drop_for_memory(n)
+        self.stats["dropped_memory_budget"] += dropped
+        log.warning("event=memory_budget dropped=%d limit=%d held=%d connections_holding=%d", dropped,
+                    self.limit, self.total, len(self.held))
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -129,7 +192,7 @@ class EndpointConnection(asyncio.Protocol):
     another broker decided) — the one code path ``serve`` and ``proxy`` handle telemetry by.
 
     ``endpoint`` provides ``connections`` (a set), ``max_connections``, ``stats``
-    (:class:`EndpointStats`), ``next_connection_id()`` and ``broker`` (a :class:`~kip714.TelemetryBroker`;
+    (:class:`EndpointStats`), ``budget`` (its :class:`BufferBudget`), ``next_connection_id()`` and ``broker`` (a :class:`~kip714.TelemetryBroker`;
     its ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
     it)."""
 
@@ -172,6 +235,7 @@ class EndpointConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.endpoint.connections.discard(self)
+        self.endpoint.budget.release(self)
         # Kafka 4.0+: the instance created on this connection goes with it
         reason = "endpoint" if self.closed_by_endpoint else "client"
         if self.endpoint.broker.connection_closed(self.connection_id, reason):
@@ -185,6 +249,18 @@ class EndpointConnection(asyncio.Protocol):
         self.closed_by_endpoint = True
         if self.transport is not None:
             self.transport.abort()
+
+    def drop_for_memory(self, held: int) -> None:
+        """Close the connection at once: it holds ``held`` of the most bytes in unfinished frames while the
+        endpoint is over its :class:`BufferBudget` (counted there). Frees what it holds now."""
+        log.warning("event=disconnect peer=%s:%s reason=memory_budget held=%d", self.address, self.port, held)
+        self.closed_by_endpoint = True
+        self.free_buffers()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def free_buffers(self) -> None:
+        """Let go of the bytes of unfinished frames (the connection is being dropped)."""
 
     # telemetry: the one code path of every endpoint
     def telemetry_response(self, request: Any, node_id: int | None = None) -> bytes:
@@ -298,17 +374,25 @@ class FramedConnection(EndpointConnection):
         self._block_reading(2, blocked)
 
     def data_received(self, data: bytes) -> None:
-        self.buffer += data
+        endpoint = self.endpoint
+        buffer = self.buffer
+        buffer += data
         try:
-            frames, consumed = split_frames(self.buffer, self.endpoint.max_frame_bytes)
+            frames, consumed = split_frames(buffer, endpoint.max_frame_bytes)
         except Kip714Error as exc:
+            if isinstance(exc, FrameTooLargeError):
+                endpoint.stats["frames_too_large"] += 1
+            self.free_buffers()
             self.drop(f"bad frame: {exc}")
             return
         if consumed:
             # Idle time counts from the last *complete* request: bytes trickling into a frame that never
             # completes (slow loris) do not keep the connection open.
             self.last_activity = time.monotonic()
-            del self.buffer[:consumed]
+            del buffer[:consumed]
+        endpoint.budget.hold(self, len(buffer))
+        if buffer and (self.transport is None or self.transport.is_closing()):
+            return              # dropped: it held the most while the endpoint was over its budget
         for frame in frames:
             if self.transport is None or self.transport.is_closing():
                 return
@@ -319,6 +403,9 @@ class FramedConnection(EndpointConnection):
                 self.endpoint.stats["internal_errors"] += 1
                 self.drop("internal error")
                 return
+
+    def free_buffers(self) -> None:
+        self.buffer = bytearray()
 
     def handle_frame(self, frame: bytes) -> None:
         raise NotImplementedError

@@ -13,9 +13,8 @@ import asyncio
 import logging
 from collections import Counter
 
-from .._enums import ApiKey, ErrorCode
+from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode, serve_max_frame_bytes
 from .._protocol import (
-    DEFAULT_MAX_FRAME_BYTES,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -32,8 +31,8 @@ from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
-from .connection import (EndpointStats, FramedConnection, RecordGate, connection_ids, log_summaries, reap_idle,
-                         serve_until)
+from .connection import (BufferBudget, EndpointStats, FramedConnection, RecordGate, connection_ids, log_summaries,
+                         reap_idle, serve_until)
 
 __all__ = ["TelemetryServer", "ADVERTISED_APIS"]
 
@@ -101,7 +100,13 @@ class TelemetryServer:
     every accepted payload) are conveniences that add a receiver to the broker.
 
     Limits: at most ``max_connections`` open connections (more are accepted and closed at once); a size
-    prefix over ``max_frame_bytes`` closes the connection before anything is buffered for the frame; a
+    prefix over ``max_frame_bytes`` closes the connection before anything is buffered for the frame, as
+    Kafka does (``stats["frames_too_large"]``; default: what the requests served can need, the broker's
+    ``telemetry_max_bytes`` plus ``SERVE_FRAME_HEADROOM``, see :func:`kip714._enums.serve_max_frame_bytes`);
+    at most ``max_buffered_bytes`` are held in unfinished frames across all connections, over it the
+    connections holding the most are dropped (:class:`~kip714.endpoint.connection.BufferBudget`,
+    ``stats["dropped_memory_budget"]``), so resident memory stays within about that budget above the
+    baseline whatever the clients send; a
     connection with no complete request for ``idle_timeout_s`` is closed (bytes trickling into a frame
     that never completes do not count); while a client leaves its responses unread, the server stops
     reading its requests (asyncio flow control), so neither buffer grows without bound. As in Kafka 4.0+,
@@ -115,13 +120,14 @@ class TelemetryServer:
 
     def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, advertised_port: int | None = None,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_connections: int = 10000,
+                 max_frame_bytes: int | None = None, max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+                 max_connections: int = 10000,
                  idle_timeout_s: float = 600.0, recorder=None, cluster_id: str = "kip714-telemetry",
                  summary_interval_s: float = 0.0, on_payload=None, ssl=None) -> None:
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
         self.host, self.port = host, port
         self.advertised_host, self.advertised_port = advertised_host, advertised_port
-        self.max_frame_bytes = max_frame_bytes
+        self._max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.recorder = recorder
@@ -136,8 +142,20 @@ class TelemetryServer:
         self.connections: set[FramedConnection] = set()
         self.next_connection_id = connection_ids()
         self._stats = EndpointStats()
+        self.budget = BufferBudget(max_buffered_bytes, self._stats)
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task] = []
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest request frame read: as given, else the broker's ``telemetry_max_bytes`` plus headroom."""
+        if self._max_frame_bytes is not None:
+            return self._max_frame_bytes
+        return serve_max_frame_bytes(self.broker.telemetry_max_bytes)
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int | None) -> None:
+        self._max_frame_bytes = value
 
     @property
     def node_id(self) -> int:
@@ -207,5 +225,7 @@ class TelemetryServer:
                          for c, n in sorted(self.push_codes.items()))
         return (f"connections_open={len(self.connections)} connections_total={stats['connections']} "
                 f"gets={stats['gets']} pushes={stats['pushes']} push_results=[{codes}] "
-                f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']}"
+                f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']} "
+                f"frames_too_large={stats['frames_too_large']} "
+                f"dropped_memory_budget={stats['dropped_memory_budget']} buffered_bytes={self.budget.total}"
                 + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else ""))

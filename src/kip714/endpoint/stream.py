@@ -45,6 +45,15 @@ class FrameStream:
         self.on_boundary: Callable[[], None] | None = None
 
     @property
+    def held(self) -> int:
+        """Bytes held here: a captured frame so far, or a frame head waiting for ``decide``."""
+        return (len(self.cap) if self.cap is not None else 0) + (len(self.part) if self.part is not None else 0)
+
+    def free(self) -> None:
+        """Let go of what is held (the connection is being dropped)."""
+        self.cap = self.part = None
+
+    @property
     def at_boundary(self) -> bool:
         """No frame is half-forwarded (an answer may be written now without splitting one)."""
         return not self.left and self.cap is None and self.part is None

@@ -506,6 +506,13 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
 ARROW_BATCH_ROWS = 4096
 ARROW_BATCH_BYTES = 16 << 20
 PARTITION_BYTES = 32 << 20
+#: Parquet files a write task keeps open at once (``spark.sql.maxConcurrentOutputFileWriters``). Spark's
+#: default (0) sorts every task's rows by the partition columns before a ``partitionBy`` write: for the
+#: points table (``partitionBy("date")``, one or two dates per task) that sort is a third of the pipeline's
+#: time and what grew the JVM to its whole heap (2.75 M points on local[2]: 51-56 s and 3.7 GB resident with
+#: the sort, 39 s and 1.0 GB with 8 writers, same run). Past this many dates in one task Spark falls back to
+#: sorting the rest.
+CONCURRENT_WRITERS = 8
 
 
 def _physical_memory() -> int | None:
@@ -551,6 +558,7 @@ def session_defaults() -> dict[str, str]:
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
         "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
         "spark.sql.files.maxPartitionBytes": str(PARTITION_BYTES),
+        "spark.sql.maxConcurrentOutputFileWriters": str(CONCURRENT_WRITERS),
     }
 
 
