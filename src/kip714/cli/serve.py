@@ -58,8 +58,8 @@ def add_subscription_options(p, default_name: str) -> None:
                    help="answer a push only once its row is durably on disk (group commit: the rows that arrive "
                         "while one commit is written form the next; each part and the folders fsync'd), so a "
                         "crash or kill -9 loses no push a client was told was accepted. Costs throughput when few "
-                        "pushes are in flight (measured: 903 vs 2680 pushes/s with 32 in flight, the same rate "
-                        "with 512; kip714 bench --only record). A failed write closes the client's connection "
+                        "pushes are in flight (measured: 1270 vs 3460 pushes/s with 32 in flight, 7670 vs 8850 "
+                        "with 512, ~20 ms more latency; kip714 bench --only record). A failed write closes the client's connection "
                         "instead of answering. Default off: rows are written every second, not fsync'd, and a "
                         "kill -9 loses up to that second")
 

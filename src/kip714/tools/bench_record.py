@@ -38,10 +38,12 @@ _LISTENING = re.compile(r"event=listening .*? port=(\d+)")
 class PushLoad:
     """What a :func:`push_load` saw: ``accepted`` maps each payload (bytes) whose response the client read
     with error code 0 to its client instance id; ``codes`` counts every push answer read by error code;
-    ``errors`` counts connections that ended in an error (e.g. the server was killed)."""
+    ``errors`` counts connections that ended in an error (e.g. the server was killed); ``latencies``: seconds
+    from sending each accepted push to reading its answer."""
 
     def __init__(self) -> None:
         self.accepted: dict[bytes, Any] = {}
+        self.latencies: list[float] = []
         self.codes: dict[int, int] = {}
         self.errors = 0
         self.seconds = 0.0
@@ -73,6 +75,7 @@ async def _client(n: int, host: str, port: int, deadline: float, depth: int, pay
             corr += depth
             subs = [await _read(reader, _GET, first + i) for i in range(depth)]
             pushes = []
+            sent = time.perf_counter()
             for sub in subs:
                 if sub.error_code:
                     continue
@@ -87,6 +90,7 @@ async def _client(n: int, host: str, port: int, deadline: float, depth: int, pay
                 out.codes[code] = out.codes.get(code, 0) + 1
                 if code == 0:
                     out.accepted[payload] = instance
+                    out.latencies.append(time.perf_counter() - sent)
     except (OSError, asyncio.IncompleteReadError):
         out.errors += 1
     finally:
@@ -177,6 +181,7 @@ def run_group(bench: Any) -> None:
     rounds = 2 if bench.quick else 4
     for clients, depth in [(8, 4)] + ([] if bench.quick else [(64, 8)]):
         rates: dict[bool, list[float]] = {False: [], True: []}
+        latency: dict[bool, list[float]] = {False: [], True: []}
         per_commit: list[float] = []
         for _ in range(rounds):
             for sync in (False, True):
@@ -187,6 +192,7 @@ def run_group(bench: Any) -> None:
                     finally:
                         serve.stop()
                     rates[sync].append(len(load.accepted) / load.seconds)
+                    latency[sync].extend(load.latencies)
                     m = re.findall(r"commits=(\d+)", "".join(serve.log))
                     if sync and m:
                         per_commit.append(len(load.accepted) / max(1, int(m[-1])))
@@ -198,6 +204,10 @@ def run_group(bench: Any) -> None:
                 f"process; {rounds} alternating rounds of {seconds:g} s, medians")
         if per_commit:
             note += f"; ~{statistics.median(per_commit):.0f} pushes per group commit"
+        lat = {k: statistics.median(v) * 1000 if v else float("nan") for k, v in latency.items()}
+        note += f"; median push answer latency {lat[True]:.1f} ms with, {lat[False]:.1f} ms without"
+        bench.log(f"[{G}] {clients}x{depth}: median push answer latency {lat[True]:.1f} ms with --record-sync, "
+                  f"{lat[False]:.1f} ms without")
         bench.add_row(G, f"record.sync.{clients}x{depth}",
                       f"accepted pushes/s with --record-sync vs without, {clients} clients x {depth} in flight",
                       {"median": 1e9 / synced}, {"median": 1e9 / plain}, peer_name="without --record-sync",
