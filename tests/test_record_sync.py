@@ -238,3 +238,45 @@ def test_record_sync_needs_a_recording(command):
     out = subprocess.run([sys.executable, "-m", "kip714", *command, "--port", "0", "--record-sync", "--duration", "1"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--record-sync needs --record DIR" in out.stderr
+
+
+def test_a_clean_stop_answers_the_pushes_it_recorded(tmp_path):
+    """SIGTERM/close with answers still waiting for their commit: the endpoint waits for that commit and
+    the answers go out before the connections close (the commit is held back here by the recorder's own
+    writer lock, so the stop surely begins while they wait)."""
+    import threading
+
+    srv, recorder = _server(tmp_path, sync=True)
+    stopped = False
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"".join(encode_request(GetTelemetrySubscriptionsRequest(), i, "c", 0) for i in range(5)))
+        gets = []
+        buf = b""
+        while len(gets) < 5:
+            buf += s.recv(65536)
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
+                size = struct.unpack(">i", buf[:4])[0]
+                gets.append(decode_response(buf[4:4 + size], 71, 0).body)
+                buf = buf[4 + size:]
+        with recorder._write_lock:           # no commit can finish until this block ends
+            s.sendall(b"".join(encode_request(PushTelemetryRequest(g.client_instance_id, g.subscription_id,
+                                                                   metrics=b"s%d" % i), 10 + i, "c", 0)
+                               for i, g in enumerate(gets)))
+            assert srv.wait_for(lambda: srv.call(lambda: srv.server.stats["pushes"]) == 5)
+            stopper = threading.Thread(target=srv.stop)
+            stopper.start()
+            time.sleep(0.3)                   # the stop is under way, the answers still held
+            assert stopper.is_alive()
+        stopper.join(30)
+        stopped = True
+        answers = []
+        while len(answers) < 5:
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                chunk = s.recv(65536)
+                assert chunk, f"closed after {len(answers)} answers"
+                buf += chunk
+            size = struct.unpack(">i", buf[:4])[0]
+            answers.append(decode_response(buf[4:4 + size], 72, 0))
+            buf = buf[4 + size:]
+    assert stopped and [(a.correlation_id, a.body.error_code) for a in answers] == [(10 + i, 0) for i in range(5)]
+    assert sorted(read_recording(tmp_path / "rec").column("payload").to_pylist()) == [b"s%d" % i for i in range(5)]

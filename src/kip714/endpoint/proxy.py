@@ -780,4 +780,5 @@ class TelemetryProxy:
                 f"bytes_from_clients={self.bytes_up} bytes_from_upstream={self.bytes_down} "
                 f"protocol_errors={stats['protocol_errors']} frames_too_large={stats['frames_too_large']} "
                 f"dropped_memory_budget={stats['dropped_memory_budget']} rewrite_errors={stats['rewrite_errors']} "
-                f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}")
+                f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}"
+                + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else ""))
