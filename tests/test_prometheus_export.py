@@ -187,8 +187,14 @@ def test_every_point_type():
         assert samples["size_seconds_bucket{le=4}"] == 7        # 2 + 1 from the second point (offset 1)
         assert samples["size_seconds_bucket{le=8}"] == 10
         assert samples["size_seconds_bucket{le=+Inf}"] == 10
-        # negative buckets: no _sum (the spec; OpenMetrics refuses it) and so no _count (OpenMetrics)
-        assert "size_seconds_sum" not in samples and "size_seconds_count" not in samples
+        # negative buckets: no _sum (the OTel spec: a sum is exposed only when every bucket is positive;
+        # OpenMetrics refuses it too); _count in the text format (the spec), not in OpenMetrics (its
+        # _count appears if and only if _sum does; the +Inf bucket carries the count)
+        assert "size_seconds_sum" not in samples
+        if om:
+            assert "size_seconds_count" not in samples
+        else:
+            assert samples["size_seconds_count"] == 10
         assert fams["lat_milliseconds"].type == "histogram" and fams["rtt_milliseconds"].type == "summary"
         assert fams["queue_size"].type == "gauge" and fams["conn"].type == "counter"
 
@@ -271,6 +277,75 @@ def test_expiry_after_max_of_floor_and_three_intervals():
     clock.t += 10
     assert ex.expire() == 1
     assert ex.series_count == 0 and ex.instances == 0
+
+
+def test_expiry_is_the_brokers_instance_expiry_from_the_push_interval():
+    """The broker gives receivers each instance's push interval and its expiry (the instance table's
+    max(60 s, 3 × interval)); the exporter drops an instance's series exactly when the broker forgets it:
+    interval 100 s → 300 s, interval 5 s → 60 s (the floor), with one injected clock for both."""
+    import kip714
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+
+    clock = Clock()
+    reg = SubscriptionRegistry()
+    reg.set("slow", {"metrics": "*", "interval.ms": "100000", "match": "client_id=slow"})
+    reg.set("fast", {"metrics": "*", "interval.ms": "5000", "match": "client_id=fast"})
+    ex = PrometheusExporter(background=False, clock=clock, expiry_floor_s=1)   # the broker's rule wins
+    broker = TelemetryBroker(reg, receivers=[ex], clock=lambda: int(clock.t * 1000))
+    seen = []
+
+    class Ctx:
+        def export_metrics(self, context, payload):
+            seen.append((context.push_interval_ms, context.expiry_ms))
+
+    broker.add_receiver(Ctx())
+    ids = {}
+    for cid in ("slow", "fast"):
+        ci = ClientInfo(client_id=cid)
+        get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
+        ids[cid] = get.client_instance_id
+        req = kip714.PushTelemetryRequest(client_instance_id=get.client_instance_id,
+                                          subscription_id=get.subscription_id, compression_type=0,
+                                          metrics=ob.payload([ob.gauge("g", 1.0)]))
+        assert broker.handle(req, ci)[0].error_code == 0
+    assert seen == [(100_000, 300_000), (5_000, 60_000)]
+    for cid in ("slow", "fast"):
+        assert broker.instances.get_state(ids[cid].bytes)["ttl_ms"] == dict(slow=300_000, fast=60_000)[cid]
+
+    def clients():
+        return {s.labels["client_id"] for s in scrape(ex)[1]["g"].samples} if ex.series_count else set()
+
+    clock.t += 59
+    assert ex.expire() == 0 and clients() == {"slow", "fast"}
+    clock.t += 2                                           # 61 s: past fast's 60 s, not slow's 300 s
+    assert ex.expire() == 1 and clients() == {"slow"}
+    clock.t += 238                                         # 299 s
+    assert ex.expire() == 0 and clients() == {"slow"}
+    clock.t += 2                                           # 301 s
+    assert ex.expire() == 1 and ex.series_count == 0 and ex.instances == 0
+
+
+def test_proxy_delivered_pushes_carry_the_told_interval():
+    """A push decided elsewhere (TelemetryBroker.deliver, the proxy's path) is not in this broker's table:
+    the receivers get the interval the client was told and the expiry that interval gives."""
+    import kip714
+    from kip714 import TelemetryBroker
+    from kip714.broker.receivers import ClientSubscription
+
+    seen = []
+
+    class Ctx:
+        def export_metrics(self, context, payload):
+            seen.append((context.push_interval_ms, context.expiry_ms))
+
+    broker = TelemetryBroker(receivers=[Ctx()])
+    inst = uuid.uuid4()
+    req = kip714.PushTelemetryRequest(client_instance_id=inst, subscription_id=1, compression_type=0,
+                                      metrics=ob.payload([ob.gauge("g", 1.0)]))
+    told = ClientSubscription(1, ("",), 45_000, True, (0,))
+    broker.deliver(req, ClientInfo(client_id="p"), 0, subscription=told)
+    broker.deliver(req, ClientInfo(client_id="p"), 0)                        # nothing known about it
+    assert seen == [(45_000, 135_000), (None, None)]
 
 
 # ------------------------------------------------------------------------------------------ hostile input
@@ -418,6 +493,71 @@ def test_http_server_negotiates_formats():
         assert text.endswith("# EOF\n") and any(f.name == "c" for f in om_families(text))
     finally:
         ex.close()
+
+
+# Accept headers: none (text 0.0.4), OpenMetrics, and what Prometheus 2.x/3.x send
+ACCEPTS = [None, "application/openmetrics-text; version=1.0.0",
+           "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;"
+           "version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,"
+           "*/*;q=0.2",
+           "text/plain;version=1.0.0;escaping=underscores"]
+
+
+def _encoder_over_collect(ex, accept):
+    """What prometheus_client's own encoder writes from the collector protocol (the slow path)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ex)
+    encoder, ctype = choose_encoder(accept or "")
+    return encoder(reg), ctype
+
+
+def test_cached_exposition_is_prometheus_clients_text_byte_for_byte():
+    """exposition() reuses each series' rendered line prefix between scrapes: across new series, changed
+    values, moving exponential buckets, expiry (slots reused) and awkward label values it must stay the
+    exact bytes prometheus_client's encoder writes for the same state, in every negotiated format."""
+    clock = Clock()
+    ex = PrometheusExporter(background=False, clock=clock)
+    odd = {"path": 'a "quoted" \\ back\nslash', "ünï": "ç☃", "le": "x"}
+
+    def batch(k, extra=()):
+        return ob.payload([
+            ob.gauge("temp", 3.5 + k, attrs=odd, unit="Cel"),
+            ob.sum_("req", 5 + k, attrs={"n": k % 3}),
+            ob.sum_("conn", 10 * k, temporality=ob.CUMULATIVE, start=100),
+            ob.histogram("lat", [0.5, 1.0, 5.0], [1, k, 3, 4], 50.0 + k, attrs=odd, unit="ms"),
+            ob.summary("rtt", [(0.5, 2.0 + k), (0.99, 9.0)], 10 + k, 30.0),
+            ob.exp_histogram("size", 1 if k % 2 else 0, k, [1, 2, 3], zero=1, total=20.0),
+            ob.gauge("big", 1.5e300 * (k + 1)), ob.gauge("tiny", -2.5e-300), *extra])
+
+    a, b = uuid.uuid4(), uuid.uuid4()
+    for step in range(4):
+        push(ex, batch(step), a, client_id="a")
+        push(ex, batch(step + 7, [ob.gauge(f"only.b.{step}", float("nan")), ob.gauge("inf", float("-inf"))]), b,
+             client_id='b"\\')
+        if step == 2:
+            clock.t += 61                                  # both expire: every slot is freed, then reused
+            assert ex.expire() == 2
+        for accept in ACCEPTS:
+            fast, ctype = ex.exposition(accept)
+            slow, ctype_slow = _encoder_over_collect(ex, accept)
+            assert ctype == ctype_slow
+            assert fast == slow, accept
+    text = ex.exposition(ACCEPTS[1])[0].decode()
+    assert {f.name for f in om_families(text)} >= {"temp_celsius", "lat_milliseconds", "size_seconds", "inf"}
+
+
+def test_exposition_reads_back_the_same_after_many_scrapes_with_changes():
+    ex = PrometheusExporter(background=False)
+    inst = uuid.uuid4()
+    for k in range(30):
+        push(ex, ob.payload([ob.gauge("g", float(k), attrs={"i": k % 5}),
+                             ob.exp_histogram("e", 3 - k % 4, k, [1] * (1 + k % 7))]), inst)
+        samples, _, _ = scrape(ex, openmetrics=k % 2 == 1)
+        assert samples["g{i=" + str(k % 5) + "}"] == k
+        assert samples["e_seconds_bucket{le=+Inf}"] == sum(1 + j % 7 for j in range(k + 1))
 
 
 def test_push_codes_are_counted():
