@@ -283,6 +283,7 @@ class PrometheusExporter:
         self._instances: dict[uuid.UUID, _Instance] = {}
         self._np_cache: tuple | None = None
         self._formats: dict[str, _Format] = {}     # content type → rendered headers and line prefixes
+        self._fresh: list[int] = []                # series created since the last pre-rendering
         # counters (self-metrics)
         self.push_codes: dict[str, int] = {}
         self.dropped: dict[str, int] = {}          # points dropped, by reason
@@ -399,6 +400,38 @@ class PrometheusExporter:
         table[reason] = table.get(reason, 0) + n
 
     def absorb(self, items: list) -> None:
+        """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)`` (see :meth:`_absorb`);
+        then render the new series' lines for the formats scraped so far, so that a scrape after many new
+        series does not pay for them."""
+        try:
+            self._absorb(items)
+        finally:
+            if self._fresh:
+                with self._lock:
+                    self._prerender()
+
+    def _prerender(self) -> None:
+        """Render the line prefixes of the series created since the last call, in every known format."""
+        fresh, self._fresh = self._fresh, []
+        if not self._formats:
+            return                                 # nothing scraped yet: the first scrape renders them all
+        _Sample = _sample_class()
+        by_family: dict[int, tuple[_Family, list[int]]] = {}
+        for slot in dict.fromkeys(fresh):
+            fam = self._slot_family[slot]
+            if fam is not None and slot in fam.slots:
+                by_family.setdefault(id(fam), (fam, []))[1].append(slot)
+        for f in self._formats.values():
+            pref = f.prefixes
+            for fam, slots in by_family.values():
+                if fam.type in ("gauge", "counter"):
+                    todo = [(pref, s, _Sample(fam.sample, fam.slots[s], 0.0)) for s in slots if s not in pref]
+                    if todo:
+                        f.render(fam, todo)
+                else:
+                    self._complex_lines(f, fam, None, slots)
+
+    def _absorb(self, items: list) -> None:
         """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)``; ``timing`` is
         ``(push_interval_ms, expiry_ms)`` from the receiver context (either None when not known), a bare
         push interval, or None."""
@@ -659,6 +692,7 @@ class PrometheusExporter:
                                (self._slot_value, 0.0), (self._slot_weight, 0), (self._slot_otlp, None)):
                     lst.append(v)
             self._series[skey] = slot
+            self._fresh.append(slot)
             self._slot_key[slot] = skey
             self._slot_family[slot] = family
             self._slot_refs[slot] = 0
@@ -867,8 +901,9 @@ class PrometheusExporter:
         own.extend(self._extra_metrics())
         return "".join(parts).encode("utf-8") + encoder(_Collected(own))
 
-    def _complex_lines(self, f: "_Format", family: _Family, fmt) -> list[str]:
-        """Histogram and summary sample lines of ``family`` (rendering the prefixes it has not seen)."""
+    def _complex_lines(self, f: "_Format", family: _Family, fmt, slots: list[int] | None = None) -> list[str]:
+        """Histogram and summary sample lines of ``family`` (rendering the prefixes it has not seen); with
+        ``slots``, only those series, and with ``fmt`` None only the rendering (no lines)."""
         _Sample = _sample_class()
         vals = self._slot_value
         entries: list[tuple[dict, str, Any]] = []
@@ -876,7 +911,8 @@ class PrometheusExporter:
         histogram = family.type == "histogram"
         base = family.name
         bname, cname, sname = base + "_bucket", base + "_count", base + "_sum"
-        for slot, labels in family.slots.items():
+        series = family.slots.items() if slots is None else [(s, family.slots[s]) for s in slots]
+        for slot, labels in series:
             acc = vals[slot]
             if acc is None:
                 continue
@@ -910,10 +946,10 @@ class PrometheusExporter:
                     entries.append((d, k, v))
             if len(d) > 4 * self.max_buckets + 8:   # an exponential histogram's bounds moved many times
                 d.clear()
-                return self._complex_lines(f, family, fmt)
+                return self._complex_lines(f, family, fmt, slots)
         if missing:
             f.render(family, missing)
-        return [d[k] + fmt(v) for d, k, v in entries]
+        return [] if fmt is None else [d[k] + fmt(v) for d, k, v in entries]
 
     def _scraped(self, started: float) -> None:
         """After a scrape (under the lock): count it, and drop the instances whose terminating push was
