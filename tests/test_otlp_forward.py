@@ -292,6 +292,15 @@ def test_https_untrusted_certificate_fails_and_is_counted(receiver, tmp_path):
     assert len(r.requests) == 1
 
 
+@pytest.mark.parametrize("argv", [("--otlp-endpoint", "https://127.0.0.1:9/v1/metrics", "--otlp-client-key", "k.pem"),
+                                  ("--prometheus", "127.0.0.1:0", "--prometheus-tls-key", "k.pem")])
+def test_a_key_without_its_certificate_is_refused(argv):
+    from kip714.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="needs --"):
+        _forwarder_from_options(*argv)
+
+
 def test_forwarder_self_metrics_reach_the_prometheus_exporter(receiver):
     from prometheus_client.parser import text_string_to_metric_families
 

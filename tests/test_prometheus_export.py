@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -558,6 +559,40 @@ def test_exposition_reads_back_the_same_after_many_scrapes_with_changes():
         samples, _, _ = scrape(ex, openmetrics=k % 2 == 1)
         assert samples["g{i=" + str(k % 5) + "}"] == k
         assert samples["e_seconds_bucket{le=+Inf}"] == sum(1 + j % 7 for j in range(k + 1))
+
+
+def test_http_server_tls_gzip_and_name_filter(tmp_path):
+    """/metrics over HTTPS (a certificate made here), gzip when accepted, ?name[]= as prometheus_client's
+    own WSGI app filters; OPTIONS and other methods answered as it answers them."""
+    import gzip
+    import ssl
+
+    from tls_cert import make_cert
+
+    cert = make_cert(tmp_path)
+    ex = PrometheusExporter(background=False)
+    port = ex.start_http_server("127.0.0.1", 0, certfile=cert[0], keyfile=cert[1])
+    ctx = ssl.create_default_context(cafile=cert[0])
+    url = f"https://127.0.0.1:{port}/metrics"
+    try:
+        push(ex, ob.payload([ob.sum_("c", 3), ob.gauge("g", 2.5)]), uuid.uuid4())
+        req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
+            assert r.headers["Content-Encoding"] == "gzip"
+            text = gzip.decompress(r.read()).decode()
+        assert text.encode() == ex.exposition()[0]
+        with urllib.request.urlopen(url + "?name[]=g&name[]=kip714_export_series", timeout=5, context=ctx) as r:
+            fams = {f.name: f for f in text_families(r.read().decode())}
+        assert set(fams) == {"g", "kip714_export_series"} and fams["g"].samples[0].value == 2.5
+        with urllib.request.urlopen(urllib.request.Request(url, method="OPTIONS"), timeout=5, context=ctx) as r:
+            assert r.status == 200 and r.headers["Allow"] == "OPTIONS,GET"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=5, context=ctx)
+        assert err.value.code == 405
+        with pytest.raises(urllib.error.URLError):                      # the certificate is not trusted
+            urllib.request.urlopen(url, timeout=5, context=ssl.create_default_context())
+    finally:
+        ex.close()
 
 
 def test_push_codes_are_counted():

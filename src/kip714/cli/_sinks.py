@@ -77,6 +77,11 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
     from ..sinks.otlp_forward import OtlpForwarder
     from ..sinks.prometheus import PrometheusExporter, parse_labels
 
+    from ..errors import InvalidConfigError
+
+    for key, cert in (("prometheus_tls_key", "prometheus_tls_cert"), ("otlp_client_key", "otlp_client_cert")):
+        if getattr(args, key, None) and not getattr(args, cert, None):
+            raise InvalidConfigError(f"--{key.replace('_', '-')} needs --{cert.replace('_', '-')}")
     sinks: list[Any] = []
     exporter = forwarder = None
     if getattr(args, "otlp_endpoint", None):

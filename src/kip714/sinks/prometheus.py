@@ -969,8 +969,8 @@ class PrometheusExporter:
         return out
 
     def wsgi_app(self, environ, start_response):
-        """A WSGI application serving the exposition (any path; ``name[]`` filters as prometheus_client's
-        ``make_wsgi_app`` does; gzip when accepted)."""
+        """A WSGI application serving the exposition (any path; ``?name[]=`` keeps the families named, by
+        family or sample name, as prometheus_client's ``make_wsgi_app`` means it; gzip when accepted)."""
         import gzip
         from urllib.parse import parse_qs
 
@@ -987,13 +987,11 @@ class PrometheusExporter:
         else:
             accept = environ.get("HTTP_ACCEPT")
             params = parse_qs(environ.get("QUERY_STRING", ""))
-            if "name[]" in params:
-                from prometheus_client import CollectorRegistry
-
-                registry = CollectorRegistry(auto_describe=False)
-                registry.register(self)
+            if "name[]" in params:                 # the families named (by family or sample name)
+                names = set(params["name[]"])
                 encoder, ctype = choose_encoder(accept or "")
-                body = encoder(registry.restricted_registry(params["name[]"]))
+                body = encoder(_Collected([m for m in self.collect()
+                                           if m.name in names or any(x.name in names for x in m.samples)]))
             else:
                 body, ctype = self.exposition(accept)
             status, headers = "200 OK", [("Content-Type", ctype)]
