@@ -200,6 +200,24 @@ def test_every_point_type():
         assert fams["queue_size"].type == "gauge" and fams["conn"].type == "counter"
 
 
+def test_negative_sums_and_quantiles_keep_every_scrape_parseable():
+    """What OpenMetrics forbids never reaches a scrape: a negative histogram or summary _sum is left out (the
+    OTel spec reports _sum only when positive), a summary point with a negative quantile value is dropped
+    and counted; both formats stay parseable by prometheus_client's parsers."""
+    ex = PrometheusExporter(background=False)
+    push(ex, ob.payload([ob.histogram("h", [1.0, 5.0], [1, 1, 1], -40.0, unit="s"),
+                         ob.summary("s", [(0.5, 2.0)], 3, -7.0),
+                         ob.summary("q", [(0.5, -2.0), (0.9, 1.0)], 3, 1.0)]), uuid.uuid4())
+    for om in (False, True):
+        samples, _, _ = scrape(ex, openmetrics=om)
+        assert samples["h_seconds_bucket{le=+Inf}"] == 3 and "h_seconds_sum" not in samples
+        assert ("h_seconds_count" in samples) is not om        # OpenMetrics: _count only beside _sum
+        assert samples["s_milliseconds{quantile=0.5}"] == 2 and samples["s_milliseconds_count"] == 3
+        assert "s_milliseconds_sum" not in samples
+        assert not any(k.startswith("q_") for k in samples)
+        assert samples["kip714_export_points_dropped_total{reason=invalid-value}"] == 1
+
+
 def test_exponential_histograms_merge_scales_and_cap_buckets():
     ex = PrometheusExporter(background=False, max_buckets=8)
     inst = uuid.uuid4()

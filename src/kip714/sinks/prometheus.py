@@ -198,6 +198,13 @@ class _ExpHistogram:
         return bool(self.neg)
 
 
+def _sum_exposed(acc) -> bool:
+    """A histogram's ``_sum`` is exposed when it is known, not negative, and every bucket is positive: the
+    OTel specification reports it "only if the sum is positive and monotonic", OpenMetrics forbids a
+    negative ``_sum`` and a ``_sum`` beside negative buckets."""
+    return acc.sum is not None and acc.sum >= 0 and not acc.has_negative()
+
+
 def _boundary(i: int, scale: int) -> float:
     """``2**(i·2**-scale)``, exact for integer exponents (scale ≤ 0), correctly rounded otherwise."""
     try:
@@ -559,7 +566,13 @@ class PrometheusExporter:
             if len(qs) > self.max_buckets:
                 self._count(self.dropped, "too-many-buckets")
                 return
-            acc = _Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, row["sum"])
+            if any(q["value"] is not None and q["value"] < 0 for q in qs):
+                self._count(self.dropped, "invalid-value")     # OpenMetrics: quantile values are never negative
+                return
+            sum_ = row["sum"]
+            if sum_ is not None and not (math.isfinite(sum_) and sum_ >= 0):
+                sum_ = None                                    # the spec: _sum only when positive
+            acc = _Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, sum_)
             self._set_complex(slot, acc)
             return
         count, sum_ = row["count"] or 0, row["sum"]
@@ -799,7 +812,7 @@ class PrometheusExporter:
                             samples.append(Sample(bname, {**labels, "le": le}, v))
                         # the format is not known here: OpenMetrics' rule (_count only beside _sum, _sum
                         # only without negative buckets) holds for both; exposition() refines it per format
-                        if acc.sum is not None and not acc.has_negative():
+                        if _sum_exposed(acc):
                             samples.append(Sample(cname, labels, acc.count))
                             samples.append(Sample(sname, labels, acc.sum))
                 else:
@@ -926,7 +939,7 @@ class PrometheusExporter:
                     entries.append((d, le, v))
                 # _sum only when every bucket is positive (the OTel spec); _count always in the text
                 # format (the spec), only beside _sum in OpenMetrics (its rule; the +Inf bucket holds it)
-                with_sum = acc.sum is not None and not acc.has_negative()
+                with_sum = _sum_exposed(acc)
                 for k, n, v in ((_COUNT, cname, acc.count), (_SUM, sname, acc.sum)):
                     if with_sum or (k == _COUNT and not f.openmetrics):
                         if k not in d:
