@@ -233,6 +233,24 @@ def test_exponential_histograms_merge_scales_and_cap_buckets():
     assert samples["e_seconds_bucket{le=+Inf}"] == samples["e_seconds_count"] == 106
 
 
+def test_bounds_beyond_the_double_range_give_one_line_per_bound():
+    """Exponential buckets whose bounds overflow to ±Inf, and an explicit +Inf bound, merge into one
+    ``le="+Inf"`` / ``le="-Inf"`` line each (a repeated le would be a duplicate series for Prometheus)."""
+    ex = PrometheusExporter(background=False)
+    push(ex, ob.payload([ob.exp_histogram("e", 0, 1020, [1] * 6, neg_offset=1022, neg_counts=[1] * 4),
+                         ob.histogram("h", [1.0, float("inf")], [1, 2, 0], 3.0, unit="s")]), uuid.uuid4())
+    for om in (False, True):
+        _, fams, text = scrape(ex, openmetrics=om)
+        for fam, total in (("e_seconds", 10), ("h_seconds", 3)):
+            les = [s.labels["le"] for s in fams[fam].samples if s.name.endswith("_bucket")]
+            assert len(les) == len(set(les)) and les[-1] == "+Inf"
+            bucket = {s.labels["le"]: s.value for s in fams[fam].samples if s.name.endswith("_bucket")}
+            assert bucket["+Inf"] == total
+        e = {s.labels["le"]: s.value for s in fams["e_seconds"].samples if s.name.endswith("_bucket")}
+        assert e["-Inf"] == 2 and e["-8.98846567431158e+307"] == 3 and e["0"] == 4
+        assert e["8.98846567431158e+307"] == 7                                            # 2**1023
+
+
 def test_histogram_quantile_inputs_are_cumulative_and_monotone():
     ex = PrometheusExporter(background=False)
     push(ex, ob.payload([ob.histogram("h", [0.1, 1.0, 10.0], [5, 0, 3, 2], 12.0, unit="s")]), uuid.uuid4())

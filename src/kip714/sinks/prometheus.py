@@ -123,7 +123,7 @@ class _Histogram:
             acc += n
             out.append((_float_text(bound), acc))
         out.append(("+Inf", acc + (self.buckets[-1] if len(self.buckets) > len(self.bounds) else 0)))
-        return out
+        return _distinct_bounds(out)
 
 
 class _ExpHistogram:
@@ -192,10 +192,23 @@ class _ExpHistogram:
             acc += self.pos[i]
             out.append((_float_text(_boundary(i + 1, scale)), acc))
         out.append(("+Inf", max(acc, self.count)))
-        return out
+        return _distinct_bounds(out)
 
     def has_negative(self) -> bool:
         return bool(self.neg)
+
+
+def _distinct_bounds(buckets: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` with one line per bound: buckets whose bounds overflowed to ±Inf (an
+    exponential bucket index beyond the double range, an explicit bound of +Inf) merge, the cumulative
+    count of the last one kept (a repeated ``le`` would be a duplicate series Prometheus refuses)."""
+    out: list[tuple[str, float]] = []
+    for le, n in buckets:
+        if out and out[-1][0] == le:
+            out[-1] = (le, n)
+        else:
+            out.append((le, n))
+    return out
 
 
 def _sum_exposed(acc) -> bool:
