@@ -441,15 +441,22 @@ class PrometheusExporter:
             fam = self._slot_family[slot]
             if fam is not None and slot in fam.slots:
                 by_family.setdefault(id(fam), (fam, []))[1].append(slot)
-        for f in self._formats.values():
-            pref = f.prefixes
-            for fam, slots in by_family.values():
-                if fam.type in ("gauge", "counter"):
-                    todo = [(pref, s, _Sample(fam.sample, fam.slots[s], 0.0)) for s in slots if s not in pref]
-                    if todo:
-                        f.render(fam, todo)
-                else:
-                    self._complex_lines(f, fam, None, slots)
+        for key, f in list(self._formats.items()):
+            try:
+                self._prerender_format(f, by_family.values(), _Sample)
+            except RuntimeError:                   # the scrape renders them (or falls back) instead
+                log.exception("pre-rendering %s failed", key)
+                self._formats.pop(key, None)
+
+    def _prerender_format(self, f: "_Format", families, _Sample) -> None:
+        pref = f.prefixes
+        for fam, slots in families:
+            if fam.type in ("gauge", "counter"):
+                todo = [(pref, s, _Sample(fam.sample, fam.slots[s], 0.0)) for s in slots if s not in pref]
+                if todo:
+                    f.render(fam, todo)
+            else:
+                self._complex_lines(f, fam, None, slots)
 
     def _absorb(self, items: list) -> None:
         """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)``; ``timing`` is
@@ -891,7 +898,13 @@ class PrometheusExporter:
         from prometheus_client.exposition import choose_encoder
 
         encoder, content_type = choose_encoder(accept or "")
-        return self._render(encoder, content_type), content_type
+        try:
+            return self._render(encoder, content_type), content_type
+        except RuntimeError:      # the encoder wrote something unexpected (never seen): render every line
+            log.exception("cached exposition failed; rendering every line this time")
+            with self._lock:
+                self._formats.pop(content_type, None)
+            return encoder(_Collected(self.collect())), content_type
 
     def _render(self, encoder, key: str) -> bytes:
         from prometheus_client.utils import floatToGoString as fmt
