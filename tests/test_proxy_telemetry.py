@@ -48,6 +48,13 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
         mc.create_topic("tapped", 2)
         recorder = ParquetRecorder(tmp_path / "rec")
         pt = start_proxy(mc.bootstraps, recorder=recorder)
+        contexts = []
+
+        class Timing:                              # what receivers learn of each tapped push
+            def export_metrics(self, context, payload):
+                contexts.append((context.push_interval_ms, context.expiry_ms))
+
+        pt.call(lambda: pt.proxy.broker.add_receiver(Timing()))
         try:
             assert pt.proxy.mode == "tap"          # auto: the mock advertises 71 and 72
             run_producer(pt.bootstrap, "tapped")
@@ -67,6 +74,11 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
     names = set().union(*(metric_names(r) for r in rows if r["payload"]))
     assert "org.apache.kafka.producer.node.request.latency.avg" in names
     assert all(n.startswith("org.apache.kafka.producer.") for n in names)   # the mock's subscription
+    # the mock's GetTelemetrySubscriptions answers were read on the way: what it told the client is recorded
+    # and the receivers get its push interval and the expiry it gives (max(60 s, 3 × 1 s))
+    assert {r["push_interval_ms"] for r in rows} == {1000}
+    assert {tuple(r["subscribed_metrics"]) for r in rows} == {("org.apache.kafka.producer.",)}
+    assert contexts and set(contexts) == {(1000, 60_000)}
 
 
 def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):

@@ -184,6 +184,13 @@ class TelemetryBroker:
         if callable(getattr(receiver, "instance_closed", None)):
             self._closers.append(receiver)
 
+    def told_by_upstream(self, response: GetTelemetrySubscriptionsResponse) -> None:
+        """A GetTelemetrySubscriptions response another broker gave a client (``kip714 proxy`` in ``tap``
+        mode): remember what it told the instance, so that its pushes fed through :meth:`deliver` carry
+        that subscription, push interval and expiry to the receivers and observers."""
+        if response.error_code == 0:
+            self._remember(response)
+
     def _remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
         """Keep what a successful Get told the instance (what the observers learn its pushes were held to)."""
         told = ClientSubscription(
@@ -229,8 +236,9 @@ class TelemetryBroker:
         decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
         payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one.
         ``node_id``: the broker that answered (default this broker's ``node_id``). ``subscription``: what the
-        real broker told this client (the observers record it); by default what a Get this broker answered
-        told it, or nothing (the recording's subscription columns stay null rather than guess)."""
+        real broker told this client (the observers record it); by default what a Get this broker answered or
+        saw answered (:meth:`told_by_upstream`) told it, or nothing (the recording's subscription columns
+        stay null rather than guess)."""
         if now_ms is None:
             now_ms = self.clock()
         node = self.node_id if node_id is None else node_id
