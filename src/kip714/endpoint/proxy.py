@@ -15,8 +15,8 @@ Every request goes upstream byte for byte and every response comes back byte for
   GetTelemetrySubscriptions/PushTelemetry v0 when the proxy answers telemetry itself);
 * telemetry, by mode: ``terminate`` answers GetTelemetrySubscriptions/PushTelemetry here through a
   :class:`~kip714.TelemetryBroker` (``node_id`` = the upstream node the connection maps to); ``tap``
-  forwards them and records each push with the upstream's answer and the subscription the upstream's
-  last GetTelemetrySubscriptions answer gave that client instance; ``off`` forwards them untouched; ``auto``
+  forwards them and records each push with the upstream's answer (and with what the upstream's
+  GetTelemetrySubscriptions answer told the client: subscription, push interval, expiry); ``off`` forwards them untouched; ``auto``
   is ``tap`` when the cluster advertises both APIs, else ``terminate``.
 
 SASL PLAIN and SCRAM pass through; the user name becomes the telemetry principal (``User:<name>``).
@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from typing import Any, Iterable
 
-from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode
+from .._enums import ApiKey, ErrorCode
 from .._protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ApiVersion,
@@ -56,10 +56,9 @@ from .._protocol import (
 from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
-from ..errors import FrameTooLargeError, InvalidConfigError, Kip714Error, UnsupportedVersionError
+from ..errors import InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
-from .connection import (BufferBudget, EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle,
-                         serve_until)
+from .connection import EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle, serve_until
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -89,11 +88,11 @@ _I32 = struct.Struct(">i")
 _A_PASS = 0          # the response streams through
 _A_REWRITE = 1       # addresses to rewrite: info = (rewrite function, version)
 _A_API_VERSIONS = 2  # info = (version, client_id)
-_A_TAP = 3           # a PushTelemetry to record with the upstream's answer: info = decoded request
+_A_TAP = 3           # tap: a PushTelemetry to record with the upstream's answer, or a Get whose answer to
+                     # remember (told_by_upstream): info = decoded request
 _A_SASL = 4          # a SaslAuthenticate: info = the user name it authenticates as (or None)
 _A_LOCAL = 5         # an answer the proxy made: info = the frame to write when its turn comes
 _A_INTERNAL = 6      # the proxy's own ApiVersions: info = (client correlation id, client version, our version)
-_A_TAP_GET = 7       # a GetTelemetrySubscriptions the upstream answers (tap): info = its version
 _INTERNAL_CORRELATION_ID = 0x7FFF_F714
 
 _WRITE_HIGH = 1 << 20   # write-buffer high-water mark of each side (bytes)
@@ -296,33 +295,14 @@ class _ClientConnection(EndpointConnection):
             return
         self.last_activity = time.monotonic()
         self.proxy.bytes_up += len(data)
-        requests = self.requests
         try:
-            requests.feed(data)
+            self.requests.feed(data)
         except (_Drop, Kip714Error) as exc:
-            if isinstance(exc, FrameTooLargeError):
-                self.proxy.stats["frames_too_large"] += 1
-            requests.free()
             self._abort(str(exc))
-            return
         except Exception:  # a bug must cost this connection, not escape into the event loop
             log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
             self.proxy.stats["internal_errors"] += 1
-            requests.free()
             self._abort("internal error")
-            return
-        # requests read whole (telemetry, ApiVersions, SASL) count against the endpoint's budget; frames
-        # that stream through are bounded by flow control instead
-        self.proxy.budget.hold(self, requests.held)
-
-    def free_buffers(self) -> None:
-        self.requests.free()
-
-    def drop_for_memory(self, held: int) -> None:
-        self.closing = True
-        super().drop_for_memory(held)
-        if self.upstream is not None and self.upstream.transport is not None:
-            self.upstream.transport.abort()
 
     def _to_upstream(self, data) -> None:
         self.upstream.transport.write(data)
@@ -360,11 +340,8 @@ class _ClientConnection(EndpointConnection):
             raise _Drop(f"API key {api_key} answers name addresses the proxy does not rewrite")
         if api_key == _GTS or api_key == _PUSH:
             mode = self.proxy.mode
-            if mode == "terminate" or (mode == "tap" and api_key == _PUSH):
+            if mode == "terminate" or mode == "tap":    # tap: a Get's answer says the push interval
                 return CAPTURE
-            if mode == "tap":   # the request streams; its answer tells what the cluster subscribed
-                self.pending.append((corr, _A_TAP_GET, version))
-                return STREAM
             self.pending.append((corr, _A_PASS, None))
             return STREAM
         if api_key in (_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE):
@@ -476,19 +453,18 @@ class _ClientConnection(EndpointConnection):
                 raise _Drop("the upstream refused ApiVersions")
             frame = rewrite.rewrite_api_versions(body, our_version, self.proxy.api_additions, self.proxy.caps,
                                                  out_version=client_version, correlation_id=client_corr)
+        elif action == _A_TAP and info.api_key == _GTS:
+            try:
+                told = decode_response(body, _GTS, info.api_version).body
+            except Kip714Error as exc:
+                raise _Drop(f"malformed GetTelemetrySubscriptions response: {exc}") from None
+            self.proxy.broker.told_by_upstream(told)
         elif action == _A_TAP:
             try:
                 error = decode_response(body, _PUSH, info.api_version).body.error_code
             except Kip714Error as exc:
                 raise _Drop(f"malformed PushTelemetry response: {exc}") from None
             self.telemetry_tapped(info, error, node_id=self.node_id)
-        elif action == _A_TAP_GET:
-            try:
-                get = decode_response(body, _GTS, info).body
-            except Kip714Error as exc:
-                raise _Drop(f"malformed GetTelemetrySubscriptions response: {exc}") from None
-            if get.error_code == 0:
-                self.proxy.broker.remember(get)
         elif action == _A_SASL and info is not None:
             user, version = info
             if rewrite.sasl_authenticate_error(body, version) == 0:
@@ -528,19 +504,15 @@ class TelemetryProxy:
     ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it.
     ``ssl``: server-side :class:`ssl.SSLContext` for client connections; ``upstream_ssl``: client-side
     context toward the cluster. Limits: ``max_connections`` client connections, ``max_frame_bytes`` per
-    frame (``stats["frames_too_large"]``), ``max_buffered_bytes`` held in unfinished requests the proxy
-    reads whole (telemetry, ApiVersions, SASL; frames that stream through, such as Produce, never count)
-    across all client connections — over it the connections holding the most are dropped
-    (``stats["dropped_memory_budget"]``) —, ``idle_timeout_s`` without traffic closes a connection,
-    ``connect_timeout_s`` per upstream connect."""
+    frame, ``idle_timeout_s`` without traffic closes a connection, ``connect_timeout_s`` per upstream
+    connect."""
 
     def __init__(self, upstream, broker: TelemetryBroker | None = None, host: str = "127.0.0.1",
                  port: int = 9092, *, broker_port_base: int | None = None,
                  broker_ports: dict[int, int] | None = None, advertised_host: str | None = None,
                  telemetry: str = "auto", recorder=None, on_payload=None, ssl=None, upstream_ssl=None,
                  max_connections: int = 10000, idle_timeout_s: float = 600.0, connect_timeout_s: float = 10.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES, summary_interval_s: float = 0.0) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, summary_interval_s: float = 0.0) -> None:
         if telemetry not in TELEMETRY_MODES:
             raise InvalidConfigError(f"telemetry must be one of {', '.join(TELEMETRY_MODES)}, not {telemetry!r}")
         self.upstreams = parse_upstream(upstream)
@@ -565,7 +537,6 @@ class TelemetryProxy:
         self.connections: set[_ClientConnection] = set()
         self.next_connection_id = connection_ids()
         self.stats = EndpointStats()
-        self.budget = BufferBudget(max_buffered_bytes, self.stats)
         self.bytes_up = 0            # bytes read from clients
         self.bytes_down = 0          # bytes read from upstream brokers
         self.nodes: dict[int, tuple[str, int]] = {}     # node id -> upstream (host, port)
@@ -763,6 +734,5 @@ class TelemetryProxy:
         return (f"telemetry={self.mode} connections_open={len(self.connections)} "
                 f"connections_total={stats['connections']} refused={stats['connections_refused']} "
                 f"bytes_from_clients={self.bytes_up} bytes_from_upstream={self.bytes_down} "
-                f"protocol_errors={stats['protocol_errors']} frames_too_large={stats['frames_too_large']} "
-                f"dropped_memory_budget={stats['dropped_memory_budget']} rewrite_errors={stats['rewrite_errors']} "
+                f"protocol_errors={stats['protocol_errors']} rewrite_errors={stats['rewrite_errors']} "
                 f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}")
