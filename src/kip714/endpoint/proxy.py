@@ -16,8 +16,8 @@ Every request goes upstream byte for byte and every response comes back byte for
 * telemetry, by mode: ``terminate`` answers GetTelemetrySubscriptions/PushTelemetry here through a
   :class:`~kip714.TelemetryBroker` (``node_id`` = the upstream node the connection maps to); ``tap``
   forwards them and records each push with the upstream's answer (and with what the upstream's
-  GetTelemetrySubscriptions answer told the client: subscription, push interval, expiry); ``off`` forwards them untouched; ``auto``
-  is ``tap`` when the cluster advertises both APIs, else ``terminate``.
+  GetTelemetrySubscriptions answer told the client: subscription, push interval, expiry); ``off``
+  forwards them untouched; ``auto`` is ``tap`` when the cluster advertises both APIs, else ``terminate``.
 
 SASL PLAIN and SCRAM pass through; the user name becomes the telemetry principal (``User:<name>``).
 
@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from typing import Any, Iterable
 
-from .._enums import ApiKey, ErrorCode
+from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode
 from .._protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ApiVersion,
@@ -56,9 +56,10 @@ from .._protocol import (
 from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
-from ..errors import InvalidConfigError, Kip714Error, UnsupportedVersionError
+from ..errors import FrameTooLargeError, InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
-from .connection import EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle, serve_until
+from .connection import (BufferBudget, EndpointConnection, EndpointStats, connection_ids, log_summaries, reap_idle,
+                         serve_until)
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -295,14 +296,33 @@ class _ClientConnection(EndpointConnection):
             return
         self.last_activity = time.monotonic()
         self.proxy.bytes_up += len(data)
+        requests = self.requests
         try:
-            self.requests.feed(data)
+            requests.feed(data)
         except (_Drop, Kip714Error) as exc:
+            if isinstance(exc, FrameTooLargeError):
+                self.proxy.stats["frames_too_large"] += 1
+            requests.free()
             self._abort(str(exc))
+            return
         except Exception:  # a bug must cost this connection, not escape into the event loop
             log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
             self.proxy.stats["internal_errors"] += 1
+            requests.free()
             self._abort("internal error")
+            return
+        # requests read whole (telemetry, ApiVersions, SASL) count against the endpoint's budget; frames
+        # that stream through are bounded by flow control instead
+        self.proxy.budget.hold(self, requests.held)
+
+    def free_buffers(self) -> None:
+        self.requests.free()
+
+    def drop_for_memory(self, held: int) -> None:
+        self.closing = True
+        super().drop_for_memory(held)
+        if self.upstream is not None and self.upstream.transport is not None:
+            self.upstream.transport.abort()
 
     def _to_upstream(self, data) -> None:
         self.upstream.transport.write(data)
@@ -504,15 +524,19 @@ class TelemetryProxy:
     ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it.
     ``ssl``: server-side :class:`ssl.SSLContext` for client connections; ``upstream_ssl``: client-side
     context toward the cluster. Limits: ``max_connections`` client connections, ``max_frame_bytes`` per
-    frame, ``idle_timeout_s`` without traffic closes a connection, ``connect_timeout_s`` per upstream
-    connect."""
+    frame (``stats["frames_too_large"]``), ``max_buffered_bytes`` held in unfinished requests the proxy
+    reads whole (telemetry, ApiVersions, SASL; frames that stream through, such as Produce, never count)
+    across all client connections — over it the connections holding the most are dropped
+    (``stats["dropped_memory_budget"]``) —, ``idle_timeout_s`` without traffic closes a connection,
+    ``connect_timeout_s`` per upstream connect."""
 
     def __init__(self, upstream, broker: TelemetryBroker | None = None, host: str = "127.0.0.1",
                  port: int = 9092, *, broker_port_base: int | None = None,
                  broker_ports: dict[int, int] | None = None, advertised_host: str | None = None,
                  telemetry: str = "auto", recorder=None, on_payload=None, ssl=None, upstream_ssl=None,
                  max_connections: int = 10000, idle_timeout_s: float = 600.0, connect_timeout_s: float = 10.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, summary_interval_s: float = 0.0) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES, summary_interval_s: float = 0.0) -> None:
         if telemetry not in TELEMETRY_MODES:
             raise InvalidConfigError(f"telemetry must be one of {', '.join(TELEMETRY_MODES)}, not {telemetry!r}")
         self.upstreams = parse_upstream(upstream)
@@ -537,6 +561,7 @@ class TelemetryProxy:
         self.connections: set[_ClientConnection] = set()
         self.next_connection_id = connection_ids()
         self.stats = EndpointStats()
+        self.budget = BufferBudget(max_buffered_bytes, self.stats)
         self.bytes_up = 0            # bytes read from clients
         self.bytes_down = 0          # bytes read from upstream brokers
         self.nodes: dict[int, tuple[str, int]] = {}     # node id -> upstream (host, port)
@@ -734,5 +759,6 @@ class TelemetryProxy:
         return (f"telemetry={self.mode} connections_open={len(self.connections)} "
                 f"connections_total={stats['connections']} refused={stats['connections_refused']} "
                 f"bytes_from_clients={self.bytes_up} bytes_from_upstream={self.bytes_down} "
-                f"protocol_errors={stats['protocol_errors']} rewrite_errors={stats['rewrite_errors']} "
+                f"protocol_errors={stats['protocol_errors']} frames_too_large={stats['frames_too_large']} "
+                f"dropped_memory_budget={stats['dropped_memory_budget']} rewrite_errors={stats['rewrite_errors']} "
                 f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}")
