@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -15,6 +16,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 import otlp_build as ob
+from tls_cert import make_cert
 
 import kip714
 from kip714 import OtlpForwarder
@@ -84,7 +86,7 @@ def test_splice_never_reads_out_of_bounds_on_truncations():
 class Receiver:
     """An OTLP/HTTP metrics endpoint that answers from a script (status codes, then 200)."""
 
-    def __init__(self, script=()):
+    def __init__(self, script=(), tls=None):
         self.script = list(script)
         self.requests: list[tuple[dict, ExportMetricsServiceRequest]] = []
         outer = self
@@ -108,6 +110,11 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
+        if tls is not None:                   # (cert.pem, key.pem): HTTPS
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            self.url = "https" + self.url[4:]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -120,8 +127,8 @@ class Receiver:
 def receiver():
     made = []
 
-    def make(script=()):
-        r = Receiver(script)
+    def make(script=(), tls=None):
+        r = Receiver(script, tls)
         made.append(r)
         return r
     yield make
@@ -219,6 +226,79 @@ def test_receiver_down_drops_are_counted_and_pushes_keep_being_answered():
         assert fwd.requests.get("error", 0) >= 1 and fwd.forwarded == 0
     finally:
         fwd.close(1)
+
+
+def _forwarder_from_options(*argv):
+    """The forwarder ``kip714 serve``'s OTLP options build (cli/_sinks.py)."""
+    import argparse
+
+    from kip714.cli._sinks import add_sink_options, build_sinks
+
+    parser = argparse.ArgumentParser()
+    add_sink_options(parser)
+    (fwd,) = build_sinks(parser.parse_args(list(argv)))
+    return fwd
+
+
+def test_https_with_the_collectors_ca(receiver, tmp_path):
+    """--otlp-endpoint https://… --otlp-ca FILE: the payload reaches a TLS receiver whose certificate was
+    made here, spliced (the client's points, the broker-added labels in the resource)."""
+    cert = make_cert(tmp_path)
+    r = receiver(tls=cert)
+    fwd = _forwarder_from_options("--otlp-endpoint", r.url + "/v1/metrics", "--otlp-ca", cert[0])
+    data = sample_payloads()[0]
+    try:
+        inst = push(fwd, data, client_id="tls-client")
+        assert wait(lambda: fwd.forwarded == 1)
+    finally:
+        fwd.close()
+    assert fwd.requests == {"200": 1} and not fwd.dropped
+    ((_, req),) = r.requests
+    (rm,) = req.resource_metrics
+    (want,) = MetricsData.FromString(data).resource_metrics
+    attrs = dict(attrs_of(rm.resource))
+    assert attrs["client_id"] == "tls-client" and attrs["client_instance_id"] == kip714.kafka_uuid_string(inst)
+    assert rm.scope_metrics == want.scope_metrics
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")   # --otlp-insecure, on purpose
+def test_https_untrusted_certificate_fails_and_is_counted(receiver, tmp_path):
+    """A collector whose certificate the CA file does not vouch for (or, without a CA file, the system
+    store): no request is delivered, each attempt is counted as a TLS error, the payload is dropped as
+    retries-exhausted, and the request path never waits. --otlp-insecure then delivers to the same one."""
+    trusted = make_cert(tmp_path, "trusted")
+    r = receiver(tls=make_cert(tmp_path, "other"))
+    short = ("--otlp-timeout", "2s")
+    for argv in (("--otlp-ca", trusted[0]), ()):
+        fwd = _forwarder_from_options("--otlp-endpoint", r.url, *short, *argv)
+        fwd.initial_backoff_s, fwd.max_backoff_s, fwd.max_elapsed_s = 0.02, 0.05, 0.2
+        try:
+            t0 = time.perf_counter()
+            push(fwd, ob.payload([ob.gauge("g", 1.0)]))
+            assert time.perf_counter() - t0 < 0.05
+            assert wait(lambda: fwd.dropped.get("retries-exhausted") == 1)
+        finally:
+            fwd.close(1)
+        assert fwd.forwarded == 0 and fwd.requests.get("tls-error", 0) >= 1 and set(fwd.requests) == {"tls-error"}
+        samples = {(m.name, tuple(s.labels.items())): s.value for m in fwd.self_metrics() for s in m.samples}
+        assert samples[("kip714_otlp_requests", (("status", "tls-error"),))] >= 1
+    assert not r.requests
+    fwd = _forwarder_from_options("--otlp-endpoint", r.url, "--otlp-insecure")
+    try:
+        push(fwd, ob.payload([ob.gauge("g", 1.0)]))
+        assert wait(lambda: fwd.forwarded == 1)
+    finally:
+        fwd.close()
+    assert len(r.requests) == 1
+
+
+@pytest.mark.parametrize("argv", [("--otlp-endpoint", "https://127.0.0.1:9/v1/metrics", "--otlp-client-key", "k.pem"),
+                                  ("--prometheus", "127.0.0.1:0", "--prometheus-tls-key", "k.pem")])
+def test_a_key_without_its_certificate_is_refused(argv):
+    from kip714.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="needs --"):
+        _forwarder_from_options(*argv)
 
 
 def test_forwarder_self_metrics_reach_the_prometheus_exporter(receiver):

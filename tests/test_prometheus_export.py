@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -187,10 +188,34 @@ def test_every_point_type():
         assert samples["size_seconds_bucket{le=4}"] == 7        # 2 + 1 from the second point (offset 1)
         assert samples["size_seconds_bucket{le=8}"] == 10
         assert samples["size_seconds_bucket{le=+Inf}"] == 10
-        # negative buckets: no _sum (the spec; OpenMetrics refuses it) and so no _count (OpenMetrics)
-        assert "size_seconds_sum" not in samples and "size_seconds_count" not in samples
+        # negative buckets: no _sum (the OTel spec: a sum is exposed only when every bucket is positive;
+        # OpenMetrics refuses it too); _count in the text format (the spec), not in OpenMetrics (its
+        # _count appears if and only if _sum does; the +Inf bucket carries the count)
+        assert "size_seconds_sum" not in samples
+        if om:
+            assert "size_seconds_count" not in samples
+        else:
+            assert samples["size_seconds_count"] == 10
         assert fams["lat_milliseconds"].type == "histogram" and fams["rtt_milliseconds"].type == "summary"
         assert fams["queue_size"].type == "gauge" and fams["conn"].type == "counter"
+
+
+def test_negative_sums_and_quantiles_keep_every_scrape_parseable():
+    """What OpenMetrics forbids never reaches a scrape: a negative histogram or summary _sum is left out (the
+    OTel spec reports _sum only when positive), a summary point with a negative quantile value is dropped
+    and counted; both formats stay parseable by prometheus_client's parsers."""
+    ex = PrometheusExporter(background=False)
+    push(ex, ob.payload([ob.histogram("h", [1.0, 5.0], [1, 1, 1], -40.0, unit="s"),
+                         ob.summary("s", [(0.5, 2.0)], 3, -7.0),
+                         ob.summary("q", [(0.5, -2.0), (0.9, 1.0)], 3, 1.0)]), uuid.uuid4())
+    for om in (False, True):
+        samples, _, _ = scrape(ex, openmetrics=om)
+        assert samples["h_seconds_bucket{le=+Inf}"] == 3 and "h_seconds_sum" not in samples
+        assert ("h_seconds_count" in samples) is not om        # OpenMetrics: _count only beside _sum
+        assert samples["s_milliseconds{quantile=0.5}"] == 2 and samples["s_milliseconds_count"] == 3
+        assert "s_milliseconds_sum" not in samples
+        assert not any(k.startswith("q_") for k in samples)
+        assert samples["kip714_export_points_dropped_total{reason=invalid-value}"] == 1
 
 
 def test_exponential_histograms_merge_scales_and_cap_buckets():
@@ -206,6 +231,24 @@ def test_exponential_histograms_merge_scales_and_cap_buckets():
     les = [k for k in samples if k.startswith("e_seconds_bucket")]
     assert len(les) <= 8 + 2
     assert samples["e_seconds_bucket{le=+Inf}"] == samples["e_seconds_count"] == 106
+
+
+def test_bounds_beyond_the_double_range_give_one_line_per_bound():
+    """Exponential buckets whose bounds overflow to ±Inf, and an explicit +Inf bound, merge into one
+    ``le="+Inf"`` / ``le="-Inf"`` line each (a repeated le would be a duplicate series for Prometheus)."""
+    ex = PrometheusExporter(background=False)
+    push(ex, ob.payload([ob.exp_histogram("e", 0, 1020, [1] * 6, neg_offset=1022, neg_counts=[1] * 4),
+                         ob.histogram("h", [1.0, float("inf")], [1, 2, 0], 3.0, unit="s")]), uuid.uuid4())
+    for om in (False, True):
+        _, fams, text = scrape(ex, openmetrics=om)
+        for fam, total in (("e_seconds", 10), ("h_seconds", 3)):
+            les = [s.labels["le"] for s in fams[fam].samples if s.name.endswith("_bucket")]
+            assert len(les) == len(set(les)) and les[-1] == "+Inf"
+            bucket = {s.labels["le"]: s.value for s in fams[fam].samples if s.name.endswith("_bucket")}
+            assert bucket["+Inf"] == total
+        e = {s.labels["le"]: s.value for s in fams["e_seconds"].samples if s.name.endswith("_bucket")}
+        assert e["-Inf"] == 2 and e["-8.98846567431158e+307"] == 3 and e["0"] == 4
+        assert e["8.98846567431158e+307"] == 7                                            # 2**1023
 
 
 def test_histogram_quantile_inputs_are_cumulative_and_monotone():
@@ -271,6 +314,75 @@ def test_expiry_after_max_of_floor_and_three_intervals():
     clock.t += 10
     assert ex.expire() == 1
     assert ex.series_count == 0 and ex.instances == 0
+
+
+def test_expiry_is_the_brokers_instance_expiry_from_the_push_interval():
+    """The broker gives receivers each instance's push interval and its expiry (the instance table's
+    max(60 s, 3 × interval)); the exporter drops an instance's series exactly when the broker forgets it:
+    interval 100 s → 300 s, interval 5 s → 60 s (the floor), with one injected clock for both."""
+    import kip714
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+
+    clock = Clock()
+    reg = SubscriptionRegistry()
+    reg.set("slow", {"metrics": "*", "interval.ms": "100000", "match": "client_id=slow"})
+    reg.set("fast", {"metrics": "*", "interval.ms": "5000", "match": "client_id=fast"})
+    ex = PrometheusExporter(background=False, clock=clock, expiry_floor_s=1)   # the broker's rule wins
+    broker = TelemetryBroker(reg, receivers=[ex], clock=lambda: int(clock.t * 1000))
+    seen = []
+
+    class Ctx:
+        def export_metrics(self, context, payload):
+            seen.append((context.push_interval_ms, context.expiry_ms))
+
+    broker.add_receiver(Ctx())
+    ids = {}
+    for cid in ("slow", "fast"):
+        ci = ClientInfo(client_id=cid)
+        get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
+        ids[cid] = get.client_instance_id
+        req = kip714.PushTelemetryRequest(client_instance_id=get.client_instance_id,
+                                          subscription_id=get.subscription_id, compression_type=0,
+                                          metrics=ob.payload([ob.gauge("g", 1.0)]))
+        assert broker.handle(req, ci)[0].error_code == 0
+    assert seen == [(100_000, 300_000), (5_000, 60_000)]
+    for cid in ("slow", "fast"):
+        assert broker.instances.get_state(ids[cid].bytes)["ttl_ms"] == dict(slow=300_000, fast=60_000)[cid]
+
+    def clients():
+        return {s.labels["client_id"] for s in scrape(ex)[1]["g"].samples} if ex.series_count else set()
+
+    clock.t += 59
+    assert ex.expire() == 0 and clients() == {"slow", "fast"}
+    clock.t += 2                                           # 61 s: past fast's 60 s, not slow's 300 s
+    assert ex.expire() == 1 and clients() == {"slow"}
+    clock.t += 238                                         # 299 s
+    assert ex.expire() == 0 and clients() == {"slow"}
+    clock.t += 2                                           # 301 s
+    assert ex.expire() == 1 and ex.series_count == 0 and ex.instances == 0
+
+
+def test_proxy_delivered_pushes_carry_the_told_interval():
+    """A push decided elsewhere (TelemetryBroker.deliver, the proxy's path) is not in this broker's table:
+    the receivers get the interval the client was told and the expiry that interval gives."""
+    import kip714
+    from kip714 import TelemetryBroker
+    from kip714.broker.receivers import ClientSubscription
+
+    seen = []
+
+    class Ctx:
+        def export_metrics(self, context, payload):
+            seen.append((context.push_interval_ms, context.expiry_ms))
+
+    broker = TelemetryBroker(receivers=[Ctx()])
+    inst = uuid.uuid4()
+    req = kip714.PushTelemetryRequest(client_instance_id=inst, subscription_id=1, compression_type=0,
+                                      metrics=ob.payload([ob.gauge("g", 1.0)]))
+    told = ClientSubscription(1, ("",), 45_000, True, (0,))
+    broker.deliver(req, ClientInfo(client_id="p"), 0, subscription=told)
+    broker.deliver(req, ClientInfo(client_id="p"), 0)                        # nothing known about it
+    assert seen == [(45_000, 135_000), (None, None)]
 
 
 # ------------------------------------------------------------------------------------------ hostile input
@@ -416,6 +528,105 @@ def test_http_server_negotiates_formats():
             assert r.headers["Content-Type"].startswith("application/openmetrics-text")
             text = r.read().decode()
         assert text.endswith("# EOF\n") and any(f.name == "c" for f in om_families(text))
+    finally:
+        ex.close()
+
+
+# Accept headers: none (text 0.0.4), OpenMetrics, and what Prometheus 2.x/3.x send
+ACCEPTS = [None, "application/openmetrics-text; version=1.0.0",
+           "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;"
+           "version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,"
+           "*/*;q=0.2",
+           "text/plain;version=1.0.0;escaping=underscores"]
+
+
+def _encoder_over_collect(ex, accept):
+    """What prometheus_client's own encoder writes from the collector protocol (the slow path)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ex)
+    encoder, ctype = choose_encoder(accept or "")
+    return encoder(reg), ctype
+
+
+def test_cached_exposition_is_prometheus_clients_text_byte_for_byte():
+    """exposition() reuses each series' rendered line prefix between scrapes: across new series, changed
+    values, moving exponential buckets, expiry (slots reused) and awkward label values it must stay the
+    exact bytes prometheus_client's encoder writes for the same state, in every negotiated format."""
+    clock = Clock()
+    ex = PrometheusExporter(background=False, clock=clock)
+    odd = {"path": 'a "quoted" \\ back\nslash', "ünï": "ç☃", "le": "x"}
+
+    def batch(k, extra=()):
+        return ob.payload([
+            ob.gauge("temp", 3.5 + k, attrs=odd, unit="Cel"),
+            ob.sum_("req", 5 + k, attrs={"n": k % 3}),
+            ob.sum_("conn", 10 * k, temporality=ob.CUMULATIVE, start=100),
+            ob.histogram("lat", [0.5, 1.0, 5.0], [1, k, 3, 4], 50.0 + k, attrs=odd, unit="ms"),
+            ob.summary("rtt", [(0.5, 2.0 + k), (0.99, 9.0)], 10 + k, 30.0),
+            ob.exp_histogram("size", 1 if k % 2 else 0, k, [1, 2, 3], zero=1, total=20.0),
+            ob.gauge("big", 1.5e300 * (k + 1)), ob.gauge("tiny", -2.5e-300), *extra])
+
+    a, b = uuid.uuid4(), uuid.uuid4()
+    for step in range(4):
+        push(ex, batch(step), a, client_id="a")
+        push(ex, batch(step + 7, [ob.gauge(f"only.b.{step}", float("nan")), ob.gauge("inf", float("-inf"))]), b,
+             client_id='b"\\')
+        if step == 2:
+            clock.t += 61                                  # both expire: every slot is freed, then reused
+            assert ex.expire() == 2
+        for accept in ACCEPTS:
+            fast, ctype = ex.exposition(accept)
+            slow, ctype_slow = _encoder_over_collect(ex, accept)
+            assert ctype == ctype_slow
+            assert fast == slow, accept
+    text = ex.exposition(ACCEPTS[1])[0].decode()
+    assert {f.name for f in om_families(text)} >= {"temp_celsius", "lat_milliseconds", "size_seconds", "inf"}
+
+
+def test_exposition_reads_back_the_same_after_many_scrapes_with_changes():
+    ex = PrometheusExporter(background=False)
+    inst = uuid.uuid4()
+    for k in range(30):
+        push(ex, ob.payload([ob.gauge("g", float(k), attrs={"i": k % 5}),
+                             ob.exp_histogram("e", 3 - k % 4, k, [1] * (1 + k % 7))]), inst)
+        samples, _, _ = scrape(ex, openmetrics=k % 2 == 1)
+        assert samples["g{i=" + str(k % 5) + "}"] == k
+        assert samples["e_seconds_bucket{le=+Inf}"] == sum(1 + j % 7 for j in range(k + 1))
+
+
+def test_http_server_tls_gzip_and_name_filter(tmp_path):
+    """/metrics over HTTPS (a certificate made here), gzip when accepted, ?name[]= as prometheus_client's
+    own WSGI app filters; OPTIONS and other methods answered as it answers them."""
+    import gzip
+    import ssl
+
+    from tls_cert import make_cert
+
+    cert = make_cert(tmp_path)
+    ex = PrometheusExporter(background=False)
+    port = ex.start_http_server("127.0.0.1", 0, certfile=cert[0], keyfile=cert[1])
+    ctx = ssl.create_default_context(cafile=cert[0])
+    url = f"https://127.0.0.1:{port}/metrics"
+    try:
+        push(ex, ob.payload([ob.sum_("c", 3), ob.gauge("g", 2.5)]), uuid.uuid4())
+        req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
+            assert r.headers["Content-Encoding"] == "gzip"
+            text = gzip.decompress(r.read()).decode()
+        assert text.encode() == ex.exposition()[0]
+        with urllib.request.urlopen(url + "?name[]=g&name[]=kip714_export_series", timeout=5, context=ctx) as r:
+            fams = {f.name: f for f in text_families(r.read().decode())}
+        assert set(fams) == {"g", "kip714_export_series"} and fams["g"].samples[0].value == 2.5
+        with urllib.request.urlopen(urllib.request.Request(url, method="OPTIONS"), timeout=5, context=ctx) as r:
+            assert r.status == 200 and r.headers["Allow"] == "OPTIONS,GET"
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=5, context=ctx)
+        assert err.value.code == 405
+        with pytest.raises(urllib.error.URLError):                      # the certificate is not trusted
+            urllib.request.urlopen(url, timeout=5, context=ssl.create_default_context())
     finally:
         ex.close()
 

@@ -9,9 +9,7 @@ import gc
 import hashlib
 import hmac
 import os
-import shutil
 import ssl
-import subprocess
 import threading
 import time
 
@@ -26,17 +24,12 @@ from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
 from proxy_helpers import start_proxy, wait  # noqa: E402
 from server_thread import ServerThread  # noqa: E402
+from tls_cert import make_cert  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")], check=True, capture_output=True)
-    return str(d / "cert.pem"), str(d / "key.pem")
+    return make_cert(tmp_path_factory.mktemp("tls"))
 
 
 def server_context(cert) -> ssl.SSLContext:

@@ -49,6 +49,13 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
         mc.create_topic("tapped", 2)
         recorder = ParquetRecorder(tmp_path / "rec")
         pt = start_proxy(mc.bootstraps, recorder=recorder)
+        contexts = []
+
+        class Timing:                              # what receivers learn of each tapped push
+            def export_metrics(self, context, payload):
+                contexts.append((context.push_interval_ms, context.expiry_ms))
+
+        pt.call(lambda: pt.proxy.broker.add_receiver(Timing()))
         try:
             assert pt.proxy.mode == "tap"          # auto: the mock advertises 71 and 72
             run_producer(pt.bootstrap, "tapped")
@@ -68,10 +75,12 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
     names = set().union(*(metric_names(r) for r in rows if r["payload"]))
     assert "org.apache.kafka.producer.node.request.latency.avg" in names
     assert all(n.startswith("org.apache.kafka.producer.") for n in names)   # the mock's subscription
-    # what the cluster told the client, read from its GetTelemetrySubscriptions answers as they passed
+    # the mock's GetTelemetrySubscriptions answers were read on the way: what it told the client is recorded
+    # and the receivers get its push interval and the expiry it gives (max(60 s, 3 × 1 s))
+    assert {r["push_interval_ms"] for r in rows} == {1000}
+    assert {tuple(r["subscribed_metrics"]) for r in rows} == {("org.apache.kafka.producer.",)}
+    assert contexts and set(contexts) == {(1000, 60_000)}
     for r in rows:
-        assert r["subscribed_metrics"] == ["org.apache.kafka.producer."], r
-        assert r["push_interval_ms"] == 1000
         assert r["accepted_compression_types"] and r["delta_temporality"] is not None
 
 

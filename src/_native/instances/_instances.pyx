@@ -948,6 +948,36 @@ cdef class InstanceTable:
         if not ok:
             raise KeyError(id16)
 
+    def expiry_for(self, push_interval_ms):
+        """How long an instance with this push interval lives without a request: ``max(cache_expiry_ms,
+        3 × push_interval_ms)`` (the one home of the rule; receivers get it as ``ReceiverContext.expiry_ms``)."""
+        cdef int64_t interval = push_interval_ms
+        if interval < 0 or interval > 0x7FFFFFFF:
+            raise ValueError(f"push_interval_ms must be in 0..2147483647, got {push_interval_ms}")
+        self._need()
+        return _ttl_for(&self.t, interval)
+
+    def timing(self, bytes id16 not None):
+        """``(push_interval_ms, expiry_ms)`` of a live instance (what it lives without a request, see
+        :meth:`expiry_for`), or None if absent or expired at the table clock. Cheaper than get_state."""
+        cdef uint64_t msb, lsb, h
+        cdef uint32_t i
+        cdef int64_t ttl = 0
+        cdef int32_t interval = 0
+        cdef bint found = False
+        _key(id16, &msb, &lsb)
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            i = _find(&self.t, msb, lsb, h)
+            if i != NIL and self.t.e[i].deadline > self.t.clock:
+                interval = self.t.e[i].interval
+                ttl = self.t.cls[self.t.e[i].cls].ttl
+                found = True
+        if not found:
+            return None
+        return (interval, ttl)
+
     def get_state(self, bytes id16 not None):
         """Every field of the instance as a dict, or None if absent or expired at the table clock."""
         cdef uint64_t msb, lsb, h

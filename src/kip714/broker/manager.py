@@ -168,7 +168,7 @@ class TelemetryBroker:
         if type(body) is GetTelemetrySubscriptionsRequest:
             response = self._get(body, client_info, now_ms, connection)
             if (self._observers or self._closers) and response.error_code == 0:
-                self.remember(response)
+                self._remember(response)
                 if self._closers and connection is not None:
                     self._seen(connection, response.client_instance_id.bytes, client_info)
             return response, None
@@ -184,10 +184,15 @@ class TelemetryBroker:
         if callable(getattr(receiver, "instance_closed", None)):
             self._closers.append(receiver)
 
-    def remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
-        """Keep what a successful Get told the instance (what the observers learn its pushes were held to):
-        called for every Get this broker answers, and by a proxy for the Gets its upstream answers (``tap``),
-        so that recorded pushes carry the subscription the cluster gave the client."""
+    def told_by_upstream(self, response: GetTelemetrySubscriptionsResponse) -> None:
+        """A GetTelemetrySubscriptions response another broker gave a client (``kip714 proxy`` in ``tap``
+        mode): remember what it told the instance, so that its pushes fed through :meth:`deliver` carry
+        that subscription, push interval and expiry to the receivers and observers."""
+        if response.error_code == 0:
+            self._remember(response)
+
+    def _remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
+        """Keep what a successful Get told the instance (what the observers learn its pushes were held to)."""
         told = ClientSubscription(
             subscription_id=response.subscription_id, requested_metrics=tuple(response.requested_metrics),
             push_interval_ms=response.push_interval_ms, delta_temporality=bool(response.delta_temporality),
@@ -231,14 +236,16 @@ class TelemetryBroker:
         decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
         payload exported, or ``None``. A failure here is counted and logged; the answer stays the given one.
         ``node_id``: the broker that answered (default this broker's ``node_id``). ``subscription``: what the
-        real broker told this client (the observers record it); by default what a Get this broker answered
-        told it, or nothing (the recording's subscription columns stay null rather than guess)."""
+        real broker told this client (the observers record it); by default what a Get this broker answered or
+        saw answered (:meth:`told_by_upstream`) told it, or nothing (the recording's subscription columns
+        stay null rather than guess)."""
         if now_ms is None:
             now_ms = self.clock()
         node = self.node_id if node_id is None else node_id
         payload = None
         if error_code == 0 and body.metrics_size:
-            payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node)
+            payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node,
+                                      subscription)
         if self._observers:
             self._observe(body, client_info, error_code, now_ms, node, subscription, resolve=False)
         return payload
@@ -252,8 +259,8 @@ class TelemetryBroker:
             else:  # decided elsewhere: only a Get this broker answered itself says what the client was told
                 with self._lock:
                     subscription = self._told.get(body.client_instance_id_bytes)
-        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id,
-                              subscription.push_interval_ms if subscription is not None else None, subscription)
+        interval = subscription.push_interval_ms if subscription is not None else None
+        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id, interval, subscription, self._expiry(interval))
         for observer in self._observers:
             try:
                 observer.push_completed(ctx, body, error_code, now_ms)
@@ -277,7 +284,8 @@ class TelemetryBroker:
             at_ms = self.clock() if now_ms is None else now_ms
             for seen_id, info in seen.items():
                 told = self.told(seen_id, info)
-                ctx = ReceiverContext(info, self.node_id, told.push_interval_ms, told)
+                ctx = ReceiverContext(info, self.node_id, told.push_interval_ms, told,
+                                      self._expiry(told.push_interval_ms))
                 instance = uuid.UUID(bytes=seen_id)
                 for closer in self._closers:
                     try:
@@ -361,8 +369,27 @@ class TelemetryBroker:
             return PushTelemetryResponse(0, code), None
         return PushTelemetryResponse(0, 0), payload
 
+    def _expiry(self, push_interval_ms: int | None) -> int | None:
+        """The instance table's expiry for a push interval (None when the interval is not known)."""
+        if push_interval_ms is None or not 0 <= push_interval_ms <= 0x7FFFFFFF:
+            return None
+        return self.instances.expiry_for(push_interval_ms)
+
+    def _timing(self, id16: bytes, subscription: ClientSubscription | None) -> tuple[int | None, int | None]:
+        """``(push interval, expiry)`` of an instance for the receivers: the table's when it holds the
+        instance, else (a push decided elsewhere) what the client was told."""
+        timing = self.instances.timing(id16)
+        if timing is not None:
+            return timing
+        if subscription is None:
+            with self._lock:
+                subscription = self._told.get(id16)
+        if subscription is None:
+            return None, None
+        return subscription.push_interval_ms, self._expiry(subscription.push_interval_ms)
+
     def _export(self, body: PushTelemetryRequest, id16: bytes, client_info: ClientInfo, now_ms: int,
-                node_id: int):
+                node_id: int, subscription: ClientSubscription | None = None):
         started = time.perf_counter()
         ctype = body.compression_type
         try:
@@ -382,7 +409,8 @@ class TelemetryBroker:
             compression_type=0 if self.decompress_payloads else ctype,
             subscription_id=body.subscription_id, received_at_ms=now_ms)
         if self.receivers:
-            ctx = ReceiverContext(client_info, node_id)
+            interval, expiry = self._timing(id16, subscription)
+            ctx = ReceiverContext(client_info, node_id, interval, None, expiry)
             for receiver in self.receivers:
                 try:
                     receiver.export_metrics(ctx, payload)

@@ -117,12 +117,17 @@ class ReceiverContext:
     """What a receiver knows about the request besides the payload (Kafka's AuthorizableRequestContext).
 
     ``subscription`` is what the endpoint last told this client instance (:class:`ClientSubscription`)
-    when the broker knows it; it is set for the observers' ``push_completed`` and ``instance_closed``."""
+    when the broker knows it; it is set for the observers' ``push_completed`` and ``instance_closed``.
+    ``push_interval_ms`` is the instance's push interval (KIP-1217's context) and ``expiry_ms`` how long
+    the broker keeps the instance without a request, ``max(cache_expiry_ms, 3 × push interval)`` (the
+    instance table's rule): a receiver keeping per-client state drops it after as long. Both are None
+    when the broker does not know them."""
 
     client_info: ClientInfo
     node_id: int
     push_interval_ms: int | None = None
     subscription: ClientSubscription | None = None
+    expiry_ms: int | None = None
 
 
 class TelemetryReceiver(Protocol):

@@ -36,20 +36,22 @@ def add_sink_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Prometheus exposition (client metrics as a scrape target)")
     g.add_argument("--prometheus", metavar="HOST:PORT", type=host_port,
                    help="serve the clients' metrics for Prometheus on http://HOST:PORT/metrics (text format or "
-                        "OpenMetrics by content negotiation), with kip714's own kip714_* metrics")
+                        "OpenMetrics by content negotiation), with kip714's own kip714_* metrics (default: not "
+                        "served)")
     g.add_argument("--prometheus-labels", default=",".join(DEFAULT_LABELS), metavar="LIST",
                    help=f"broker-added labels put on every series (default {','.join(DEFAULT_LABELS)}; any of "
                         f"{_LABELS_HELP}; '' for none)")
     g.add_argument("--prometheus-max-series", type=int, default=100_000, metavar="N",
                    help="at most N time series exposed; new series beyond are refused and counted (default 100000)")
     g.add_argument("--prometheus-no-scope-labels", action="store_true",
-                   help="leave out the otel_scope_name/otel_scope_version labels")
-    g.add_argument("--prometheus-tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+                   help="leave out the otel_scope_name/otel_scope_version labels (default: put on every series)")
+    g.add_argument("--prometheus-tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM; default: plain HTTP)")
     g.add_argument("--prometheus-tls-key", metavar="FILE", help="the private key of --prometheus-tls-cert")
     o = parser.add_argument_group("OTLP forwarding (client metrics to an OpenTelemetry collector)")
     o.add_argument("--otlp-endpoint", metavar="URL",
                    help="forward every accepted payload as OTLP/HTTP protobuf to URL (its /v1/metrics is used when "
-                        "URL has no path), the broker-added labels added to the resource attributes")
+                        "URL has no path; https:// for TLS), the broker-added labels added to the resource "
+                        "attributes (default: not forwarded)")
     o.add_argument("--otlp-labels", default=",".join(DEFAULT_LABELS), metavar="LIST",
                    help=f"broker-added labels added as resource attributes (default {','.join(DEFAULT_LABELS)}; "
                         f"any of {_LABELS_HELP})")
@@ -61,10 +63,12 @@ def add_sink_options(parser: argparse.ArgumentParser) -> None:
                    help="time allowed per export request (default 10s)")
     o.add_argument("--otlp-queue", type=int, default=10_000, metavar="N",
                    help="payloads waiting to be sent at most; more are dropped and counted (default 10000)")
-    o.add_argument("--otlp-ca", metavar="FILE", help="CA bundle to verify the collector's certificate (https)")
-    o.add_argument("--otlp-client-cert", metavar="FILE", help="client certificate for mutual TLS (PEM)")
+    o.add_argument("--otlp-ca", metavar="FILE", help="CA certificates (PEM) that verify an https:// collector's certificate (default: the "
+                        "system's trust store); a certificate that fails is counted as "
+                        "kip714_otlp_requests_total{status=\"tls-error\"}")
+    o.add_argument("--otlp-client-cert", metavar="FILE", help="client certificate for mutual TLS (PEM; default: none)")
     o.add_argument("--otlp-client-key", metavar="FILE", help="the private key of --otlp-client-cert")
-    o.add_argument("--otlp-insecure", action="store_true", help="do not verify the collector's certificate")
+    o.add_argument("--otlp-insecure", action="store_true", help="do not verify the collector's certificate (default: verified)")
 
 
 def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
@@ -73,6 +77,11 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
     from ..sinks.otlp_forward import OtlpForwarder
     from ..sinks.prometheus import PrometheusExporter, parse_labels
 
+    from ..errors import InvalidConfigError
+
+    for key, cert in (("prometheus_tls_key", "prometheus_tls_cert"), ("otlp_client_key", "otlp_client_cert")):
+        if getattr(args, key, None) and not getattr(args, cert, None):
+            raise InvalidConfigError(f"--{key.replace('_', '-')} needs --{cert.replace('_', '-')}")
     sinks: list[Any] = []
     exporter = forwarder = None
     if getattr(args, "otlp_endpoint", None):

@@ -15,9 +15,9 @@ Every request goes upstream byte for byte and every response comes back byte for
   GetTelemetrySubscriptions/PushTelemetry v0 when the proxy answers telemetry itself);
 * telemetry, by mode: ``terminate`` answers GetTelemetrySubscriptions/PushTelemetry here through a
   :class:`~kip714.TelemetryBroker` (``node_id`` = the upstream node the connection maps to); ``tap``
-  forwards them and records each push with the upstream's answer and the subscription the upstream's
-  last GetTelemetrySubscriptions answer gave that client instance; ``off`` forwards them untouched; ``auto``
-  is ``tap`` when the cluster advertises both APIs, else ``terminate``.
+  forwards them and records each push with the upstream's answer (and with what the upstream's
+  GetTelemetrySubscriptions answer told the client: subscription, push interval, expiry); ``off``
+  forwards them untouched; ``auto`` is ``tap`` when the cluster advertises both APIs, else ``terminate``.
 
 SASL PLAIN and SCRAM pass through; the user name becomes the telemetry principal (``User:<name>``).
 
@@ -89,11 +89,11 @@ _I32 = struct.Struct(">i")
 _A_PASS = 0          # the response streams through
 _A_REWRITE = 1       # addresses to rewrite: info = (rewrite function, version)
 _A_API_VERSIONS = 2  # info = (version, client_id)
-_A_TAP = 3           # a PushTelemetry to record with the upstream's answer: info = decoded request
+_A_TAP = 3           # tap: a PushTelemetry to record with the upstream's answer, or a Get whose answer to
+                     # remember (told_by_upstream): info = decoded request
 _A_SASL = 4          # a SaslAuthenticate: info = the user name it authenticates as (or None)
 _A_LOCAL = 5         # an answer the proxy made: info = the frame to write when its turn comes
 _A_INTERNAL = 6      # the proxy's own ApiVersions: info = (client correlation id, client version, our version)
-_A_TAP_GET = 7       # a GetTelemetrySubscriptions the upstream answers (tap): info = its version
 _INTERNAL_CORRELATION_ID = 0x7FFF_F714
 
 _WRITE_HIGH = 1 << 20   # write-buffer high-water mark of each side (bytes)
@@ -363,11 +363,8 @@ class _ClientConnection(EndpointConnection):
             raise _Drop(f"API key {api_key} answers name addresses the proxy does not rewrite")
         if api_key == _GTS or api_key == _PUSH:
             mode = self.proxy.mode
-            if mode == "terminate" or (mode == "tap" and api_key == _PUSH):
+            if mode == "terminate" or mode == "tap":    # tap: a Get's answer says the push interval
                 return CAPTURE
-            if mode == "tap":   # the request streams; its answer tells what the cluster subscribed
-                self.pending.append((corr, _A_TAP_GET, version))
-                return STREAM
             self.pending.append((corr, _A_PASS, None))
             return STREAM
         if api_key in (_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE):
@@ -481,6 +478,12 @@ class _ClientConnection(EndpointConnection):
                 raise _Drop("the upstream refused ApiVersions")
             frame = rewrite.rewrite_api_versions(body, our_version, self.proxy.api_additions, self.proxy.caps,
                                                  out_version=client_version, correlation_id=client_corr)
+        elif action == _A_TAP and info.api_key == _GTS:
+            try:
+                told = decode_response(body, _GTS, info.api_version).body
+            except Kip714Error as exc:
+                raise _Drop(f"malformed GetTelemetrySubscriptions response: {exc}") from None
+            self.proxy.broker.told_by_upstream(told)
         elif action == _A_TAP:
             try:
                 error = decode_response(body, _PUSH, info.api_version).body.error_code
@@ -491,13 +494,6 @@ class _ClientConnection(EndpointConnection):
             if self.locals:
                 self._flush_locals()
             return
-        elif action == _A_TAP_GET:
-            try:
-                get = decode_response(body, _GTS, info).body
-            except Kip714Error as exc:
-                raise _Drop(f"malformed GetTelemetrySubscriptions response: {exc}") from None
-            if get.error_code == 0:
-                self.proxy.broker.remember(get)
         elif action == _A_SASL and info is not None:
             user, version = info
             if rewrite.sasl_authenticate_error(body, version) == 0:

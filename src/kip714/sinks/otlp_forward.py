@@ -115,6 +115,7 @@ class OtlpForwarder:
         self.requests: dict[str, int] = {}     # by status ("200", "503", "error")
         self.dropped: dict[str, int] = {}      # payloads, by reason
         self.retries = 0
+        self._tls_warned = False
         self._thread = threading.Thread(target=self._run, name="kip714-otlp", daemon=True)
         self._thread.start()
 
@@ -209,6 +210,15 @@ class OtlpForwarder:
 
         try:
             r = self._http.request("POST", self.url, body=body, headers=self.headers, preload_content=True)
+        except urllib3.exceptions.SSLError as exc:
+            # an untrusted or invalid certificate (or no TLS there): retried like a connection failure, a
+            # certificate may be replaced meanwhile, but counted apart and said once
+            if not self._tls_warned:
+                self._tls_warned = True
+                log.warning("OTLP export to %s failed TLS (retried; counted as kip714_otlp_requests_total"
+                            "{status=\"tls-error\"}): %s", self.url, exc)
+            self._status("tls-error")
+            return None, None
         except urllib3.exceptions.HTTPError as exc:
             log.debug("OTLP export failed: %s", exc)
             self._status("error")
@@ -255,7 +265,7 @@ class OtlpForwarder:
             for reason, n in sorted(self.dropped.items()):
                 dropped.add_metric([reason], n)
             requests = CounterMetricFamily("kip714_otlp_requests", "Export requests by HTTP status ('error': no "
-                                           "response)", labels=["status"])
+                                           "response, 'tls-error': the TLS handshake failed)", labels=["status"])
             for status, n in sorted(self.requests.items()):
                 requests.add_metric([status], n)
             retries = CounterMetricFamily("kip714_otlp_retries", "Export requests retried", value=self.retries)

@@ -26,9 +26,10 @@ Mapping (the OpenTelemetry "Prometheus and OpenMetrics compatibility" specificat
   specification says (a broker label included); ``le`` on a histogram and ``quantile`` on a summary
   become ``key_le`` / ``key_quantile``.
 * Life cycle: an instance's series disappear at the first scrape after its terminating push was
-  absorbed (so its final values are exposed once), and when it pushed nothing for
-  ``max(expiry_floor_s, 3 × push interval)`` (the interval from the receiver context when the broker
-  gives one, otherwise the gap between its last two pushes).
+  absorbed (so its final values are exposed once), and when it pushed nothing for as long as the
+  broker keeps it (``ReceiverContext.expiry_ms``: the instance table's ``max(60 s, 3 × push
+  interval)``); without that context, ``max(expiry_floor_s, 3 × push interval)`` with the context's
+  interval, otherwise the gap between its last two pushes.
 * Limits: ``max_series`` exposed time series (a histogram counts its bucket lines), ``max_buckets`` per
   histogram point; everything not exposed is counted in ``kip714_export_points_dropped_total{reason}``.
 """
@@ -59,6 +60,8 @@ _SET, _ADD_MONOTONIC, _ADD, _PY = 0, 1, 2, 3
 _KIND_TYPE = {"gauge": "gauge", "histogram": "histogram", "exponential_histogram": "histogram",
               "summary": "summary"}
 _RESERVED = {"histogram": "le", "summary": "quantile"}
+_MAX_FORMATS = 4                 # exposition formats whose rendered lines are kept (by content type)
+_COUNT, _SUM = "\x00count", "\x00sum"  # keys of a histogram's / summary's _count and _sum line prefixes
 _ROW_FIELDS = ("metric", "description", "unit", "kind", "temporality", "monotonic", "attributes", "resource",
                "scope_name", "scope_version")
 _PY_FIELDS = ("kind", "temporality", "monotonic", "start_time_unix_nano", "value", "count", "sum",
@@ -120,7 +123,7 @@ class _Histogram:
             acc += n
             out.append((_float_text(bound), acc))
         out.append(("+Inf", acc + (self.buckets[-1] if len(self.buckets) > len(self.bounds) else 0)))
-        return out
+        return _distinct_bounds(out)
 
 
 class _ExpHistogram:
@@ -189,10 +192,30 @@ class _ExpHistogram:
             acc += self.pos[i]
             out.append((_float_text(_boundary(i + 1, scale)), acc))
         out.append(("+Inf", max(acc, self.count)))
-        return out
+        return _distinct_bounds(out)
 
     def has_negative(self) -> bool:
         return bool(self.neg)
+
+
+def _distinct_bounds(buckets: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` with one line per bound: buckets whose bounds overflowed to ±Inf (an
+    exponential bucket index beyond the double range, an explicit bound of +Inf) merge, the cumulative
+    count of the last one kept (a repeated ``le`` would be a duplicate series Prometheus refuses)."""
+    out: list[tuple[str, float]] = []
+    for le, n in buckets:
+        if out and out[-1][0] == le:
+            out[-1] = (le, n)
+        else:
+            out.append((le, n))
+    return out
+
+
+def _sum_exposed(acc) -> bool:
+    """A histogram's ``_sum`` is exposed when it is known, not negative, and every bucket is positive: the
+    OTel specification reports it "only if the sum is positive and monotonic", OpenMetrics forbids a
+    negative ``_sum`` and a ``_sum`` beside negative buckets."""
+    return acc.sum is not None and acc.sum >= 0 and not acc.has_negative()
 
 
 def _boundary(i: int, scale: int) -> float:
@@ -218,13 +241,14 @@ class _Summary:
 
 
 class _Instance:
-    __slots__ = ("sources", "last_seen", "previous_seen", "interval_s", "terminated_at")
+    __slots__ = ("sources", "last_seen", "previous_seen", "interval_s", "expiry_s", "terminated_at")
 
     def __init__(self, now: float) -> None:
         self.sources: list[int] = []
         self.last_seen = now
         self.previous_seen: float | None = None
         self.interval_s: float | None = None
+        self.expiry_s: float | None = None         # the broker's expiry for it (ReceiverContext.expiry_ms)
         self.terminated_at: float | None = None
 
 
@@ -278,6 +302,8 @@ class PrometheusExporter:
         self._slot_otlp: list[str | None] = []
         self._instances: dict[uuid.UUID, _Instance] = {}
         self._np_cache: tuple | None = None
+        self._formats: dict[str, _Format] = {}     # content type → rendered headers and line prefixes
+        self._fresh: list[int] = []                # series created since the last pre-rendering
         # counters (self-metrics)
         self.push_codes: dict[str, int] = {}
         self.dropped: dict[str, int] = {}          # points dropped, by reason
@@ -306,7 +332,7 @@ class PrometheusExporter:
     def export_metrics(self, context, payload) -> None:
         """Queue an accepted payload (never blocks; a full queue drops it and counts ``queue-full``)."""
         item = (payload.client_instance_id, payload.labels, payload.data, payload.terminating,
-                getattr(context, "push_interval_ms", None))
+                (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)))
         if self._thread is None:
             self.absorb([item])
             return
@@ -394,7 +420,48 @@ class PrometheusExporter:
         table[reason] = table.get(reason, 0) + n
 
     def absorb(self, items: list) -> None:
-        """Absorb queued items ``(instance, labels, otlp bytes, terminating, push_interval_ms)``."""
+        """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)`` (see :meth:`_absorb`);
+        then render the new series' lines for the formats scraped so far, so that a scrape after many new
+        series does not pay for them."""
+        try:
+            self._absorb(items)
+        finally:
+            if self._fresh:
+                with self._lock:
+                    self._prerender()
+
+    def _prerender(self) -> None:
+        """Render the line prefixes of the series created since the last call, in every known format."""
+        fresh, self._fresh = self._fresh, []
+        if not self._formats:
+            return                                 # nothing scraped yet: the first scrape renders them all
+        _Sample = _sample_class()
+        by_family: dict[int, tuple[_Family, list[int]]] = {}
+        for slot in dict.fromkeys(fresh):
+            fam = self._slot_family[slot]
+            if fam is not None and slot in fam.slots:
+                by_family.setdefault(id(fam), (fam, []))[1].append(slot)
+        for key, f in list(self._formats.items()):
+            try:
+                self._prerender_format(f, by_family.values(), _Sample)
+            except RuntimeError:                   # the scrape renders them (or falls back) instead
+                log.exception("pre-rendering %s failed", key)
+                self._formats.pop(key, None)
+
+    def _prerender_format(self, f: "_Format", families, _Sample) -> None:
+        pref = f.prefixes
+        for fam, slots in families:
+            if fam.type in ("gauge", "counter"):
+                todo = [(pref, s, _Sample(fam.sample, fam.slots[s], 0.0)) for s in slots if s not in pref]
+                if todo:
+                    f.render(fam, todo)
+            else:
+                self._complex_lines(f, fam, None, slots)
+
+    def _absorb(self, items: list) -> None:
+        """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)``; ``timing`` is
+        ``(push_interval_ms, expiry_ms)`` from the receiver context (either None when not known), a bare
+        push interval, or None."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -410,7 +477,7 @@ class PrometheusExporter:
             for _ in errors:
                 self._count(self.payloads_dropped, "undecodable")
             bad = {e[0] for e in errors}
-            for i, (instance, _, _, terminating, interval_ms) in enumerate(items):
+            for i, (instance, _, _, terminating, timing) in enumerate(items):
                 if i in bad:
                     continue
                 inst = self._instances.get(instance)
@@ -419,8 +486,10 @@ class PrometheusExporter:
                 else:
                     inst.previous_seen, inst.last_seen = inst.last_seen, now
                     inst.interval_s = now - inst.previous_seen
+                interval_ms, expiry_ms = timing if isinstance(timing, tuple) else (timing, None)
                 if interval_ms:
                     inst.interval_s = interval_ms / 1000.0
+                inst.expiry_s = expiry_ms / 1000.0 if expiry_ms else None
                 if terminating:
                     inst.terminated_at = now
             self.payloads_absorbed += len(items) - len(bad)
@@ -517,7 +586,13 @@ class PrometheusExporter:
             if len(qs) > self.max_buckets:
                 self._count(self.dropped, "too-many-buckets")
                 return
-            acc = _Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, row["sum"])
+            if any(q["value"] is not None and q["value"] < 0 for q in qs):
+                self._count(self.dropped, "invalid-value")     # OpenMetrics: quantile values are never negative
+                return
+            sum_ = row["sum"]
+            if sum_ is not None and not (math.isfinite(sum_) and sum_ >= 0):
+                sum_ = None                                    # the spec: _sum only when positive
+            acc = _Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, sum_)
             self._set_complex(slot, acc)
             return
         count, sum_ = row["count"] or 0, row["sum"]
@@ -650,6 +725,7 @@ class PrometheusExporter:
                                (self._slot_value, 0.0), (self._slot_weight, 0), (self._slot_otlp, None)):
                     lst.append(v)
             self._series[skey] = slot
+            self._fresh.append(slot)
             self._slot_key[slot] = skey
             self._slot_family[slot] = family
             self._slot_refs[slot] = 0
@@ -691,8 +767,12 @@ class PrometheusExporter:
             if self._slot_refs[slot] == 0:
                 family = self._slot_family[slot]
                 family.slots.pop(slot, None)
+                gone = None
                 if not family.slots:
                     self._families.pop(family.sample, None)
+                    gone = family.sample
+                for f in self._formats.values():
+                    f.forget(slot, gone)
                 self._series.pop(self._slot_key[slot], None)
                 self.series_count -= self._slot_weight[slot]
                 otlp_name = self._slot_otlp[slot]
@@ -706,11 +786,14 @@ class PrometheusExporter:
                 self._slot_free.append(slot)
 
     def expire(self, now: float | None = None) -> int:
-        """Drop instances silent for ``max(expiry_floor_s, 3 × push interval)``; returns how many."""
+        """Drop instances silent for as long as the broker keeps them (``ReceiverContext.expiry_ms``: its
+        instance table's ``max(60 s, 3 × push interval)``), or, when the broker did not say,
+        ``max(expiry_floor_s, 3 × push interval)``; returns how many."""
         now = self.clock() if now is None else now
         with self._lock:
+            floor = self.expiry_floor_s
             gone = [i for i, st in self._instances.items()
-                    if now - st.last_seen > max(self.expiry_floor_s, 3 * (st.interval_s or 0.0))]
+                    if now - st.last_seen > (st.expiry_s or max(floor, 3 * (st.interval_s or 0.0)))]
             for i in gone:
                 self._drop_instance(i)
             self.expired += len(gone)
@@ -747,9 +830,9 @@ class PrometheusExporter:
                             continue
                         for le, v in acc.le_buckets():
                             samples.append(Sample(bname, {**labels, "le": le}, v))
-                        # _sum only when every bucket is positive (the spec), and OpenMetrics allows _count
-                        # only with _sum: otherwise the +Inf bucket alone carries the count
-                        if acc.sum is not None and not acc.has_negative():
+                        # the format is not known here: OpenMetrics' rule (_count only beside _sum, _sum
+                        # only without negative buckets) holds for both; exposition() refines it per format
+                        if _sum_exposed(acc):
                             samples.append(Sample(cname, labels, acc.count))
                             samples.append(Sample(sname, labels, acc.sum))
                 else:
@@ -766,15 +849,8 @@ class PrometheusExporter:
                 if samples:
                     out.append(m)
             out.extend(self._self_metrics())
-            self.scrapes += 1
-            for instance in [i for i, st in self._instances.items()
-                             if st.terminated_at is not None and st.terminated_at <= started]:
-                self._drop_instance(instance)
-        for source in self._extra:
-            try:
-                out.extend(source())
-            except Exception:
-                log.exception("self-metrics source failed")
+            self._scraped(started)
+        out.extend(self._extra_metrics())
         return out
 
     def _self_metrics(self) -> list:
@@ -813,24 +889,247 @@ class PrometheusExporter:
         return [pushes, live, series, limit, refused, payloads, points, dropped, pdropped, depth]
 
     def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
-        """One scrape: ``(body, content type)`` as prometheus_client negotiates it from ``accept``."""
+        """One scrape: ``(body, content type)`` as prometheus_client negotiates it from ``accept``.
+
+        The same text as ``prometheus_client``'s encoder over :meth:`collect` (byte for byte), made fast:
+        each series' sample lines up to the value, and each family's ``# HELP``/``# TYPE`` lines, are
+        rendered by that encoder once per format and kept while the series lives; a scrape renders only
+        new series and formats the values (``prometheus_client.utils.floatToGoString``)."""
         from prometheus_client.exposition import choose_encoder
 
         encoder, content_type = choose_encoder(accept or "")
-        return encoder(self), content_type
+        try:
+            return self._render(encoder, content_type), content_type
+        except RuntimeError:      # the encoder wrote something unexpected (never seen): render every line
+            log.exception("cached exposition failed; rendering every line this time")
+            with self._lock:
+                self._formats.pop(content_type, None)
+            return encoder(_Collected(self.collect())), content_type
+
+    def _render(self, encoder, key: str) -> bytes:
+        from prometheus_client.utils import floatToGoString as fmt
+
+        _Sample = _sample_class()
+        started = self.clock()
+        parts: list[str] = []
+        with self._lock:
+            f = self._formats.get(key)
+            if f is None:
+                if len(self._formats) >= _MAX_FORMATS:        # Accept headers are the scraper's to choose
+                    self._formats.pop(next(iter(self._formats)))
+                f = self._formats[key] = _Format(encoder)
+            vals = self._slot_value
+            for family in self._families.values():
+                pref = f.prefixes
+                typ = family.type
+                if typ in ("gauge", "counter"):
+                    slots = family.slots
+                    missing = [s for s in slots if s not in pref]
+                    if missing:
+                        name = family.sample
+                        f.render(family, [(pref, s, _Sample(name, slots[s], 0.0)) for s in missing])
+                    lines = [pref[s] + fmt(vals[s]) for s in slots]
+                else:
+                    lines = self._complex_lines(f, family, fmt)
+                if lines:
+                    parts.append(f.header(family))
+                    parts.append("\n".join(lines))
+                    parts.append("\n")
+            own = self._self_metrics()
+            self._scraped(started)
+        own.extend(self._extra_metrics())
+        return "".join(parts).encode("utf-8") + encoder(_Collected(own))
+
+    def _complex_lines(self, f: "_Format", family: _Family, fmt, slots: list[int] | None = None) -> list[str]:
+        """Histogram and summary sample lines of ``family`` (rendering the prefixes it has not seen); with
+        ``slots``, only those series, and with ``fmt`` None only the rendering (no lines)."""
+        _Sample = _sample_class()
+        vals = self._slot_value
+        entries: list[tuple[dict, str, Any]] = []
+        missing: list[tuple[dict, str, Any]] = []
+        histogram = family.type == "histogram"
+        base = family.name
+        bname, cname, sname = base + "_bucket", base + "_count", base + "_sum"
+        series = family.slots.items() if slots is None else [(s, family.slots[s]) for s in slots]
+        for slot, labels in series:
+            acc = vals[slot]
+            if acc is None:
+                continue
+            d = f.prefixes.get(slot)
+            if d is None:
+                d = f.prefixes[slot] = {}
+            if histogram:
+                for le, v in acc.le_buckets():
+                    if le not in d:
+                        missing.append((d, le, _Sample(bname, {**labels, "le": le}, 0.0)))
+                    entries.append((d, le, v))
+                # _sum only when every bucket is positive (the OTel spec); _count always in the text
+                # format (the spec), only beside _sum in OpenMetrics (its rule; the +Inf bucket holds it)
+                with_sum = _sum_exposed(acc)
+                for k, n, v in ((_COUNT, cname, acc.count), (_SUM, sname, acc.sum)):
+                    if with_sum or (k == _COUNT and not f.openmetrics):
+                        if k not in d:
+                            missing.append((d, k, _Sample(n, labels, 0.0)))
+                        entries.append((d, k, v))
+            else:
+                for q, v in acc.quantiles:
+                    qt = _float_text(q)
+                    if qt not in d:
+                        missing.append((d, qt, _Sample(base, {**labels, "quantile": qt}, 0.0)))
+                    entries.append((d, qt, v))
+                for k, n, v in ((_COUNT, cname, acc.count), (_SUM, sname, acc.sum)):
+                    if v is None:
+                        continue
+                    if k not in d:
+                        missing.append((d, k, _Sample(n, labels, 0.0)))
+                    entries.append((d, k, v))
+            if len(d) > 4 * self.max_buckets + 8:   # an exponential histogram's bounds moved many times
+                d.clear()
+                return self._complex_lines(f, family, fmt, slots)
+        if missing:
+            f.render(family, missing)
+        return [] if fmt is None else [d[k] + fmt(v) for d, k, v in entries]
+
+    def _scraped(self, started: float) -> None:
+        """After a scrape (under the lock): count it, and drop the instances whose terminating push was
+        absorbed before it began (their final values have now been exposed once)."""
+        self.scrapes += 1
+        for instance in [i for i, st in self._instances.items()
+                         if st.terminated_at is not None and st.terminated_at <= started]:
+            self._drop_instance(instance)
+
+    def _extra_metrics(self) -> list:
+        out: list = []
+        for source in self._extra:
+            try:
+                out.extend(source())
+            except Exception:
+                log.exception("self-metrics source failed")
+        return out
+
+    def wsgi_app(self, environ, start_response):
+        """A WSGI application serving the exposition (any path; ``?name[]=`` keeps the families named, by
+        family or sample name, as prometheus_client's ``make_wsgi_app`` means it; gzip when accepted)."""
+        import gzip
+        from urllib.parse import parse_qs
+
+        from prometheus_client.exposition import choose_encoder, gzip_accepted
+
+        method = environ["REQUEST_METHOD"]
+        if method == "OPTIONS":
+            status, headers, body = "200 OK", [("Allow", "OPTIONS,GET")], b""
+        elif method != "GET":
+            status, headers = "405 Method Not Allowed", [("Allow", "OPTIONS,GET")]
+            body = f"# HTTP {status}: {method}; use OPTIONS or GET\n".encode()
+        elif environ.get("PATH_INFO") == "/favicon.ico":
+            status, headers, body = "200 OK", [], b""
+        else:
+            accept = environ.get("HTTP_ACCEPT")
+            params = parse_qs(environ.get("QUERY_STRING", ""))
+            if "name[]" in params:                 # the families named (by family or sample name)
+                names = set(params["name[]"])
+                encoder, ctype = choose_encoder(accept or "")
+                body = encoder(_Collected([m for m in self.collect()
+                                           if m.name in names or any(x.name in names for x in m.samples)]))
+            else:
+                body, ctype = self.exposition(accept)
+            status, headers = "200 OK", [("Content-Type", ctype)]
+            if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING")):
+                body = gzip.compress(body, 1)
+                headers.append(("Content-Encoding", "gzip"))
+        start_response(status, headers)
+        return [body]
 
     def start_http_server(self, host: str = "127.0.0.1", port: int = 9464, certfile: str | None = None,
                           keyfile: str | None = None) -> int:
-        """Serve ``/metrics`` (any path) with prometheus_client's WSGI server on ``host:port``; returns the
-        port (0 picks a free one). ``certfile``/``keyfile`` serve HTTPS."""
-        from prometheus_client import CollectorRegistry
-        from prometheus_client.exposition import start_wsgi_server
+        """Serve ``/metrics`` (any path) on ``host:port`` with :meth:`wsgi_app` on prometheus_client's
+        threading WSGI server; returns the port (0 picks a free one). ``certfile``/``keyfile`` serve HTTPS."""
+        import socket
+        import ssl
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)
-        server, thread = start_wsgi_server(port, addr=host, registry=registry, certfile=certfile, keyfile=keyfile)
+        from prometheus_client.exposition import ThreadingWSGIServer
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, format, *args):  # noqa: A002
+                pass
+
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        server_class = type("_Server", (ThreadingWSGIServer,), {"address_family": family})
+        server = make_server(host, port, self.wsgi_app, server_class, handler_class=Quiet)
+        if certfile:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(certfile, keyfile)
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        thread = threading.Thread(target=server.serve_forever, name="kip714-prometheus-http", daemon=True)
+        thread.start()
         self._http = (server, thread)
         return server.server_port
+
+
+def _sample_class():
+    from prometheus_client.samples import Sample
+
+    return Sample
+
+
+class _Collected:
+    """Fixed metric families as a collector (what prometheus_client's encoders take)."""
+
+    __slots__ = ("metrics",)
+
+    def __init__(self, metrics: list) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> list:
+        return self.metrics
+
+
+class _Format:
+    """One exposition format (a content type prometheus_client negotiated) and what its encoder rendered:
+    each family's header lines and each exposed series' sample lines without the value. Lines come from
+    the encoder itself (a batch of new samples at value 0, split at the newlines; label values never hold
+    a raw newline, the encoder escapes it), so the format stays prometheus_client's."""
+
+    __slots__ = ("encoder", "eof", "openmetrics", "headers", "prefixes")
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+        self.eof = encoder(_Collected([])).decode()       # OpenMetrics' "# EOF"
+        self.openmetrics = bool(self.eof)
+        self.headers: dict[str, str] = {}                  # family sample name → HELP/TYPE/UNIT lines
+        self.prefixes: dict[int, Any] = {}                 # slot → line prefix, or {bucket key: prefix}
+
+    def _metric(self, family: _Family):
+        from prometheus_client.core import Metric
+
+        return Metric(family.name, family.help, family.type, family.unit)
+
+    def header(self, family: _Family) -> str:
+        h = self.headers.get(family.sample)
+        if h is None:
+            text = self.encoder(_Collected([self._metric(family)])).decode()
+            h = self.headers[family.sample] = text[:len(text) - len(self.eof)]
+        return h
+
+    def render(self, family: _Family, todo: list) -> None:
+        """Render ``todo`` = [(target dict, key, Sample at value 0)] and store each line's prefix."""
+        m = self._metric(family)
+        m.samples = [t[2] for t in todo]
+        text = self.encoder(_Collected([m])).decode()
+        header = self.header(family)
+        lines = text[len(header):len(text) - len(self.eof)].split("\n")
+        if not text.startswith(header) or len(lines) != len(todo) + 1 or lines[-1]:
+            raise RuntimeError(f"unexpected exposition of {family.name}: {len(lines)} lines for {len(todo)} samples")
+        for (target, key, _), line in zip(todo, lines):
+            if not line.endswith(" 0.0"):
+                raise RuntimeError(f"unexpected exposition line {line!r}")
+            target[key] = line[:-3]
+
+    def forget(self, slot: int, family_gone: str | None) -> None:
+        self.prefixes.pop(slot, None)
+        if family_gone is not None:
+            self.headers.pop(family_gone, None)
 
 
 def _map_text(column):
