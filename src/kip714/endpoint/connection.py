@@ -204,6 +204,20 @@ class EndpointConnection(asyncio.Protocol):
         self.connection_id = endpoint.next_connection_id()   # the broker's key for this connection
         self.closed_by_endpoint = False   # set when the endpoint closes it (shutdown, idle, protocol error)
         self._held: deque | None = None   # (future or None, frame): answers waiting for the disk, in order
+        self.read_block = 0   # bits, one per reason to stop reading from the client (each subclass names its own)
+
+    def block_reading(self, reason: int, blocked: bool) -> None:
+        """Set or clear one ``reason`` bit for not reading from the client; the transport pauses while any
+        bit is set and resumes when the last one clears."""
+        old = self.read_block
+        new = old | reason if blocked else old & ~reason
+        self.read_block = new
+        transport = self.transport
+        if bool(old) != bool(new) and transport is not None and not transport.is_closing():
+            if new:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
     @property
     def address(self) -> str:
@@ -349,29 +363,18 @@ class FramedConnection(EndpointConnection):
     def __init__(self, endpoint: Any) -> None:
         super().__init__(endpoint)
         self.buffer = bytearray()
-        self.read_block = 0   # bits: 1 the client's write buffer is full, 2 too many answers wait for the disk
-
-    def _block_reading(self, reason: int, blocked: bool) -> None:
-        old = self.read_block
-        new = old | reason if blocked else old & ~reason
-        self.read_block = new
-        transport = self.transport
-        if bool(old) != bool(new) and transport is not None and not transport.is_closing():
-            if new:
-                transport.pause_reading()
-            else:
-                transport.resume_reading()
+        # read_block bits: 1 the client's write buffer is full, 2 too many answers wait for the disk
 
     # Flow control: a client that sends requests without reading the answers would otherwise make the
     # transport buffer every response; stop reading while the write buffer is above its high-water mark.
     def pause_writing(self) -> None:
-        self._block_reading(1, True)
+        self.block_reading(1, True)
 
     def resume_writing(self) -> None:
-        self._block_reading(1, False)
+        self.block_reading(1, False)
 
     def hold_reading(self, blocked: bool) -> None:
-        self._block_reading(2, blocked)
+        self.block_reading(2, blocked)
 
     def data_received(self, data: bytes) -> None:
         endpoint = self.endpoint

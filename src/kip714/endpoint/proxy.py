@@ -176,7 +176,7 @@ class _ClientConnection(EndpointConnection):
         self.upstream: _Upstream | None = None
         self.pending: collections.deque = collections.deque()
         self.locals = 0                         # _A_LOCAL entries in pending
-        self.read_block = 0     # bits: 1 upstream not ready, 2 upstream full, 4 client full, 8 answers held
+        # read_block bits: 1 upstream not ready, 2 upstream full, 4 client full, 8 answers held
         self.closing = False
         self.sasl_mechanism = ""
         self.requests = FrameStream(self._request_head, self._request_captured, self._to_upstream, 8,
@@ -264,17 +264,6 @@ class _ClientConnection(EndpointConnection):
             self.upstream.transport.abort()
 
     # ------------------------------------------------------------------------------ flow control
-
-    def block_reading(self, reason: int, blocked: bool) -> None:
-        old = self.read_block
-        new = old | reason if blocked else old & ~reason
-        self.read_block = new
-        transport = self.transport
-        if bool(old) != bool(new) and transport is not None and not transport.is_closing():
-            if new:
-                transport.pause_reading()
-            else:
-                transport.resume_reading()
 
     def hold_reading(self, blocked: bool) -> None:
         self.block_reading(8, blocked)
