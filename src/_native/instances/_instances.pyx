@@ -58,6 +58,7 @@ cdef extern from "instances_util.h":
     int64_t k714i_wsub(int64_t a, int64_t b) noexcept nogil
     int64_t k714i_sat_add(int64_t a, int64_t b) noexcept nogil
     void k714i_prefetch(const void* p) noexcept nogil
+    void k714i_advise_huge(void* p, size_t n) noexcept nogil
 
 import enum as _enum
 
@@ -389,11 +390,13 @@ cdef int _grow(Table* t) noexcept nogil:
         return -1
     t.e = ne
     t.cap = newcap
+    k714i_advise_huge(ne, <size_t>newcap * sizeof(Entry))   # before the new slots are first touched
     nb = _pow2_at_least(newcap)
     if nb > t.bmask + 1:
         nbk = <uint32_t*>PyMem_RawMalloc(<size_t>nb * sizeof(uint32_t))
         if nbk == NULL:
             return 0            # the old index still works, only with longer chains
+        k714i_advise_huge(nbk, <size_t>nb * sizeof(uint32_t))
         memset(nbk, 0xFF, <size_t>nb * sizeof(uint32_t))
         PyMem_RawFree(t.buckets)
         t.buckets = nbk
