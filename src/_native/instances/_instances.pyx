@@ -377,8 +377,16 @@ cdef uint32_t _pow2_at_least(uint32_t n) noexcept nogil:
     return p
 
 
+cdef inline uint32_t _buckets_for(uint32_t cap) noexcept nogil:
+    """Hash buckets for ``cap`` entry slots: a power of two at least twice ``cap`` (load factor <= 1/2,
+    ~1.25 entries read per successful lookup instead of ~1.5 at load 1: in a large table each entry read
+    is a cache miss). 4 bytes a bucket: ~8 bytes per instance."""
+    cdef uint32_t p = _pow2_at_least(cap)
+    return p << 1 if p <= 0x40000000 else p
+
+
 cdef int _grow(Table* t) noexcept nogil:
-    """Double the entry array (capped at max_n); keep at least as many buckets as slots. -1: no memory."""
+    """Double the entry array (capped at max_n); keep at least twice as many buckets as slots. -1: no memory."""
     cdef uint32_t newcap = t.cap * 2 if t.cap <= t.max_n // 2 else t.max_n
     cdef uint32_t nb, i
     cdef Entry* ne
@@ -391,7 +399,7 @@ cdef int _grow(Table* t) noexcept nogil:
     t.e = ne
     t.cap = newcap
     k714i_advise_huge(ne, <size_t>newcap * sizeof(Entry))   # before the new slots are first touched
-    nb = _pow2_at_least(newcap)
+    nb = _buckets_for(newcap)
     if nb > t.bmask + 1:
         nbk = <uint32_t*>PyMem_RawMalloc(<size_t>nb * sizeof(uint32_t))
         if nbk == NULL:
@@ -556,7 +564,7 @@ cdef inline void _prefetch_step(const Table* t, const unsigned char* idp, Py_ssi
 
 cdef int _table_init(Table* t, uint32_t max_n, int64_t cache_expiry, uint64_t k0, uint64_t k1) noexcept nogil:
     cdef uint32_t cap = max_n if max_n < INITIAL_CAPACITY else INITIAL_CAPACITY
-    cdef uint32_t nb = _pow2_at_least(cap)
+    cdef uint32_t nb = _buckets_for(cap)
     t.e = <Entry*>PyMem_RawMalloc(<size_t>cap * sizeof(Entry))
     t.buckets = <uint32_t*>PyMem_RawMalloc(<size_t>nb * sizeof(uint32_t))
     t.cls = <TtlClass*>PyMem_RawMalloc(4 * sizeof(TtlClass))
