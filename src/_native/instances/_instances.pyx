@@ -42,6 +42,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t,
                           uint64_t)
 from libc.string cimport memset
@@ -118,6 +119,13 @@ cdef inline object _answer(int r):
     if -4 <= r <= 0:
         return _OUTCOMES[-r]
     return r
+
+# kip714._protocol's reader of a PushTelemetryRequest's decision fields (see try_push_request): a C
+# function handed over in a capsule, so that this module needs no declaration of the message class.
+ctypedef int (*_push_fields_fn)(object, uint64_t*, uint64_t*, int32_t*, int*, int*, Py_ssize_t*) except -1
+from kip714._protocol import _PUSH_FIELDS_CAPI
+cdef _push_fields_fn _push_fields = <_push_fields_fn>PyCapsule_GetPointer(_PUSH_FIELDS_CAPI,
+                                                                        "kip714._protocol._PUSH_FIELDS_CAPI")
 
 # Largest accepted max_instances: entry indices are uint32 and 0xFFFFFFFF means "none".
 cdef uint32_t MAX_INSTANCES_LIMIT = 0x7FFFFFFF
@@ -903,6 +911,40 @@ cdef class InstanceTable:
                 r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
                                wire_size, telemetry_max_bytes)
                 if r == E_NONE and wire_size == 0:
+                    self.t.e[i].last_error = E_NONE
+        return _answer(r)
+
+    def try_push_request(self, body, int64_t now_ms, int64_t subscription_version, int64_t telemetry_max_bytes):
+        """``try_push`` with the fields read from a decoded ``PushTelemetryRequest`` in C (its 16-byte id,
+        SubscriptionId, flags and wire size; no Python object is made for them). The same answers and
+        effects as ``try_push``, except that an accepted push with a payload (``wire_size > 0``, an
+        export follows) answers ``None`` instead of ``ErrorCode.NONE``: what is left to do is then the
+        caller's (its last error is not set). TypeError for anything that is not a PushTelemetryRequest."""
+        cdef uint64_t msb, lsb, h
+        cdef int32_t sid
+        cdef int terminating, ctype
+        cdef Py_ssize_t size
+        cdef uint32_t i
+        cdef int r
+        if _push_fields(body, &msb, &lsb, &sid, &terminating, &ctype, &size) != 1:
+            raise TypeError(f"expected a PushTelemetryRequest, got {type(body).__name__}")
+        if msb == 0 and lsb <= 1:
+            return _OUTCOMES[-O_RESERVED]
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            _advance(&self.t, now_ms)
+            _reclaim(&self.t, RECLAIM_PER_OP)
+            i = _find(&self.t, msb, lsb, h)
+            if i == NIL or self.t.e[i].deadline <= self.t.clock:
+                r = O_ABSENT
+            elif self.t.e[i].sub_version < subscription_version:
+                r = O_STALE
+            else:
+                r = _push_core(&self.t, i, now_ms, sid, terminating, ctype, size, telemetry_max_bytes)
+                if r == E_NONE:
+                    if size > 0:
+                        return None
                     self.t.e[i].last_error = E_NONE
         return _answer(r)
 
