@@ -16,7 +16,7 @@ Kafka 4.1+ semantics (docs/reference/kafka-java-behaviour.md §3(c), §3(d)):
 * ``decide_get`` / ``decide_push`` are Kafka's rate limits and push validation steps 4-8.
 
 Layout. Entries are fixed-size C structs (88 bytes) in one flat array that doubles as needed up to
-``max_instances`` (a free list recycles slots). A chained hash index (one uint32 bucket head per
+``max_instances`` (a free list recycles slots). A chained hash index (two uint32 bucket heads per
 entry slot, rounded up to a power of two; the chain link lives in the entry) is keyed by a seeded mix
 of the id, so chosen ids cannot be lined up in one chain. Each entry sits on two intrusive doubly
 linked lists of uint32 indices: the global LRU list, and the list of its *TTL class* (all live entries
