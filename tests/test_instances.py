@@ -1155,3 +1155,54 @@ def test_reinit_resets():
     assert len(t) == 0 and t.max_instances == 20
     fresh(t, uid(1))
     t._check()
+
+
+def test_try_push_request_answers_as_try_push_on_decoded_requests():
+    """try_push_request reads a decoded PushTelemetryRequest's fields in C: on twin tables fed the same
+    history (reserved ids, absent, stale, throttled, wrong SubscriptionId, bad compression, too large,
+    terminating, accepted with and without a payload), it answers as try_push (None for an accepted push
+    with a payload) and leaves the same instance state."""
+    import kip714
+    from kip714 import ErrorCode, PushTelemetryRequest
+
+    rng = random.Random(714)
+    a, b = InstanceTable(), InstanceTable()
+    ids = [uid(n) for n in range(6)] + [bytes(16), (1).to_bytes(16, "big")]
+    for cid in ids[:4]:
+        for t in (a, b):
+            t.create(cid, T0, 1, SID, 100)
+    seen = set()
+    now = T0
+    for _ in range(600):
+        now += rng.choice((0, 1, 50, 100, 150))
+        cid = rng.choice(ids)
+        version = rng.choice((1, 1, 1, 2)) if rng.random() < 0.05 else 1
+        sid = SID if rng.random() < 0.9 else SID + 1
+        terminating = rng.random() < 0.03
+        ctype = rng.choice((0, 0, 1, 4, 5))
+        payload = rng.choice((b"", b"", b"x" * 10, b"y" * 300))
+        max_bytes = rng.choice((MAX_BYTES, 200))
+        # decoded from the wire, as a server hands it over (the payload is a view into the frame)
+        frame = kip714.encode_request(PushTelemetryRequest(cid, sid, terminating, ctype, payload), 7, "c")[4:]
+        body = kip714.decode_request(frame).body
+        want = a.try_push(cid, now, version, sid, terminating, ctype, len(payload), max_bytes)
+        got = b.try_push_request(body, now, version, max_bytes)
+        if want is ErrorCode.NONE and payload:
+            assert got is None
+            a.set_last_error(cid, NONE)
+            b.set_last_error(cid, NONE)
+        else:
+            assert got is want, (want, got)
+        if want is Outcome.ABSENT or want is Outcome.STALE:  # the caller creates it, as the broker does
+            for t in (a, b):
+                t.create(cid, now, version, SID, 100)
+        seen.add(want if want is not ErrorCode.NONE or not payload else None)
+        assert a.get_state(cid) == b.get_state(cid)
+    assert a.decision_counts() == b.decision_counts()
+    assert {Outcome.RESERVED, Outcome.ABSENT, Outcome.STALE, ErrorCode.NONE, None, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+            ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, ErrorCode.TELEMETRY_TOO_LARGE,
+            ErrorCode.INVALID_REQUEST} <= seen
+    with pytest.raises(TypeError):
+        b.try_push_request(kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(bytes=ids[0])), now, 1, MAX_BYTES)
+    with pytest.raises(TypeError):
+        b.try_push_request(ids[0], now, 1, MAX_BYTES)

@@ -133,6 +133,34 @@ def test_librdkafka_captures_are_exposed_with_their_values():
     assert samples["kip714_export_instances"] == 1
 
 
+def test_export_path_builds_no_uuid_and_keys_instances_by_their_bytes(monkeypatch):
+    """A payload from the broker carries the 16-byte id: export_metrics and absorbing build no uuid.UUID
+    (the broker path builds none per push); an item with a uuid.UUID from a direct caller lands on the
+    same instance."""
+    inst = uuid.uuid4()
+    payloads = sample_payloads()[1:3]
+    ci = ClientInfo(client_id="c1", client_source_port=50000)
+    ex = PrometheusExporter(background=False)
+    built = []
+    real_init = uuid.UUID.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(args or kwargs)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(uuid.UUID, "__init__", counting_init)
+    for d in payloads:
+        ex.export_metrics(ReceiverContext(ci, 1, None),
+                          TelemetryPayload(inst.bytes, False, "OTLP", d, ci.labels(1, inst.bytes), 0, 1, 0))
+    assert built == []
+    monkeypatch.undo()
+    samples, _, _ = scrape(ex)
+    assert samples["kip714_export_instances"] == 1
+    ex.absorb([(inst, ci.labels(1, inst), payloads[0], False, None)])   # a direct caller's uuid.UUID
+    again, _, _ = scrape(ex)
+    assert again["kip714_export_instances"] == 1 and client_samples(again).keys() == client_samples(samples).keys()
+
+
 def test_labels_option_and_scope_labels():
     ex = PrometheusExporter(labels="client_id,client_source_port", scope_labels=False, background=False)
     push(ex, ob.payload([ob.gauge("g", 1.0, {"topic": "t"})], resource={"group.id": "grp"}), uuid.uuid4(), port=4242)

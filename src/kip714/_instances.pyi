@@ -6,6 +6,7 @@ from typing import Final, Literal, TypedDict
 from typing_extensions import Buffer
 
 from ._enums import ErrorCode
+from ._protocol import PushTelemetryRequest
 
 class Outcome(IntEnum):
     """The table's answers that are not decisions; negative below -1, so never a Kafka error code."""
@@ -87,6 +88,13 @@ class InstanceTable:
         wire_size: int,
         telemetry_max_bytes: int,
     ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE, Outcome.RESERVED]: ...
+    def try_push_request(
+        self,
+        body: PushTelemetryRequest,
+        now_ms: int,
+        subscription_version: int,
+        telemetry_max_bytes: int,
+    ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE, Outcome.RESERVED] | None: ...
     def try_get(
         self, id16: bytes, now_ms: int, subscription_version: int
     ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE]: ...

@@ -16,7 +16,7 @@ Kafka 4.1+ semantics (docs/reference/kafka-java-behaviour.md §3(c), §3(d)):
 * ``decide_get`` / ``decide_push`` are Kafka's rate limits and push validation steps 4-8.
 
 Layout. Entries are fixed-size C structs (88 bytes) in one flat array that doubles as needed up to
-``max_instances`` (a free list recycles slots). A chained hash index (one uint32 bucket head per
+``max_instances`` (a free list recycles slots). A chained hash index (two uint32 bucket heads per
 entry slot, rounded up to a power of two; the chain link lives in the entry) is keyed by a seeded mix
 of the id, so chosen ids cannot be lined up in one chain. Each entry sits on two intrusive doubly
 linked lists of uint32 indices: the global LRU list, and the list of its *TTL class* (all live entries
@@ -42,6 +42,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t,
                           uint64_t)
 from libc.string cimport memset
@@ -58,6 +59,7 @@ cdef extern from "instances_util.h":
     int64_t k714i_wsub(int64_t a, int64_t b) noexcept nogil
     int64_t k714i_sat_add(int64_t a, int64_t b) noexcept nogil
     void k714i_prefetch(const void* p) noexcept nogil
+    void k714i_advise_huge(void* p, size_t n) noexcept nogil
 
 import enum as _enum
 
@@ -117,6 +119,13 @@ cdef inline object _answer(int r):
     if -4 <= r <= 0:
         return _OUTCOMES[-r]
     return r
+
+# kip714._protocol's reader of a PushTelemetryRequest's decision fields (see try_push_request): a C
+# function handed over in a capsule, so that this module needs no declaration of the message class.
+ctypedef int (*_push_fields_fn)(object, uint64_t*, uint64_t*, int32_t*, int*, int*, Py_ssize_t*) except -1
+from kip714._protocol import _PUSH_FIELDS_CAPI
+cdef _push_fields_fn _push_fields = <_push_fields_fn>PyCapsule_GetPointer(_PUSH_FIELDS_CAPI,
+                                                                        "kip714._protocol._PUSH_FIELDS_CAPI")
 
 # Largest accepted max_instances: entry indices are uint32 and 0xFFFFFFFF means "none".
 cdef uint32_t MAX_INSTANCES_LIMIT = 0x7FFFFFFF
@@ -376,8 +385,16 @@ cdef uint32_t _pow2_at_least(uint32_t n) noexcept nogil:
     return p
 
 
+cdef inline uint32_t _buckets_for(uint32_t cap) noexcept nogil:
+    """Hash buckets for ``cap`` entry slots: a power of two at least twice ``cap`` (load factor <= 1/2,
+    ~1.25 entries read per successful lookup instead of ~1.5 at load 1: in a large table each entry read
+    is a cache miss). 4 bytes a bucket: ~8 bytes per instance."""
+    cdef uint32_t p = _pow2_at_least(cap)
+    return p << 1 if p <= 0x40000000 else p
+
+
 cdef int _grow(Table* t) noexcept nogil:
-    """Double the entry array (capped at max_n); keep at least as many buckets as slots. -1: no memory."""
+    """Double the entry array (capped at max_n); keep at least twice as many buckets as slots. -1: no memory."""
     cdef uint32_t newcap = t.cap * 2 if t.cap <= t.max_n // 2 else t.max_n
     cdef uint32_t nb, i
     cdef Entry* ne
@@ -389,11 +406,13 @@ cdef int _grow(Table* t) noexcept nogil:
         return -1
     t.e = ne
     t.cap = newcap
-    nb = _pow2_at_least(newcap)
+    k714i_advise_huge(ne, <size_t>newcap * sizeof(Entry))   # before the new slots are first touched
+    nb = _buckets_for(newcap)
     if nb > t.bmask + 1:
         nbk = <uint32_t*>PyMem_RawMalloc(<size_t>nb * sizeof(uint32_t))
         if nbk == NULL:
             return 0            # the old index still works, only with longer chains
+        k714i_advise_huge(nbk, <size_t>nb * sizeof(uint32_t))
         memset(nbk, 0xFF, <size_t>nb * sizeof(uint32_t))
         PyMem_RawFree(t.buckets)
         t.buckets = nbk
@@ -553,7 +572,7 @@ cdef inline void _prefetch_step(const Table* t, const unsigned char* idp, Py_ssi
 
 cdef int _table_init(Table* t, uint32_t max_n, int64_t cache_expiry, uint64_t k0, uint64_t k1) noexcept nogil:
     cdef uint32_t cap = max_n if max_n < INITIAL_CAPACITY else INITIAL_CAPACITY
-    cdef uint32_t nb = _pow2_at_least(cap)
+    cdef uint32_t nb = _buckets_for(cap)
     t.e = <Entry*>PyMem_RawMalloc(<size_t>cap * sizeof(Entry))
     t.buckets = <uint32_t*>PyMem_RawMalloc(<size_t>nb * sizeof(uint32_t))
     t.cls = <TtlClass*>PyMem_RawMalloc(4 * sizeof(TtlClass))
@@ -892,6 +911,40 @@ cdef class InstanceTable:
                 r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
                                wire_size, telemetry_max_bytes)
                 if r == E_NONE and wire_size == 0:
+                    self.t.e[i].last_error = E_NONE
+        return _answer(r)
+
+    def try_push_request(self, body, int64_t now_ms, int64_t subscription_version, int64_t telemetry_max_bytes):
+        """``try_push`` with the fields read from a decoded ``PushTelemetryRequest`` in C (its 16-byte id,
+        SubscriptionId, flags and wire size; no Python object is made for them). The same answers and
+        effects as ``try_push``, except that an accepted push with a payload (``wire_size > 0``, an
+        export follows) answers ``None`` instead of ``ErrorCode.NONE``: what is left to do is then the
+        caller's (its last error is not set). TypeError for anything that is not a PushTelemetryRequest."""
+        cdef uint64_t msb, lsb, h
+        cdef int32_t sid
+        cdef int terminating, ctype
+        cdef Py_ssize_t size
+        cdef uint32_t i
+        cdef int r
+        if _push_fields(body, &msb, &lsb, &sid, &terminating, &ctype, &size) != 1:
+            raise TypeError(f"expected a PushTelemetryRequest, got {type(body).__name__}")
+        if msb == 0 and lsb <= 1:
+            return _OUTCOMES[-O_RESERVED]
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            _advance(&self.t, now_ms)
+            _reclaim(&self.t, RECLAIM_PER_OP)
+            i = _find(&self.t, msb, lsb, h)
+            if i == NIL or self.t.e[i].deadline <= self.t.clock:
+                r = O_ABSENT
+            elif self.t.e[i].sub_version < subscription_version:
+                r = O_STALE
+            else:
+                r = _push_core(&self.t, i, now_ms, sid, terminating, ctype, size, telemetry_max_bytes)
+                if r == E_NONE:
+                    if size > 0:
+                        return None
                     self.t.e[i].last_error = E_NONE
         return _answer(r)
 

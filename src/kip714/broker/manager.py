@@ -124,6 +124,7 @@ class TelemetryBroker:
         self.decompress_payloads = decompress_payloads
         self.delta_temporality = delta_temporality
         self.instances = InstanceTable(max_instances=max_instances, cache_expiry_ms=cache_expiry_ms)
+        self._try_push_request = self.instances.try_push_request   # bound once: called for every push
         self._lock = threading.Lock()
         # Decisions are counted natively by the instance table; these count what happens around them.
         self._counts = dict.fromkeys(("invalid-request", "plugin-export", "plugin-error", "decompression-error",
@@ -148,20 +149,26 @@ class TelemetryBroker:
         if now_ms is None:
             now_ms = self.clock()
         if type(body) is PushTelemetryRequest:
-            node = self.node_id if node_id is None else node_id
-            # The common push (a live instance, decided in one native call, nothing to export) is answered
-            # here; everything else goes on to _push. The instance id stays 16 bytes: no uuid.UUID is built
-            # for a push (one is built when an instance is (re)created, for the subscription match, and on
-            # TelemetryPayload access).
-            id16, sid, terminating, ctype, size = body.decision_fields()
-            code = self.instances.try_push(id16, now_ms, self.registry.version, sid, terminating, ctype, size,
-                                           self.telemetry_max_bytes)
-            if code >= 0 and (code or size == 0):  # an ErrorCode, and no payload to export
-                result = PushTelemetryResponse(0, code), None
-            else:
-                result = self._push(body, client_info, now_ms, connection, node, id16, code, size)
+            # The common push (a live instance, nothing to export) is answered here, decided in one native
+            # call that reads the request's fields in C; everything else goes on to _push. The instance id
+            # stays 16 bytes: no uuid.UUID is built for a push (one is built when an instance is
+            # (re)created, for the subscription match, and on TelemetryPayload access). Per-push Python
+            # work is kept to the minimum: the registry's version is read from its attribute (a property
+            # call costs as much as the rest of this path) and nothing else is looked up unless needed.
+            code = self._try_push_request(body, now_ms, self.registry._version, self.telemetry_max_bytes)
+            if code is not None and code >= 0:  # an ErrorCode, and no payload to export
+                response = PushTelemetryResponse(0, code)
+                if not self._observers and not self._closers:
+                    return response, None
+                result = response, None
+            else:  # accepted with a payload to export (None), or an Outcome: no decision was made
+                id16, _, _, _, size = body.decision_fields()
+                result = self._push(body, client_info, now_ms, connection,
+                                    self.node_id if node_id is None else node_id, id16,
+                                    _NONE if code is None else code, size)
             if self._observers:
-                self._observe(body, client_info, result[0].error_code, now_ms, node)
+                self._observe(body, client_info, result[0].error_code, now_ms,
+                              self.node_id if node_id is None else node_id)
             if self._closers and connection is not None:
                 self._seen(connection, body.client_instance_id_bytes, client_info)
             return result
@@ -333,7 +340,7 @@ class TelemetryBroker:
             instance = _random_instance_id(self.instances, now_ms)
         id16 = instance.bytes
         res = None
-        code = self.instances.try_get(id16, now_ms, self.registry.version)
+        code = self.instances.try_get(id16, now_ms, self.registry._version)
         if code is Outcome.ABSENT or code is Outcome.STALE:
             res = self._create(id16, instance, client_info, now_ms, connection, code is Outcome.STALE)
             code = self.instances.decide_get(id16, now_ms)

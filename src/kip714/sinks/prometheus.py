@@ -300,7 +300,7 @@ class PrometheusExporter:
         self._families: dict[str, _Family] = {}
         self._otlp_names: dict[str, int] = {}      # OTLP metric name → exposed series using it
         self._slot_otlp: list[str | None] = []
-        self._instances: dict[uuid.UUID, _Instance] = {}
+        self._instances: dict[bytes, _Instance] = {}   # by the instance's 16 bytes
         self._np_cache: tuple | None = None
         self._formats: dict[str, _Format] = {}     # content type → rendered headers and line prefixes
         self._fresh: list[int] = []                # series created since the last pre-rendering
@@ -331,7 +331,7 @@ class PrometheusExporter:
 
     def export_metrics(self, context, payload) -> None:
         """Queue an accepted payload (never blocks; a full queue drops it and counts ``queue-full``)."""
-        item = (payload.client_instance_id, payload.labels, payload.data, payload.terminating,
+        item = (payload.client_instance_id_bytes, payload.labels, payload.data, payload.terminating,
                 (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)))
         if self._thread is None:
             self.absorb([item])
@@ -459,7 +459,8 @@ class PrometheusExporter:
                 self._complex_lines(f, fam, None, slots)
 
     def _absorb(self, items: list) -> None:
-        """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)``; ``timing`` is
+        """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)`` (``instance``: the 16-byte
+        id, or a ``uuid.UUID``); ``timing`` is
         ``(push_interval_ms, expiry_ms)`` from the receiver context (either None when not known), a bare
         push interval, or None."""
         import numpy as np
@@ -470,8 +471,11 @@ class PrometheusExporter:
 
         now = self.clock()
         seeds = []
+        # instances are keyed by their 16 bytes (what the broker hands over: no uuid.UUID per push);
+        # a uuid.UUID from a direct caller is keyed the same way
+        items = [it if type(it[0]) is bytes else (it[0].bytes,) + tuple(it[1:]) for it in items]
         for instance, labels, _, _, _ in items:
-            seeds.append({"_k": instance.hex + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)})
+            seeds.append({"_k": instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)})
         table, errors = decode_metrics_batch([it[2] for it in items], seeds, errors="collect")
         with self._lock:
             for _ in errors:
@@ -750,7 +754,7 @@ class PrometheusExporter:
 
     # ------------------------------------------------------------------ life cycle
 
-    def _drop_instance(self, instance: uuid.UUID) -> None:
+    def _drop_instance(self, instance: bytes) -> None:
         inst = self._instances.pop(instance, None)
         if inst is None:
             return
