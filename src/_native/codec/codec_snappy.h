@@ -78,16 +78,34 @@ static inline const char *kc_snappy_decode(const unsigned char *src, size_t n_in
             return "copy runs past the declared length";
         {
             const unsigned char *from = op - off;
-            if (off >= 16 && len <= 16 && (op_end - op) >= 16) {
-                memcpy(op, from, 16); /* no overlap within 16 bytes; the extra bytes are overwritten later */
+            if ((size_t)(op_end - op) >= len + 16) {
+                /* room to copy past the end (bytes that later tags overwrite): fixed-size steps */
+                if (off >= 16) { /* a 16-byte step never reads what it writes */
+                    memcpy(op, from, 16);
+                    for (size_t i = 16; i < len; i += 16)
+                        memcpy(op + i, from + i, 16);
+                } else { /* a short pattern: widen it to 8 bytes by doubling, then 8-byte steps */
+                    unsigned char *d = op;
+                    ptrdiff_t left = (ptrdiff_t)len;
+                    uint64_t v;
+                    while (d - from < 8) {
+                        memcpy(&v, from, 8);
+                        memcpy(d, &v, 8);
+                        left -= d - from;
+                        d += d - from;
+                        if (left <= 0)
+                            break;
+                    }
+                    while (left > 0) {
+                        memcpy(&v, from, 8);
+                        memcpy(d, &v, 8);
+                        from += 8;
+                        d += 8;
+                        left -= 8;
+                    }
+                }
             } else if (off >= len) {
                 memcpy(op, from, len);
-            } else if (off >= 8) { /* overlapping, but 8-byte steps never read what they write */
-                size_t i = 0;
-                for (; i + 8 <= len; i += 8)
-                    memcpy(op + i, from + i, 8);
-                for (; i < len; i++)
-                    op[i] = from[i];
             } else {
                 for (size_t i = 0; i < len; i++)
                     op[i] = from[i];
