@@ -122,7 +122,7 @@ cdef object _unsnappy(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
                 _raise_changed("snappy")
             # decoded in place, into exactly this chunk's ulen bytes of the output
             dst = <unsigned char*>PyBytes_AS_STRING(out) + opos if ulen else NULL
-            if clen >= _NOGIL_THRESHOLD:
+            if ulen >= _NOGIL_THRESHOLD:     # (decoding costs by the bytes it writes)
                 with nogil:
                     err = kc_snappy_decode(p + pos + hdr, <size_t>clen - <size_t>hdr, dst, <size_t>ulen)
             else:
@@ -145,7 +145,7 @@ cdef object _unsnappy(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
     else:
         out = _new_bytes(<Py_ssize_t>ulen)
         dst = <unsigned char*>PyBytes_AS_STRING(out)
-    if n >= _NOGIL_THRESHOLD:
+    if ulen >= _NOGIL_THRESHOLD:           # (decoding costs by the bytes it writes)
         with nogil:
             err = kc_snappy_decode(p + hdr, <size_t>(n - hdr), dst, <size_t>ulen)
     else:
