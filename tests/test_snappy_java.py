@@ -123,6 +123,18 @@ def generate(seed: int = 714) -> list[bytes]:
     cases += [b"", b"\x00", b"\x00\x00", b"\x01a", b"\x02a", b"\x80", b"\xff\xff\xff\xff\x0f",
               b"\xff\xff\xff\xff\x1f" + b"a" * 10, b"\x85\x80\x80\x80\x00hello", b"\x05hello"]
     cases.append(bytes(cramjam.snappy.compress(text)))        # Google's framing format
+    # hand-written tags (kip714 decodes snappy blocks itself): literal lengths in 1-4 extra bytes, also longer
+    # than needed (Google's decoder, so snappy-java, accepts those; cramjam refuses them), copies with 1-, 2-
+    # and 4-byte offsets, overlapping copies, offset 0, offsets before the start, output too long or short
+    lit = b"0123456789abcdefghij"
+    cases += [b"\x01\xf0\x00x", b"\x03\xf4\x02\x00xyz", b"\x02\xf8\x01\x00\x00xy", b"\x01\xfc\x00\x00\x00\x00x",
+              b"\x14\xf0\x13" + lit, b"\x14\xf0\x14" + lit, b"\x14\xf0\x12" + lit, b"\x01\xfc\xff\xff\xff\xffx",
+              b"\x0a\x00a\x15\x01", b"\x0a\x00a\x15\x00", b"\x0a\x00a\x15\x02", b"\x0a\x00a\x22\x01\x00",
+              b"\x0a\x00a\x23\x01\x00\x00\x00", b"\x0a\x00a\x23\x01\x00\x00", b"\x09\x00a\x22\x01\x00",
+              b"\x0b\x00a\x22\x01\x00", b"\x0a\x00a\x21\x01", b"\x0a\x00a\x22\x01"]
+    for off in (1, 2, 3, 7, 8, 9, 15, 16, 17, 20):             # overlapping and plain copies of every distance
+        for n in (1, 4, 8, 11, 16, 17, 64):
+            cases.append(bytes([20 + n]) + b"\x4c" + lit + bytes([(n - 1) << 2 | 2]) + struct.pack("<H", off))
     # 4. random mutations of small streams
     muts = [stream(b"first", b"second") + header() + chunk(b"third"), stream(text[:300]), raw(text[:300]),
             header() + chunk(text[:200]) + b"\x01\x02\x03"]

@@ -31,8 +31,11 @@ Decompression rules shared by all codecs
   in practice: Kafka does not decompress an empty ``Metrics`` field at all, so callers that want Kafka's
   broker behaviour should check for an empty payload before calling :func:`decompress`.
 
-The codec packages (zlib, cramjam, lz4, zstandard) do the entropy decoding and release the GIL while they do;
-the frame walking, checksums and copies done here run without the GIL when the input is large.
+The codec packages (zlib, cramjam, lz4, zstandard) do the entropy decoding and release the GIL while they do,
+except for snappy: its blocks are decoded here (``codec_snappy.h``), straight into the returned ``bytes``, with
+the rules of Google's decoder that snappy-java runs (cramjam's refuses some blocks that Kafka accepts: a
+literal length written with more bytes than it needs). The frame walking, checksums, snappy decoding and
+copies done here run without the GIL when the input is large.
 """
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITE, PyBuffer_Release, PyObject_GetBuffer
@@ -76,6 +79,9 @@ cdef extern from "codec_formats.h" nogil:
 
 cdef extern from "codec_lz4.h" nogil:
     int64_t kc_lz4_block_size(const unsigned char* src, size_t n, uint64_t history)
+
+cdef extern from "codec_snappy.h" nogil:
+    const char* kc_snappy_decode(const unsigned char* src, size_t n_in, unsigned char* out, size_t n_out)
 
 cdef extern from "codec_xxhash.h" nogil:
     uint32_t kc_xxh32(const unsigned char* p, size_t length, uint32_t seed)
@@ -137,15 +143,12 @@ cdef Py_ssize_t _LIMIT_CAP = (<Py_ssize_t>1) << 60
 
 # Exceptions the codec packages raise on bad input; all of them become CorruptPayloadError.
 cdef tuple _ZLIB_ERRORS = (_zlib.error, ValueError, OverflowError, EOFError)
-cdef tuple _CRAMJAM_ERRORS = (_cramjam.DecompressionError, ValueError, OverflowError, RuntimeError)
 cdef tuple _LZ4_ERRORS = (_lz4_block.LZ4BlockError, _cramjam.DecompressionError, ValueError, OverflowError,
                           RuntimeError)
 cdef tuple _ZSTD_ERRORS = (_zstd.ZstdError, ValueError, OverflowError, RuntimeError)
 
 # The package functions on the hot paths, looked up once.
 cdef object _zlib_decompressobj = _zlib.decompressobj
-cdef object _snappy_raw = _cramjam.snappy.decompress_raw
-cdef object _snappy_raw_into = _cramjam.snappy.decompress_raw_into
 cdef object _lz4_block_into = _cramjam.lz4.decompress_block_into
 cdef object _lz4_block_decompress = _lz4_block.decompress
 cdef object _ZstdDecompressor = _zstd.ZstdDecompressor
@@ -337,7 +340,7 @@ def decompress(data, compression_type, max_output):
         if ctype == 3:
             return _unlz4(p, n, limit)
         if ctype == 2:
-            return _unsnappy(_read_view(data, &view), p, n, limit)
+            return _unsnappy(p, n, limit)
         return _gunzip(p, n, limit)
     finally:
         PyBuffer_Release(&view)

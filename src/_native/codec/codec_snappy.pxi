@@ -72,12 +72,14 @@ cdef const char* _xerial_walk(const unsigned char* p, Py_ssize_t n, uint64_t* to
     return NULL
 
 
-cdef object _unsnappy(object src, const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
+cdef object _unsnappy(const unsigned char* p, Py_ssize_t n, Py_ssize_t limit):
     cdef uint64_t ulen = 0, total = 0
-    cdef Py_ssize_t nchunks = 0, bad_at = 0, pos, opos, written, end = 0
+    cdef Py_ssize_t nchunks = 0, bad_at = 0, pos, opos, end = 0
     cdef bint not_a_header = False
     cdef uint32_t clen
     cdef const char* err
+    cdef Py_ssize_t hdr
+    cdef unsigned char* dst
     cdef object out
     if n >= 10 and memcmp(p, <const void*>_FRAMING_MAGIC_C, 10) == 0:
         _raise_corrupt("snappy", "the snappy framing format (ff 06 00 00 sNaPpY) is not accepted, as in Kafka")
@@ -113,38 +115,43 @@ cdef object _unsnappy(object src, const unsigned char* p, Py_ssize_t n, Py_ssize
                 pos += 16
                 continue
             pos += 4
-            if clen == 0 or <uint64_t>clen > <uint64_t>(n - pos) or _snappy_preamble(p + pos, clen, &ulen) == 0 \
-                    or <uint64_t>opos + ulen > total:
+            if clen == 0 or <uint64_t>clen > <uint64_t>(n - pos):
                 _raise_changed("snappy")
-            try:
-                if ulen == 0:
-                    written = len(_snappy_raw(_read_slice(p, pos, clen)))
-                else:
-                    written = _snappy_raw_into(_read_slice(p, pos, clen), _write_view(out, opos, <Py_ssize_t>ulen))
-            except _CRAMJAM_ERRORS as e:
-                raise CorruptPayloadError(f"snappy: xerial chunk at offset {pos - 4}: {e}") from None
-            if written != <Py_ssize_t>ulen:
-                _raise_corrupt("snappy", f"xerial chunk at offset {pos - 4} decompressed to {written} bytes, "
-                                         f"expected {ulen}")
-            opos += written
+            hdr = _snappy_preamble(p + pos, clen, &ulen)
+            if hdr == 0 or <uint64_t>opos + ulen > total:
+                _raise_changed("snappy")
+            # decoded in place, into exactly this chunk's ulen bytes of the output
+            dst = <unsigned char*>PyBytes_AS_STRING(out) + opos if ulen else NULL
+            if ulen >= _NOGIL_THRESHOLD:     # (decoding costs by the bytes it writes)
+                with nogil:
+                    err = kc_snappy_decode(p + pos + hdr, <size_t>clen - <size_t>hdr, dst, <size_t>ulen)
+            else:
+                err = kc_snappy_decode(p + pos + hdr, <size_t>clen - <size_t>hdr, dst, <size_t>ulen)
+            if err != NULL:
+                raise CorruptPayloadError(f"snappy: xerial chunk at offset {pos - 4}: {err.decode('ascii')}")
+            opos += <Py_ssize_t>ulen
             pos += clen
         return out
-    # ---- a raw snappy block (what librdkafka sends; snappy-java falls back to it without the magic)
-    if _snappy_preamble(p, n, &ulen) == 0:
+    # ---- a raw snappy block (what librdkafka sends; snappy-java falls back to it without the magic),
+    #      decoded straight into the bytes object returned
+    hdr = _snappy_preamble(p, n, &ulen)
+    if hdr == 0:
         _raise_corrupt("snappy", "invalid raw snappy length preamble")
     if ulen > <uint64_t>limit:
         _raise_too_large("snappy", ulen, limit)
-    try:
-        if ulen == 0:
-            written = len(_snappy_raw(src))
-            out = b""
-        else:
-            out = _new_bytes(<Py_ssize_t>ulen)
-            written = _snappy_raw_into(src, _write_view(out, 0, <Py_ssize_t>ulen))
-    except _CRAMJAM_ERRORS as e:
-        raise CorruptPayloadError(f"snappy: invalid raw snappy block: {e}") from None
-    if written != <Py_ssize_t>ulen:
-        _raise_corrupt("snappy", f"raw block decompressed to {written} bytes, expected {ulen}")
+    if ulen == 0:
+        out = b""
+        dst = NULL
+    else:
+        out = _new_bytes(<Py_ssize_t>ulen)
+        dst = <unsigned char*>PyBytes_AS_STRING(out)
+    if ulen >= _NOGIL_THRESHOLD:           # (decoding costs by the bytes it writes)
+        with nogil:
+            err = kc_snappy_decode(p + hdr, <size_t>(n - hdr), dst, <size_t>ulen)
+    else:
+        err = kc_snappy_decode(p + hdr, <size_t>(n - hdr), dst, <size_t>ulen)
+    if err != NULL:
+        _raise_corrupt("snappy", f"invalid raw snappy block: {err.decode('ascii')}")
     return out
 
 

@@ -37,7 +37,9 @@ cdef class _SnappyJavaStream:
         cdef Py_ssize_t start, clen_pos
         cdef int32_t clen
         cdef uint64_t ulen = 0
-        cdef object block, out
+        cdef Py_ssize_t hdr
+        cdef const char* err
+        cdef object out
         while True:
             if self.finished:
                 return False
@@ -61,20 +63,18 @@ cdef class _SnappyJavaStream:
                 _raise_corrupt("snappy", f"xerial stream: invalid chunk length at offset {clen_pos}")
             if clen > self.n - self.pos:
                 _raise_corrupt("snappy", f"xerial stream: truncated chunk at offset {clen_pos}")
-            if _snappy_preamble(self.p + self.pos, clen, &ulen) == 0:
+            hdr = _snappy_preamble(self.p + self.pos, clen, &ulen)
+            if hdr == 0:
                 _raise_corrupt("snappy", f"xerial stream: invalid snappy length preamble in chunk at offset "
                                          f"{clen_pos}")
             if ulen > <uint64_t>self.budget:
                 _raise_too_large("snappy", f"more than {self.budget}", self.budget)
-            block = _read_slice(self.p, self.pos, clen)
+            out = _new_bytes(<Py_ssize_t>ulen) if ulen else b""
+            err = kc_snappy_decode(self.p + self.pos + hdr, <size_t>clen - <size_t>hdr,
+                                   <unsigned char*>PyBytes_AS_STRING(out) if ulen else NULL, <size_t>ulen)
             self.pos += clen
-            try:
-                out = bytes(_snappy_raw(block))
-            except _CRAMJAM_ERRORS as e:
-                raise CorruptPayloadError(f"snappy: xerial chunk at offset {clen_pos}: {e}") from None
-            if len(out) != <Py_ssize_t>ulen:
-                _raise_corrupt("snappy", f"xerial chunk at offset {clen_pos} decompressed to {len(out)} bytes, "
-                                         f"expected {ulen}")
+            if err != NULL:
+                raise CorruptPayloadError(f"snappy: xerial chunk at offset {clen_pos}: {err.decode('ascii')}")
             self.budget -= <Py_ssize_t>ulen
             self.chunk = out
             self.limit = <Py_ssize_t>ulen

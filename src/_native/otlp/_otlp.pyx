@@ -115,10 +115,16 @@ cdef object _pa = None
 cdef dict _schemas = {}
 
 
+cdef object _import_batch = None     # pyarrow.RecordBatch._import_from_c, looked up once
+cdef object _from_batches = None     # pyarrow.Table.from_batches
+
+
 cdef object _pyarrow():
-    global _pa
+    global _pa, _import_batch, _from_batches
     if _pa is None:
         import pyarrow
+        _import_batch = pyarrow.RecordBatch._import_from_c
+        _from_batches = pyarrow.Table.from_batches
         _pa = pyarrow
     return _pa
 
@@ -313,8 +319,12 @@ cdef object _decode(list payloads, object labels, bint batch, bint collect, obje
 
     if n > 0x7FFFFFFF:
         raise ValueError("too many payloads")
-    specs = _label_specs(labels, n, batch)
-    schema = _schema(batch, tuple((name, is_int) for name, is_int, _ in specs))
+    if labels is None:              # the common case: no label columns (and no generator to build the key)
+        specs = []
+        schema = _schema(batch, ())
+    else:
+        specs = _label_specs(labels, n, batch)
+        schema = _schema(batch, tuple([(name, is_int) for name, is_int, _ in specs]))
     pa = _pyarrow()
 
     if not 0 <= max_rows <= MAX_ROWS:
@@ -421,11 +431,11 @@ cdef object _decode(list payloads, object labels, bint batch, bint collect, obje
                 raise MemoryError()
             raise CorruptPayloadError(_error_text(&c))
         try:
-            rb = pa.RecordBatch._import_from_c(<uintptr_t>&root, schema)
+            rb = _import_batch(<uintptr_t>&root, schema)
         finally:
             if root.release != NULL:
                 root.release(&root)     # not taken over (import failed): ours to release
-        table = pa.Table.from_batches([rb], schema)
+        table = _from_batches([rb], schema)
     finally:
         for i in range(n):
             if inputs[i].has_view:

@@ -312,6 +312,24 @@ SUBSCRIPTION_LISTS = {
 SUBSCRIPTION_CLIENT = uuid.UUID(int=(0x5E0B1D6A3C4F7A21 << 64) | 0x9D3E2B7C8A1F4E60)
 
 
+def _pyarrow_round_trip(table) -> Callable[[], Any]:
+    """A call that exports ``table`` (one batch) to an ArrowArray and imports it back as a Table, as
+    decode_metrics hands its columns to pyarrow: pyarrow's fixed cost for a table of that schema."""
+    import ctypes
+
+    import pyarrow as pa
+
+    batch, schema = table.to_batches()[0], table.schema
+    struct = ctypes.create_string_buffer(80)        # sizeof(struct ArrowArray)
+    ptr = ctypes.addressof(struct)
+    import_batch, from_batches = pa.RecordBatch._import_from_c, pa.Table.from_batches
+
+    def round_trip():
+        batch._export_to_c(ptr)
+        return from_batches([import_batch(ptr, schema)], schema)
+    return round_trip
+
+
 def python_subscription_id(crc32c_fn: Callable[[bytes], int]) -> Callable:
     """The SubscriptionId peer, the straightforward Python way: join + encode + ``crc32c_fn`` (the crc32c
     package's) + Uuid.hashCode + xor. Returned as a closure so that the measured call is that function
@@ -1032,6 +1050,15 @@ class Bench:
                   extra={"payload_bytes": len(data), "points": n_rows, "payloads_per_call": 100},
                   note="informational: the goal is per single payload")
         self.rows[-1]["kip714"]["per_payload_ns"] = self.rows[-1]["kip714"]["median"] / 100
+        # the floor of a single small payload: pyarrow's own fixed cost for this 29-column table (maps, lists), as
+        # pyarrow exporting the finished table through the C data interface and importing it back as a Table
+        self.pair(G, "decode-metrics-vs-pyarrow-round-trip",
+                  f"same, one {fmt_bytes(len(data))} payload: decode_metrics vs pyarrow alone passing the finished "
+                  "table through the C data interface", (_otlp.decode_metrics, (data,)),
+                  lambda: ("pyarrow: export + import + Table.from_batches of the decoded table",
+                           _pyarrow_round_trip(_otlp.decode_metrics(data)), ()),
+                  extra={"payload_bytes": len(data), "points": n_rows},
+                  note="informational: pyarrow's fixed cost for the table is the floor of a single payload")
         self.curve("otlp", "OTLP decode: kip714._otlp.decode_metrics (Arrow) vs protobuf + Python",
                    "payload bytes", "time per payload (ns)", xs,
                    {"kip714 decode_metrics → pyarrow.Table": kip_ns,
