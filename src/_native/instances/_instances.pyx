@@ -84,6 +84,7 @@ cdef enum:
     O_ABSENT = -2
     O_STALE = -3
     O_RESERVED = -4
+    O_EXPORT = -5    # accepted, a payload to export follows (try_push_request)
 
 
 class Outcome(_enum.IntEnum):
@@ -884,21 +885,15 @@ cdef class InstanceTable:
             raise KeyError(id16)
         return _answer(r)
 
-    def try_push(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
-                 bint terminating, int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes):
-        """The broker's one-call push path: ``Outcome.RESERVED`` for a reserved id (ZERO or ONE: the caller
-        answers INVALID_REQUEST, nothing is touched); ``Outcome.ABSENT`` when the instance is absent or
-        expired and ``Outcome.STALE`` when its subscription_version is older (nothing is touched: the
-        caller creates it, then calls decide_push); otherwise ``decide_push``'s ErrorCode. An accepted push
-        with ``wire_size == 0`` also sets the last error to NONE, since no export follows."""
-        cdef uint64_t msb, lsb, h
+    cdef int _push_at(self, uint64_t msb, uint64_t lsb, int64_t now_ms, int64_t subscription_version,
+                      int32_t subscription_id, bint terminating, int64_t compression_type, int64_t wire_size,
+                      int64_t telemetry_max_bytes, bint export_follows):
+        """The push decision of ``try_push``/``try_push_request`` (the table is ready, the id not reserved).
+        ``export_follows``: an accepted push with a payload answers ``O_EXPORT`` and leaves the last error
+        to the caller; otherwise an accepted push with ``wire_size == 0`` sets it to NONE."""
+        cdef uint64_t h = _hash(&self.t, msb, lsb)
         cdef uint32_t i
         cdef int r
-        _key(id16, &msb, &lsb)
-        if msb == 0 and lsb <= 1:
-            return _OUTCOMES[-O_RESERVED]
-        self._need()
-        h = _hash(&self.t, msb, lsb)
         with self._lock:
             _advance(&self.t, now_ms)
             _reclaim(&self.t, RECLAIM_PER_OP)
@@ -910,9 +905,27 @@ cdef class InstanceTable:
             else:
                 r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
                                wire_size, telemetry_max_bytes)
-                if r == E_NONE and wire_size == 0:
-                    self.t.e[i].last_error = E_NONE
-        return _answer(r)
+                if r == E_NONE:
+                    if wire_size > 0 and export_follows:
+                        r = O_EXPORT
+                    elif wire_size == 0:
+                        self.t.e[i].last_error = E_NONE
+        return r
+
+    def try_push(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
+                 bint terminating, int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes):
+        """The broker's one-call push path: ``Outcome.RESERVED`` for a reserved id (ZERO or ONE: the caller
+        answers INVALID_REQUEST, nothing is touched); ``Outcome.ABSENT`` when the instance is absent or
+        expired and ``Outcome.STALE`` when its subscription_version is older (nothing is touched: the
+        caller creates it, then calls decide_push); otherwise ``decide_push``'s ErrorCode. An accepted push
+        with ``wire_size == 0`` also sets the last error to NONE, since no export follows."""
+        cdef uint64_t msb, lsb
+        _key(id16, &msb, &lsb)
+        if msb == 0 and lsb <= 1:
+            return _OUTCOMES[-O_RESERVED]
+        self._need()
+        return _answer(self._push_at(msb, lsb, now_ms, subscription_version, subscription_id, terminating,
+                                     compression_type, wire_size, telemetry_max_bytes, False))
 
     def try_push_request(self, body, int64_t now_ms, int64_t subscription_version, int64_t telemetry_max_bytes):
         """``try_push`` with the fields read from a decoded ``PushTelemetryRequest`` in C (its 16-byte id,
@@ -920,33 +933,18 @@ cdef class InstanceTable:
         effects as ``try_push``, except that an accepted push with a payload (``wire_size > 0``, an
         export follows) answers ``None`` instead of ``ErrorCode.NONE``: what is left to do is then the
         caller's (its last error is not set). TypeError for anything that is not a PushTelemetryRequest."""
-        cdef uint64_t msb, lsb, h
+        cdef uint64_t msb, lsb
         cdef int32_t sid
-        cdef int terminating, ctype
+        cdef int terminating, ctype, r
         cdef Py_ssize_t size
-        cdef uint32_t i
-        cdef int r
         if _push_fields(body, &msb, &lsb, &sid, &terminating, &ctype, &size) != 1:
             raise TypeError(f"expected a PushTelemetryRequest, got {type(body).__name__}")
         if msb == 0 and lsb <= 1:
             return _OUTCOMES[-O_RESERVED]
         self._need()
-        h = _hash(&self.t, msb, lsb)
-        with self._lock:
-            _advance(&self.t, now_ms)
-            _reclaim(&self.t, RECLAIM_PER_OP)
-            i = _find(&self.t, msb, lsb, h)
-            if i == NIL or self.t.e[i].deadline <= self.t.clock:
-                r = O_ABSENT
-            elif self.t.e[i].sub_version < subscription_version:
-                r = O_STALE
-            else:
-                r = _push_core(&self.t, i, now_ms, sid, terminating, ctype, size, telemetry_max_bytes)
-                if r == E_NONE:
-                    if size > 0:
-                        return None
-                    self.t.e[i].last_error = E_NONE
-        return _answer(r)
+        r = self._push_at(msb, lsb, now_ms, subscription_version, sid, terminating, ctype, size,
+                          telemetry_max_bytes, True)
+        return None if r == O_EXPORT else _answer(r)
 
     def try_get(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version):
         """The broker's one-call Get path: ``Outcome.ABSENT`` (absent/expired) or ``Outcome.STALE``
@@ -1010,44 +1008,37 @@ cdef class InstanceTable:
         self._need()
         return _ttl_for(&self.t, interval)
 
+    cdef bint _snapshot(self, bytes id16, Entry* out, int64_t* ttl) except -1:
+        """Copy a live instance's entry and its class's expiry into ``out``/``ttl``; False if absent or
+        expired at the table clock."""
+        cdef uint64_t msb, lsb, h
+        cdef uint32_t i
+        cdef bint found = False
+        _key(id16, &msb, &lsb)
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            i = _find(&self.t, msb, lsb, h)
+            if i != NIL and self.t.e[i].deadline > self.t.clock:
+                out[0] = self.t.e[i]
+                ttl[0] = self.t.cls[out[0].cls].ttl
+                found = True
+        return found
+
     def timing(self, bytes id16 not None):
         """``(push_interval_ms, expiry_ms)`` of a live instance (what it lives without a request, see
         :meth:`expiry_for`), or None if absent or expired at the table clock. Cheaper than get_state."""
-        cdef uint64_t msb, lsb, h
-        cdef uint32_t i
+        cdef Entry snap
         cdef int64_t ttl = 0
-        cdef int32_t interval = 0
-        cdef bint found = False
-        _key(id16, &msb, &lsb)
-        self._need()
-        h = _hash(&self.t, msb, lsb)
-        with self._lock:
-            i = _find(&self.t, msb, lsb, h)
-            if i != NIL and self.t.e[i].deadline > self.t.clock:
-                interval = self.t.e[i].interval
-                ttl = self.t.cls[self.t.e[i].cls].ttl
-                found = True
-        if not found:
+        if not self._snapshot(id16, &snap, &ttl):
             return None
-        return (interval, ttl)
+        return (snap.interval, ttl)
 
     def get_state(self, bytes id16 not None):
         """Every field of the instance as a dict, or None if absent or expired at the table clock."""
-        cdef uint64_t msb, lsb, h
-        cdef uint32_t i
         cdef Entry snap
         cdef int64_t ttl = 0
-        cdef bint found = False
-        _key(id16, &msb, &lsb)
-        self._need()
-        h = _hash(&self.t, msb, lsb)
-        with self._lock:
-            i = _find(&self.t, msb, lsb, h)
-            if i != NIL and self.t.e[i].deadline > self.t.clock:
-                snap = self.t.e[i]
-                ttl = self.t.cls[snap.cls].ttl
-                found = True
-        if not found:
+        if not self._snapshot(id16, &snap, &ttl):
             return None
         return {
             "instance_id": id16,
