@@ -62,6 +62,10 @@ def test_decode_payloads_matches_the_protobuf_oracle(spark):
         assert [(r["metric"], r["value"], dict(r["attributes"]), r["time_unix_nano"]) for r in got] == [
             (w["metric"], w["value"], w["attributes"], w["time_unix_nano"]) for w in want]
         assert {r["compression_type"] for r in got} == {4}
+        # the points pass of its own (workers emit point rows only) equals the points read from the cache
+        direct = kspark.decode_payloads(df).points
+        assert direct.schema == res.points.schema
+        assert sorted(map(repr, direct.collect())) == sorted(map(repr, res.points.collect()))
     finally:
         res.unpersist()
 

@@ -295,8 +295,7 @@ class FollowingPipeline:
             from pyspark import StorageLevel
 
             started = time.perf_counter()
-            result = decode_payloads(df, max_output=max_output)
-            result.combined.persist(StorageLevel.MEMORY_AND_DISK)
+            result = decode_payloads(df, max_output=max_output).persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 points = result.points.withColumn(
                     "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000))))

@@ -262,8 +262,7 @@ def _load(spark, source, closed):
     else:
         rec = _with_columns(source, rec_schema)
     rec = rec.withColumnRenamed("error_code", "push_error_code")
-    result = decode_payloads(rec)
-    result.combined.persist(StorageLevel.MEMORY_AND_DISK)
+    result = decode_payloads(rec).persist(StorageLevel.MEMORY_AND_DISK)   # points and errors from one pass
     pushes = rec.withColumn("payload_bytes", F.length("payload")).drop("payload")
     return pushes, result.points, result.errors, closed_df, result.combined
 
