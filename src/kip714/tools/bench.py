@@ -1149,7 +1149,8 @@ class Bench:
         self.add_row(G, f"spark-decode-combined-{k}",
                      "same, the single decoding pass without the points/errors split (decode_payloads(df).combined)",
                      summ["kip714-combined"], summ["peer"], peer_label_, extra=extra,
-                     note="points: a pass of its own whose workers emit point rows and columns only; combined also carries the error columns")
+                     note="points: a pass of its own whose workers emit point rows and columns only; "
+                          "combined also carries the error columns")
         self.curves["spark"] = {"title": f"Spark local[2]: {k} rows → {n_points:,} points", "points": n_points,
                                 "runs_s": times}
 
