@@ -144,22 +144,29 @@ DEFECTS = {  # software name → the one check its client breaks
 }
 
 
-def _run_librdkafka(bootstrap: str, seconds: float) -> None:
+def _run_librdkafka(bootstrap: str, seconds: float, pushed=None, limit_s: float = 40.0) -> None:
+    """A librdkafka producer and consumer for ``seconds``, and longer (up to ``limit_s``) until ``pushed()``
+    says both have pushed: a client closes with a terminating push only once it holds a subscription, which
+    takes longer than ``seconds`` on a loaded machine."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     common = {"bootstrap.servers": bootstrap, "log_level": 0}
+    started = time.monotonic()
+    ready = threading.Event()
+
+    def running() -> bool:
+        now = time.monotonic()
+        return now < started + seconds or (not ready.is_set() and now < started + limit_s)
 
     def producer():
         p = confluent_kafka.Producer({**common, "client.id": "rdk-producer", "enable.sparse.connections": False})
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while running():
             p.poll(0.05)
         del p
         gc.collect()
 
     def consumer():
         c = confluent_kafka.Consumer({**common, "client.id": "rdk-consumer", "group.id": "report-group"})
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+        while running():
             c.poll(0.05)
         c.close()
         del c
@@ -168,8 +175,12 @@ def _run_librdkafka(bootstrap: str, seconds: float) -> None:
     threads = [threading.Thread(target=f) for f in (producer, consumer)]
     for t in threads:
         t.start()
+    while any(t.is_alive() for t in threads) and time.monotonic() < started + limit_s + 20:
+        if not ready.is_set() and (pushed is None or pushed()):
+            ready.set()
+        time.sleep(0.3)
     for t in threads:
-        t.join(seconds + 20)
+        t.join(20)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +191,12 @@ def recording(tmp_path_factory):
     registry.set("all", {"metrics": "*", "interval.ms": str(INTERVAL)})
     broker = TelemetryBroker(registry, node_id=1, accepted_compression_types=(4, 3, 1, 2))
     srv = server_thread.ServerThread(TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder), 10)
-    _run_librdkafka(srv.bootstrap, 3.0)
+    def pushed() -> bool:   # both clients have a subscription and pushed under it
+        recorder.flush()
+        return {"rdk-producer", "rdk-consumer"} <= {r["client_id"] for r in read_recording(rec).to_pylist()
+                                                   if not r["terminating"]}
+
+    _run_librdkafka(srv.bootstrap, 3.0, pushed)
     # both librdkafka clients' terminating pushes are recorded (bounded wait: slower on a loaded machine)
     assert srv.wait_for(lambda: recorder.flush() >= 0 and
                         sum(r["terminating"] for r in read_recording(rec).to_pylist()) >= 2, 30.0)
