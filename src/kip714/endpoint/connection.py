@@ -257,10 +257,12 @@ class EndpointConnection(asyncio.Protocol):
         log.debug("event=disconnect peer=%s:%s", self.address, self.port)
 
     def drop(self, reason: str) -> None:
-        """Close the connection at once because of a protocol error (logged and counted), as Kafka does."""
+        """Close the connection at once because of a protocol error (logged and counted), as Kafka does;
+        what it held of unfinished frames is let go of now."""
         log.warning("event=disconnect peer=%s:%s reason=%r", self.address, self.port, reason)
         self.endpoint.stats["protocol_errors"] += 1
         self.closed_by_endpoint = True
+        self.free_buffers()
         if self.transport is not None:
             self.transport.abort()
 
@@ -385,7 +387,6 @@ class FramedConnection(EndpointConnection):
         except Kip714Error as exc:
             if isinstance(exc, FrameTooLargeError):
                 endpoint.stats["frames_too_large"] += 1
-            self.free_buffers()
             self.drop(f"bad frame: {exc}")
             return
         if consumed:

@@ -294,13 +294,11 @@ class _ClientConnection(EndpointConnection):
         except (_Drop, Kip714Error) as exc:
             if isinstance(exc, FrameTooLargeError):
                 self.proxy.stats["frames_too_large"] += 1
-            requests.free()
             self._abort(str(exc))
             return
         except Exception:  # a bug must cost this connection, not escape into the event loop
             log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
             self.proxy.stats["internal_errors"] += 1
-            requests.free()
             self._abort("internal error")
             return
         # requests read whole (telemetry, ApiVersions, SASL) count against the endpoint's budget; frames
