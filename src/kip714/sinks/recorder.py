@@ -111,15 +111,13 @@ def _fsync_dir(folder: pathlib.Path) -> None:
         os.close(fd)
 
 
-def _write_parquet(table, path: pathlib.Path, compression: str, sync: bool) -> None:
-    """Write ``table`` to ``path`` through a temporary file renamed into place (fsync'd first with ``sync``),
-    so ``path`` is either complete or absent."""
-    import pyarrow.parquet as pq
-
+def _write_file(path: pathlib.Path, write, sync: bool) -> None:
+    """Create ``path`` through a temporary file that ``write(f)`` fills and that is renamed into place
+    (fsync'd first, and the folder after, with ``sync``), so ``path`` is either complete or absent."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as f:
-            pq.write_table(table, f, compression=compression)
+            write(f)
             if sync:
                 f.flush()
                 os.fsync(f.fileno())
@@ -129,6 +127,13 @@ def _write_parquet(table, path: pathlib.Path, compression: str, sync: bool) -> N
         raise
     if sync:
         _fsync_dir(path.parent)
+
+
+def _write_parquet(table, path: pathlib.Path, compression: str, sync: bool) -> None:
+    """Write ``table`` to ``path`` as :func:`_write_file` does: complete or absent."""
+    import pyarrow.parquet as pq
+
+    _write_file(path, lambda f: pq.write_table(table, f, compression=compression), sync)
 
 
 def _file_ms(path: pathlib.Path) -> int:
@@ -409,28 +414,24 @@ class ParquetRecorder:
             if not parts:
                 return 0
             name = f"push-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
-            tmp = self.directory / f".{name}.tmp"
+            schema = record_schema().with_metadata({PARTS_KEY: json.dumps([p.name for p in parts])})
             rows = 0
-            try:
-                schema = record_schema().with_metadata({PARTS_KEY: json.dumps([p.name for p in parts])})
-                with open(tmp, "wb") as f:
-                    with pq.ParquetWriter(f, schema, compression=self.compression) as writer:
-                        for part in parts:
-                            table = pq.read_table(part)
-                            writer.write_table(table.cast(record_schema()))
-                            rows += table.num_rows
-                    if self.sync:
-                        f.flush()
-                        os.fsync(f.fileno())
-                os.replace(tmp, self.directory / name)
+
+            def merge(f) -> None:
+                nonlocal rows
+                with pq.ParquetWriter(f, schema, compression=self.compression) as writer:
+                    for part in parts:
+                        table = pq.read_table(part)
+                        writer.write_table(table.cast(record_schema()))
+                        rows += table.num_rows
+
+            try:   # with sync the rolled file is durable before its parts go
+                _write_file(self.directory / name, merge, self.sync)
             except BaseException:
-                tmp.unlink(missing_ok=True)
                 with self._lock:   # the parts stay the open file's
                     self._parts[:0] = parts
                     self._parts_bytes += sum(p.stat().st_size for p in parts if p.exists())
                 raise
-            if self.sync:
-                _fsync_dir(self.directory)   # the rolled file is durable before its parts go
             for part in parts:
                 part.unlink(missing_ok=True)
             if self.sync:
