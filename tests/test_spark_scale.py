@@ -166,6 +166,44 @@ def test_conf_option_reaches_spark(base_recording, tmp_path):
     assert proc.returncode == 2 and "--conf takes KEY=VALUE" in proc.stderr
 
 
+def test_local_session_commits_its_heap_at_start():
+    """The local session's JVM runs with the heap it was given committed and touched at start (-Xms = -Xmx,
+    AlwaysPreTouch, a fixed young generation), so its resident size does not follow the job's length; a
+    --conf spark.driver.memory carries its own -Xms/-Xmn. Read back from the running JVM."""
+    code = (
+        "import json, sys\n"
+        "from kip714.spark import local_session\n"
+        "spark = local_session('local[1]', conf={'spark.driver.memory': '640m'})\n"
+        "jvm = spark.sparkContext._jvm\n"
+        "args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
+        "rt = jvm.java.lang.Runtime.getRuntime()\n"
+        "print(json.dumps({'args': args, 'total': rt.totalMemory(), 'max': rt.maxMemory()}))\n"
+        "spark.stop()\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"-Xmx640m", "-Xms640m", "-Xmn160m", "-XX:+AlwaysPreTouch"} <= set(got["args"]), got["args"]
+    assert got["total"] >= 0.95 * got["max"]  # the whole heap committed from the start
+    assert kdecode.driver_java_options("2g") == "-Xms2048m -Xmn512m -XX:+AlwaysPreTouch"
+    assert kdecode._mib("1048576k") == 1024 and kdecode._mib("nonsense") is None
+
+
+def test_gc_log_gives_the_heap_after_collections(tmp_path):
+    """The scale bench's live-heap figure: the largest ``after`` of the GC log's pause lines (G1's format)."""
+    log = tmp_path / "gc.log"
+    log.write_text(
+        "[0.003s][info][gc] Using G1\n"
+        "[1.261s][info][gc] GC(5) Pause Young (Concurrent Start) (Metadata GC Threshold) 42M->29M(460M) 4.549ms\n"
+        "[1.285s][info][gc] GC(6) Pause Remark 930M->930M(1200M) 2.728ms\n"
+        "[65.382s][info][gc] GC(157) Pause Young (Normal) (G1 Evacuation Pause) 1459M->510M(1566M) 8.098ms\n"
+        "[70.1s][info][gc] GC(158) Pause Full (G1 Compaction Pause) 1G->1G(2G) 90.1ms\n")
+    assert scale.heap_live_after_gc(str(log)) == 1 << 30
+    log.write_text(log.read_text().replace("1G->1G(2G)", "700M->300M(2G)"))
+    assert scale.heap_live_after_gc(str(log)) == 510 << 20
+    assert scale.heap_live_after_gc(str(tmp_path / "missing.log")) == 0
+
+
 # ------------------------------------------------------------------------------------ standalone cluster
 
 def _free_port() -> int:

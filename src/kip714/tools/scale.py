@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -157,10 +159,13 @@ def _status(pid: int) -> dict[str, int] | None:
 
 @dataclass
 class MemoryPeaks:
-    """Peaks over a run, in bytes: the JVM's resident set high-water mark (VmHWM), the largest Python
-    worker's VmHWM, the largest sum of the workers' resident sets at one sample, and CPU seconds."""
+    """Peaks over a run, in bytes: the JVM's resident set high-water mark (VmHWM), the JVM's largest heap
+    occupancy right after a collection (``heap_live``: what the job kept alive, from the JVM's GC log; 0 when
+    there was none), the largest Python worker's VmHWM, the largest sum of the workers' resident sets at one
+    sample, and CPU seconds."""
 
     jvm_hwm: int = 0
+    heap_live: int = 0
     worker_hwm: int = 0
     workers_rss: int = 0
     jvm_cpu_s: float = 0.0
@@ -239,7 +244,41 @@ def run_job(job: str, recording: str, output: str, *, master: str = "local[2]", 
     """Run ``job`` (``kip714``: :func:`kip714.pipeline.run_pipeline`; ``peer``: read the recording, the
     protobuf mapInArrow peer, write the points to Parquet by date as the pipeline does) in a fresh Python
     process with its own Spark session, sampling its memory. The child is killed after ``timeout_s``."""
-    cmd = [sys.executable, "-m", "kip714.tools.scale", job, recording, output, master, json.dumps(conf or {})]
+    conf = dict(conf or {})
+    gc_log = tempfile.NamedTemporaryFile(prefix="kip714-gc-", suffix=".log", delete=False)
+    gc_log.close()
+    # the JVM's GC log gives the live heap after each collection (extraJavaOptions: kip714's own JVM options
+    # are in spark.driver.defaultJavaOptions, which this does not replace)
+    conf["spark.driver.extraJavaOptions"] = " ".join(
+        x for x in (conf.get("spark.driver.extraJavaOptions"), f"-Xlog:gc:file={gc_log.name}") if x)
+    try:
+        return _run_child(job, recording, output, master, conf, timeout_s, env, gc_log.name)
+    finally:
+        os.unlink(gc_log.name)
+
+
+def heap_live_after_gc(gc_log: str) -> int:
+    """The largest heap occupancy right after a collection in a JVM unified GC log (``-Xlog:gc``), in bytes:
+    the ``B`` of ``A->B(C)`` on each pause line."""
+    best = 0
+    try:
+        with open(gc_log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = _GC_PAUSE.search(line)
+                if m:
+                    best = max(best, int(m.group(1)) << _GC_UNIT[m.group(2)])
+    except OSError:
+        return 0
+    return best
+
+
+_GC_PAUSE = re.compile(r"Pause (?:Young|Full)\b.*?\d+[KMG]->(\d+)([KMG])\(\d+[KMG]\)")
+_GC_UNIT = {"K": 10, "M": 20, "G": 30}
+
+
+def _run_child(job: str, recording: str, output: str, master: str, conf: dict, timeout_s: float,
+               env: dict | None, gc_log: str) -> JobRun:
+    cmd = [sys.executable, "-m", "kip714.tools.scale", job, recording, output, master, json.dumps(conf)]
     child_env = dict(os.environ, **(env or {}))
     src = str(pathlib.Path(__file__).resolve().parents[2])
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (src, child_env.get("PYTHONPATH")) if p)
@@ -251,7 +290,9 @@ def run_job(job: str, recording: str, output: str, *, master: str = "local[2]", 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             out, err = proc.communicate()
+            sampler.peaks.heap_live = heap_live_after_gc(gc_log)
             return JobRun(job, None, peaks=sampler.peaks, returncode=-9, error=f"timed out after {timeout_s:.0f} s")
+    sampler.peaks.heap_live = heap_live_after_gc(gc_log)
     result: dict = {}
     for line in reversed(out.splitlines()):
         if line.startswith("{"):
