@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
                    help=f"largest decompressed payload accepted per row (default {DEFAULT_TELEMETRY_MAX_BYTES})")
     p.add_argument("--conf", type=_conf_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
-                        "kip714's defaults: driver heap an eighth of the RAM (1g to 4g), "
+                        "kip714's defaults: driver heap 768m committed at start (less on machines under 6 GiB), "
                         "spark.sql.files.maxPartitionBytes=32 MiB, Arrow batches of 4096 rows / 16 MiB")
     p.add_argument("--follow", action="store_true",
                    help="keep following a recording that serve/proxy is still writing (Spark Structured "

@@ -632,8 +632,8 @@ def session_defaults() -> dict[str, str]:
 def local_session(master: str | None = None, app_name: str = "kip714", partitions: int | None = None,
                   progress: bool = False, conf: dict[str, str] | None = None):
     """A SparkSession for kip714 work: ``local[*]`` unless ``master`` names a cluster; Arrow enabled,
-    the UI off, quiet logs, and the sizes of :func:`session_defaults` (driver heap from the machine's RAM,
-    Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that override those
+    the UI off, quiet logs, and the sizes of :func:`session_defaults` (a 768m driver heap committed at start,
+    less on a small machine; Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that override those
     (as ``spark-submit --conf``). The driver heap (``spark.driver.memory``) only takes effect when this call
     starts the JVM; under ``spark-submit`` or with a JVM already running, give it there."""
     import os
