@@ -286,6 +286,24 @@ def test_every_defect_is_reported_under_its_check(conformance):
     assert "transactional.id" in detail[("otel-labels", "resource_labels")]
 
 
+def test_report_over_the_pipeline_output_equals_the_report_over_the_recording(recording, conformance, spark,
+                                                                              tmp_path):
+    """``kip714 report`` over the points/ and errors/ tables ``kip714 pipeline`` wrote gives the same
+    conformance rows (the same workers reduce already-decoded points there)."""
+    from kip714.spark.pipeline import run_pipeline
+
+    rec, _ = recording
+    out_dir, data, _ = conformance
+    run_pipeline(str(rec), str(tmp_path / "tables"), spark=spark, progress=False)
+    again = report(str(tmp_path / "tables"), spark, closed=str(rec / "_closed")).write(tmp_path / "out")
+
+    def key(rows):
+        return sorted((r["client_software_name"], r["check"], r["status"], r["failures"], r["checked"])
+                      for r in rows)
+    # decode failures: the recording's pushes that do not decode are in errors/, counted the same way
+    assert key(again["conformance"]) == key(data["conformance"])
+
+
 def test_html_page_renders_its_tables(conformance, tmp_path):
     out, data, _ = conformance
     page = (out / "report.html").read_text()

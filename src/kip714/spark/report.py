@@ -15,10 +15,12 @@ than the client's others, throttling, tiny producer batches, record errors and r
 consumer lag and idle polls — each with the metric, the value, the threshold it crossed and, where the
 metric points at one, the client setting to look at. Thresholds are :class:`ReportOptions` fields.
 
-Everything runs as Spark DataFrame operations over the decoded points (``decode_payloads``): three
-aggregations over the points (per instance, per series, per insight metric) and one window over the
-pushes; only aggregated results (one row per software × check, per flagged client, per instance) reach
-the driver, when they are written out.
+The points are never a Spark table here: the recording is partitioned by client instance and each Python
+worker decodes its pushes and reduces them to one row per instance and per insight metric
+(:mod:`kip714.spark.report_points`, pyarrow and numpy); Spark joins those small tables with what it computes
+from the pushes (one window per instance: intervals, compression, errors, termination). Only aggregated
+results (one row per software × check, per flagged client, per instance) reach the driver, when they are
+written out. A ``kip714 pipeline`` points table is reduced by the same workers.
 
 The KIP's standard producer and consumer metrics are listed in :data:`STANDARD_PRODUCER_METRICS` and
 :data:`STANDARD_CONSUMER_METRICS` (from the KIP-714 text). The KIP marks a subset of them as *required*
@@ -134,6 +136,14 @@ _INTEREST = tuple(_THROTTLE) + (_RPR, _SEND, _REQ, _ERR, _RETRY, _BATCH) + _CONN
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _SW = ("client_software_name", "client_software_version")
+#: The per-instance columns the workers compute from the points (kip714.spark.report_points).
+_POINT_COLUMNS = ("points", "naming_bad", "naming_bad_names", "subscribed_checked", "subscribed_bad",
+                  "subscribed_bad_names", "temporality_checked", "temporality_bad", "temporality_bad_names",
+                  "is_producer", "is_consumer", "resource_keys", "standard_seen", "subscriptions",
+                  "series_in_pushes", "duplicate_series", "duplicate_names", "cumulative_series", "start_moved",
+                  "start_moved_names")
+_AGG_COLUMNS = ("client_instance_id", "metric", "node", "avg", "sum", "max", "first", "last", "t0", "t1", "n",
+                "temporality")
 
 
 @dataclass(frozen=True)
@@ -221,12 +231,31 @@ def _with_columns(df, arrow_schema):
     return df
 
 
+def _rules():
+    from .report_points import Rules
+
+    std_all = STANDARD_PRODUCER_METRICS + STANDARD_CONSUMER_METRICS
+    return Rules(NAME_PATTERN, {m[len(_NS):] for m in std_all}, set(std_all), set(_INTEREST), _LAT)
+
+
+def _per_point(df, worker):
+    """The workers' rows (:data:`kip714.spark.report_points.OUT_SCHEMA`) of ``df`` (recording or points
+    rows), partitioned by client instance and sorted so that each worker sees every row of an instance."""
+    from .report_points import OUT_SCHEMA
+
+    spark = df.sparkSession
+    parts = max(2, spark.sparkContext.defaultParallelism)
+    src = df.repartition(parts, "client_instance_id").sortWithinPartitions("client_instance_id")
+    return src.mapInArrow(worker, _spark_schema(OUT_SCHEMA))
+
+
 def _load(spark, source, closed):
-    """(pushes, points, decode errors, closed rows, combined-to-unpersist) from a recording or a points table."""
-    from pyspark import StorageLevel
+    """(pushes, the workers' per-point rows, decode errors or None, closed rows) from a recording or a
+    points table. Decode errors come from the workers for a recording (as ``error`` rows) and from the
+    ``errors/`` table for a points table."""
     from pyspark.sql import functions as F
 
-    from .decode import decode_payloads
+    from .report_points import PUSH_COLUMNS, points_worker, recording_worker
 
     rec_schema = record_schema()
     closed_df = None
@@ -250,7 +279,11 @@ def _load(spark, source, closed):
         for name in ("closed", CLOSED_DIR):
             if closed_df is None and (local / name).is_dir():
                 closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(local / name))
-        return pushes, points, errors, closed_df, None
+        from .decode import points_schema
+
+        wanted = [c for c in list(points_schema().names) + list(PUSH_COLUMNS) if c in points.columns]
+        per_point = _per_point(points.select(*wanted), points_worker(_rules()))
+        return pushes, per_point, errors, closed_df
     if path is not None:
         rec = spark.read.schema(_spark_schema(rec_schema)).parquet(path)
         if closed_df is None and (local is None or (local / CLOSED_DIR).is_dir()):
@@ -262,9 +295,9 @@ def _load(spark, source, closed):
     else:
         rec = _with_columns(source, rec_schema)
     rec = rec.withColumnRenamed("error_code", "push_error_code")
-    result = decode_payloads(rec).persist(StorageLevel.MEMORY_AND_DISK)   # points and errors from one pass
+    per_point = _per_point(rec.select(*PUSH_COLUMNS, "payload", "compression_type"), recording_worker(_rules()))
     pushes = rec.withColumn("payload_bytes", F.length("payload")).drop("payload")
-    return pushes, result.points, result.errors, closed_df, result.combined
+    return pushes, per_point, None, closed_df
 
 
 # ------------------------------------------------------------------------------------------ the report
@@ -283,27 +316,30 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     opts = options or ReportOptions()
     if spark is None:
         spark = local_session(master, app_name="kip714-report")
-    pushes, points, errors, closed_df, combined = _load(spark, source, closed)
+    from pyspark import StorageLevel
+
+    pushes, per_point, errors, closed_df = _load(spark, source, closed)
     pushes = pushes.withColumns({c: F.coalesce(F.col(c), F.lit("unknown")) for c in _SW})
-    points = points.withColumns({c: F.coalesce(F.col(c), F.lit("unknown")) for c in _SW})
+    # small (rows per instance, per insight metric): materialised now, in one job, so that the tables below
+    # (and Spark's broadcasts of them, which run as concurrent jobs) never decode twice
+    per_point = per_point.persist(StorageLevel.MEMORY_AND_DISK)
+    per_point.count()
+    kind = F.col("row_kind")
 
     push_inst = _push_instances(pushes, closed_df, opts)
-    point_inst = _point_instances(points)
-    series_inst = _series_instances(points)
-    decode_inst = None
+    point_inst = per_point.where(kind == "inst").select("client_instance_id", *_POINT_COLUMNS)
     if errors is not None:
         decode_inst = errors.groupBy("client_instance_id").agg(
             F.count(F.lit(1)).alias("decode_failed"), F.first("error", ignorenulls=True).alias("decode_error"))
-    inst = push_inst.join(point_inst, "client_instance_id", "left").join(series_inst, "client_instance_id", "left")
-    if decode_inst is not None:
-        inst = inst.join(decode_inst, "client_instance_id", "left")
     else:
-        inst = inst.withColumn("decode_failed", F.lit(0)).withColumn("decode_error", F.lit(None).cast("string"))
+        decode_inst = per_point.where(kind == "error").select("client_instance_id", "decode_failed", "decode_error")
+    inst = push_inst.join(F.broadcast(point_inst), "client_instance_id", "left").join(
+        F.broadcast(decode_inst), "client_instance_id", "left")
     # materialised once: every table below starts from it (and Spark no longer re-analyses its lineage)
     inst = inst.localCheckpoint(eager=True)
 
     conformance = _conformance(inst, opts)
-    insights = _insights(points, inst, opts)
+    insights = _insights(per_point.where(kind == "agg").select(*_AGG_COLUMNS), inst, opts)
     clients = inst.select(
         "client_instance_id", "client_id", *_SW, "client_source_address",
         F.when(F.col("is_producer") & ~F.col("is_consumer"), "producer")
@@ -319,8 +355,7 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     timeline = (pushes.groupBy(*_SW, (F.floor(F.col("received_at_ms") / 60000) * 60000).alias("minute_ms"))
                 .agg(F.count(F.lit(1)).alias("pushes"),
                      F.sum(F.when(F.col("push_error_code") != 0, 1).otherwise(0)).alias("errors")))
-    return Report(conformance, insights, clients, errors_by_code, timeline, opts,
-                  (combined,) if combined is not None else ())
+    return Report(conformance, insights, clients, errors_by_code, timeline, opts, (per_point,))
 
 
 def _push_instances(pushes, closed_df, opts: ReportOptions):
@@ -378,69 +413,6 @@ def _push_instances(pushes, closed_df, opts: ReportOptions):
         inst = (inst.withColumn("closed_at_ms", F.lit(None).cast("long")).withColumn("left", F.lit(False))
                 .withColumn("closes_known", F.lit(False)))
     return inst
-
-
-def _point_instances(points):
-    """Per client instance, from its data points: naming, subscription, temporality, kind, labels, coverage."""
-    from pyspark.sql import functions as F
-
-    metric = F.col("metric")
-    std_all = list(STANDARD_PRODUCER_METRICS + STANDARD_CONSUMER_METRICS)
-    bare = [m[len(_NS):] for m in std_all]
-    name_bad = ~metric.rlike(NAME_PATTERN) | metric.isin(bare)
-    subscribed = F.exists("subscribed_metrics", lambda p: (p == "*") | metric.startswith(p))
-    sub_checked = F.col("subscribed_metrics").isNotNull()
-    sub_bad = sub_checked & ~subscribed
-    expected = F.when(F.col("delta_temporality"), F.lit("delta")).otherwise(F.lit("cumulative"))
-    temp_checked = F.col("kind").isin("sum", "histogram", "exponential_histogram") & \
-        F.col("delta_temporality").isNotNull()
-    temp_bad = temp_checked & (F.coalesce(F.col("temporality"), F.lit("unspecified")) != expected)
-
-    def n(cond):
-        return F.sum(F.when(cond, 1).otherwise(0))
-
-    def names(cond):
-        return F.slice(F.array_sort(F.collect_set(F.when(cond, metric))), 1, 5)
-
-    return points.groupBy("client_instance_id").agg(
-        F.count(F.lit(1)).alias("points"),
-        n(name_bad).alias("naming_bad"), names(name_bad).alias("naming_bad_names"),
-        n(sub_checked).alias("subscribed_checked"), n(sub_bad).alias("subscribed_bad"),
-        names(sub_bad).alias("subscribed_bad_names"),
-        n(temp_checked).alias("temporality_checked"), n(temp_bad).alias("temporality_bad"),
-        names(temp_bad).alias("temporality_bad_names"),
-        F.max(metric.startswith(_NS + "producer.")).alias("is_producer"),
-        F.max(metric.startswith(_NS + "consumer.")).alias("is_consumer"),
-        F.array_distinct(F.flatten(F.collect_set(F.map_keys("resource")))).alias("resource_keys"),
-        F.collect_set(F.when(metric.isin(std_all), metric)).alias("standard_seen"),
-        F.collect_set("subscribed_metrics").alias("subscriptions"),
-    )
-
-
-def _series_instances(points):
-    """Per client instance: series sent twice in one push, cumulative series whose start time moved."""
-    from pyspark.sql import functions as F
-
-    cum = (F.col("temporality") == "cumulative")
-    s = points.select("client_instance_id", "node_id", "received_at_ms", "metric",
-                      F.array_sort(F.map_entries("attributes")).alias("attrs"),
-                      F.array_sort(F.map_entries("resource")).alias("res"),
-                      "start_time_unix_nano", cum.alias("cum"))
-    per_push = s.groupBy("client_instance_id", "node_id", "received_at_ms", "metric", "attrs", "res").agg(
-        F.count(F.lit(1)).alias("n"), F.min("start_time_unix_nano").alias("s0"),
-        F.max("start_time_unix_nano").alias("s1"), F.max("cum").alias("cum"))
-    per_series = per_push.groupBy("client_instance_id", "metric", "attrs", "res").agg(
-        F.count(F.lit(1)).alias("in_pushes"), F.sum(F.when(F.col("n") > 1, 1).otherwise(0)).alias("dups"),
-        F.max("cum").alias("cum"), (F.min("s0") != F.max("s1")).alias("moved"))
-    moved = F.coalesce(F.col("cum"), F.lit(False)) & F.col("moved")
-    return per_series.groupBy("client_instance_id").agg(
-        F.sum("in_pushes").alias("series_in_pushes"), F.sum("dups").alias("duplicate_series"),
-        F.slice(F.array_sort(F.collect_set(F.when(F.col("dups") > 0, F.col("metric")))), 1, 5).alias(
-            "duplicate_names"),
-        F.sum(F.when(F.coalesce(F.col("cum"), F.lit(False)), 1).otherwise(0)).alias("cumulative_series"),
-        F.sum(F.when(moved, 1).otherwise(0)).alias("start_moved"),
-        F.slice(F.array_sort(F.collect_set(F.when(moved, F.col("metric")))), 1, 5).alias("start_moved_names"),
-    )
 
 
 def _conformance(inst, opts: ReportOptions):
@@ -587,27 +559,15 @@ def _conformance(inst, opts: ReportOptions):
             .select(*_SW, "check", "status", "failures", "checked", "unit", "examples", "rule", "detail", "_order"))
 
 
-def _insights(points, inst, opts: ReportOptions):
-    """One row per flagged client instance and finding."""
+def _insights(agg, inst, opts: ReportOptions):
+    """One row per flagged client instance and finding, from the workers' ``agg`` rows (per instance,
+    insight metric and node: avg, sum, max, first and last value by time, time span, temporality)."""
     from pyspark.sql import functions as F
 
-    metric = F.col("metric")
-    v = F.coalesce(F.col("value"), F.col("value_int").cast("double"))
-    t = F.col("time_unix_nano")
-    is_lat = metric.endswith(_LAT)
-    node = F.when(is_lat, F.coalesce(F.col("attributes")["node_id"], F.col("attributes")["node.id"]))
-    agg = (points.where(metric.isin(list(_INTEREST)) | is_lat)
-           .select("client_instance_id", "metric", node.alias("node"), v.alias("v"), t.alias("t"), "temporality")
-           .groupBy("client_instance_id", "metric", "node").agg(
-               F.avg("v").alias("avg"), F.sum("v").alias("sum"), F.max("v").alias("max"),
-               F.min_by("v", "t").alias("first"), F.max_by("v", "t").alias("last"),
-               F.min("t").alias("t0"), F.max("t").alias("t1"), F.count(F.lit(1)).alias("n"),
-               F.first("temporality", ignorenulls=True).alias("temporality")))
     # total over the run (delta: the sum of the deltas; cumulative: the last value) and after the first push
     agg = agg.withColumn("total", F.when(F.col("temporality") == "delta", F.col("sum")).otherwise(F.col("last"))) \
         .withColumn("after_first", F.when(F.col("temporality") == "delta", F.col("sum") - F.col("first"))
                     .otherwise(F.col("last") - F.col("first")))
-    agg = agg.localCheckpoint(eager=True)
     ids = inst.select("client_instance_id", "client_id", *_SW)
     empty_detail = F.lit(None).cast("string")
 

@@ -1,0 +1,446 @@
+"""The per-point half of ``kip714 report``, computed next to the decoder in Spark's Python workers.
+
+A report reads every data point once: naming, subscription and temporality per point, series per push,
+and the few metrics the insights look at. Shipping a million decoded points (map columns and all) back to
+the JVM to aggregate them there cost most of the report's time, so the workers do it: the input is
+partitioned by client instance and sorted, each worker decodes its pushes (the same chunked, bounded
+decoder as :func:`kip714.spark.decode_payloads`) and reduces the points of each complete instance with
+pyarrow's hash aggregations and numpy, never a Python loop per point. Only small tables leave the
+workers: one row per instance (kind ``inst``), per instance, metric and node of the insight metrics
+(``agg``), and per instance that sent payloads that do not decode (``error``).
+
+The rules (what counts as a bad name, an unsubscribed metric, a duplicate series…) are the report's
+(:mod:`kip714.spark.report`); this module only evaluates them over Arrow data.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .decode import (ERROR, ERROR_CODE, ERROR_STAGE, _Budget, _decode_payload_batches, points_schema,
+                     DEFAULT_MAX_OUTPUT)
+
+__all__ = ["OUT_SCHEMA", "aggregate_points", "recording_worker", "points_worker"]
+
+_NS = "org.apache.kafka."
+_STR_LIST = pa.list_(pa.string())
+
+#: What the workers hand back (every column nullable; ``row_kind`` says which are set).
+OUT_SCHEMA = pa.schema([
+    ("row_kind", pa.string()), ("client_instance_id", pa.string()),
+    # inst: from the instance's points
+    ("points", pa.int64()), ("naming_bad", pa.int64()), ("naming_bad_names", _STR_LIST),
+    ("subscribed_checked", pa.int64()), ("subscribed_bad", pa.int64()), ("subscribed_bad_names", _STR_LIST),
+    ("temporality_checked", pa.int64()), ("temporality_bad", pa.int64()), ("temporality_bad_names", _STR_LIST),
+    ("is_producer", pa.bool_()), ("is_consumer", pa.bool_()), ("resource_keys", _STR_LIST),
+    ("standard_seen", _STR_LIST), ("subscriptions", pa.list_(_STR_LIST)),
+    # inst: from its series
+    ("series_in_pushes", pa.int64()), ("duplicate_series", pa.int64()), ("duplicate_names", _STR_LIST),
+    ("cumulative_series", pa.int64()), ("start_moved", pa.int64()), ("start_moved_names", _STR_LIST),
+    # agg: one insight metric (and node) of one instance
+    ("metric", pa.string()), ("node", pa.string()), ("avg", pa.float64()), ("sum", pa.float64()),
+    ("max", pa.float64()), ("first", pa.float64()), ("last", pa.float64()), ("t0", pa.int64()),
+    ("t1", pa.int64()), ("n", pa.int64()), ("temporality", pa.string()),
+    # error: payloads of the instance that did not decompress or decode
+    ("decode_failed", pa.int64()), ("decode_error", pa.string()),
+])
+#: The recording columns the workers read besides the payload.
+PUSH_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "subscribed_metrics", "delta_temporality")
+_NAMES = 5
+
+
+class Rules:
+    """The report's rules, as the workers need them (plain values: they travel to the workers pickled)."""
+
+    def __init__(self, name_pattern: str, bare_standard: set[str], standard: set[str], interest: set[str],
+                 latency_suffix: str) -> None:
+        self.name_re = re.compile(name_pattern)
+        self.bare_standard = bare_standard
+        self.standard = standard
+        self.interest = interest
+        self.latency_suffix = latency_suffix
+
+    def __getstate__(self):
+        return (self.name_re.pattern, self.bare_standard, self.standard, self.interest, self.latency_suffix)
+
+    def __setstate__(self, state):
+        self.__init__(*state)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def _codes(arr) -> tuple[np.ndarray, list]:
+    """Dense int64 codes of ``arr`` (nulls get their own code) and the distinct values, in code order."""
+    enc = pc.dictionary_encode(arr, null_encoding="encode")
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks() if enc.num_chunks != 1 else enc.chunk(0)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def _combine(*codes: np.ndarray) -> np.ndarray:
+    """One dense code per distinct tuple of ``codes`` (re-densified at each step so nothing overflows)."""
+    out = codes[0]
+    for c in codes[1:]:
+        width = int(c.max()) + 1 if len(c) else 1
+        _, out = np.unique(out * width + c, return_inverse=True)
+        out = out.astype(np.int64)
+    return out
+
+
+def _map_codes(col) -> np.ndarray:
+    """A code per row of a ``map<string, string>`` column that is equal for two rows exactly when their
+    entries are the same multiset (Spark's ``array_sort(map_entries(m))``); a null map has its own code."""
+    col, offsets, keys, items = _map_parts(col)
+    n = len(col)
+    lengths = np.diff(offsets)
+    if len(keys):
+        entry = pc.binary_join_element_wise(keys, pc.fill_null(items, "\x00null"), "\x00")
+        ecode, _ = _codes(entry)
+        row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        order = np.lexsort((ecode, row))
+        sorted_codes = ecode[order].astype(np.int32)
+    else:
+        sorted_codes = np.zeros(0, np.int32)
+    # each row's sorted entry codes as one binary value, dictionary-encoded: exact, no hashing
+    data = pa.py_buffer(sorted_codes.tobytes())
+    offs = pa.py_buffer((offsets * 4).astype(np.int32).tobytes())
+    valid = col.is_valid()
+    binary = pa.Array.from_buffers(pa.binary(), n, [None, offs, data])
+    binary = pc.if_else(valid, binary, pa.scalar(None, pa.binary()))
+    code, _ = _codes(binary)
+    return code
+
+
+def _map_parts(col):
+    """(array, offsets from 0 as int64, keys, items) of a map column, its slice taken into account
+    (``MapArray.keys`` is the whole child whatever the slice)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    off = col.offsets.to_numpy().astype(np.int64) if len(col) else np.zeros(1, np.int64)
+    lo, hi = int(off[0]), int(off[-1])
+    return col, off - lo, col.keys.slice(lo, hi - lo), col.items.slice(lo, hi - lo)
+
+
+def _first_names(inst: np.ndarray, metric: np.ndarray, mask: np.ndarray, names: list, k: int = _NAMES) -> dict:
+    """Per instance code: the first ``k`` distinct metric names (sorted) among rows where ``mask``."""
+    out: dict[int, list[str]] = {}
+    if not mask.any():
+        return out
+    width = len(names) + 1
+    pairs = np.unique(inst[mask] * width + metric[mask])
+    for p in pairs.tolist():
+        out.setdefault(p // width, []).append(names[p % width])
+    return {i: sorted(v)[:k] for i, v in out.items()}
+
+
+def _bincount(codes: np.ndarray, n: int, weights=None) -> np.ndarray:
+    return np.bincount(codes, weights=weights, minlength=n).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------ the reduction
+
+def aggregate_points(t: pa.Table, rules: Rules) -> pa.Table:
+    """The ``inst`` and ``agg`` rows (:data:`OUT_SCHEMA`) of the decoded points ``t``: the points of
+    complete instances, with the recording columns of :data:`PUSH_COLUMNS`."""
+    n = t.num_rows
+    if n == 0:
+        return OUT_SCHEMA.empty_table()
+    inst, inst_names = _codes(t.column("client_instance_id"))
+    n_inst = len(inst_names)
+    metric, metric_names = _codes(t.column("metric"))
+    names_arr = np.array([m if m is not None else "" for m in metric_names], dtype=object)
+
+    # ---- per metric name: naming, kind of client, standard
+    bad_name = np.array([m is None or not rules.name_re.search(m) or m in rules.bare_standard
+                         for m in metric_names], bool)
+    producer_m = np.array([m is not None and m.startswith(_NS + "producer.") for m in metric_names], bool)
+    consumer_m = np.array([m is not None and m.startswith(_NS + "consumer.") for m in metric_names], bool)
+    standard_m = np.array([m in rules.standard for m in metric_names], bool)
+
+    naming = bad_name[metric]
+    # ---- subscription: per distinct (subscription, metric) pair
+    subs_col = t.column("subscribed_metrics")
+    sub_code, sub_values = _subscription_codes(subs_col)
+    sub_checked = np.array([v is not None for v in sub_values], bool)[sub_code]
+    width = len(metric_names)
+    pair = sub_code * width + metric
+    upairs, pinv = np.unique(pair, return_inverse=True)
+    pair_bad = np.zeros(len(upairs), bool)
+    for j, p in enumerate(upairs.tolist()):
+        subs, m = sub_values[p // width], metric_names[p % width]
+        if subs is None:
+            continue
+        hit, unknown = False, False
+        for s in subs:
+            if s is None:
+                unknown = True
+            elif s == "*" or (m is not None and m.startswith(s)):
+                hit = True
+                break
+        pair_bad[j] = not hit and not unknown
+    sub_bad = pair_bad[pinv]
+
+    # ---- temporality
+    kind = t.column("kind")
+    temporality = t.column("temporality")
+    delta = t.column("delta_temporality")
+    temp_checked = pc.and_(pc.is_in(kind, pa.array(["sum", "histogram", "exponential_histogram"])),
+                           pc.is_valid(delta))
+    expected = pc.if_else(delta, "delta", "cumulative")
+    temp_bad = pc.and_(temp_checked, pc.not_equal(pc.fill_null(temporality, "unspecified"), expected))
+    temp_checked = pc.fill_null(temp_checked, False).to_numpy(zero_copy_only=False)
+    temp_bad = pc.fill_null(temp_bad, False).to_numpy(zero_copy_only=False)
+
+    # ---- resource keys, standard metrics seen, subscriptions (per instance, distinct)
+    res, roff, rkeys, _ = _map_parts(t.column("resource"))
+    res_keys: dict[int, set] = {}
+    if len(rkeys):
+        # (pc.list_parent_indices aborts on a map array in pyarrow 26: the parents from the offsets)
+        parent = np.repeat(np.arange(len(res), dtype=np.int64), np.diff(roff))
+        kcode, knames = _codes(rkeys)
+        kp = np.unique(inst[parent] * (len(knames) + 1) + kcode)
+        for p in kp.tolist():
+            res_keys.setdefault(p // (len(knames) + 1), set()).add(knames[p % (len(knames) + 1)])
+    im = np.unique(inst * width + metric)
+    kinds: dict[int, list] = {}
+    for p in im.tolist():
+        i, m = divmod(p, width)
+        k = kinds.setdefault(i, [False, False, []])
+        k[0] |= bool(producer_m[m])
+        k[1] |= bool(consumer_m[m])
+        if standard_m[m]:
+            k[2].append(metric_names[m])
+    isub = np.unique(inst * (len(sub_values) + 1) + sub_code)
+    subscriptions: dict[int, list] = {}
+    for p in isub.tolist():
+        i, s = divmod(p, len(sub_values) + 1)
+        if sub_values[s] is not None:
+            subscriptions.setdefault(i, []).append(sub_values[s])
+
+    # ---- series: per push (instance, node, receive time) and per series (metric, attributes, resource)
+    attrs = _map_codes(t.column("attributes"))
+    rcode = _map_codes(res)
+    node_c, _ = _codes(t.column("node_id"))
+    recv_c, _ = _codes(t.column("received_at_ms"))
+    cum = pc.equal(temporality, "cumulative")
+    s = pa.table({"i": inst, "m": metric, "a": attrs, "r": rcode, "push": _combine(node_c, recv_c),
+                  "start": t.column("start_time_unix_nano"), "cum": cum})
+    per_push = s.group_by(["i", "push", "m", "a", "r"], use_threads=False).aggregate(
+        [([], "count_all"), ("start", "min"), ("start", "max"), ("cum", "max")])
+    per_push = per_push.append_column("dup", pc.cast(pc.greater(per_push["count_all"], 1), pa.int64()))
+    per_series = per_push.group_by(["i", "m", "a", "r"], use_threads=False).aggregate(
+        [([], "count_all"), ("dup", "sum"), ("cum_max", "max"), ("start_min", "min"), ("start_max", "max")])
+    si = per_series["i"].to_numpy()
+    sm = per_series["m"].to_numpy()
+    s_cum = pc.fill_null(per_series["cum_max_max"], False).to_numpy(zero_copy_only=False)
+    moved = pc.fill_null(pc.not_equal(per_series["start_min_min"], per_series["start_max_max"]), False)
+    s_moved = s_cum & moved.to_numpy(zero_copy_only=False)
+    s_dups = per_series["dup_sum"].to_numpy()
+
+    counts = {
+        "points": _bincount(inst, n_inst),
+        "naming_bad": _bincount(inst, n_inst, naming),
+        "subscribed_checked": _bincount(inst, n_inst, sub_checked),
+        "subscribed_bad": _bincount(inst, n_inst, sub_bad),
+        "temporality_checked": _bincount(inst, n_inst, temp_checked),
+        "temporality_bad": _bincount(inst, n_inst, temp_bad),
+        "series_in_pushes": _bincount(si, n_inst, per_series["count_all"].to_numpy()),
+        "duplicate_series": _bincount(si, n_inst, s_dups),
+        "cumulative_series": _bincount(si, n_inst, s_cum),
+        "start_moved": _bincount(si, n_inst, s_moved),
+    }
+    lists = {
+        "naming_bad_names": _first_names(inst, metric, naming, metric_names),
+        "subscribed_bad_names": _first_names(inst, metric, sub_bad, metric_names),
+        "temporality_bad_names": _first_names(inst, metric, temp_bad, metric_names),
+        "duplicate_names": _first_names(si, sm, s_dups > 0, metric_names),
+        "start_moved_names": _first_names(si, sm, s_moved, metric_names),
+    }
+    rows = {f.name: [] for f in OUT_SCHEMA}
+    for i in range(n_inst):
+        k = kinds.get(i, [False, False, []])
+        values = {"row_kind": "inst", "client_instance_id": inst_names[i], "is_producer": k[0], "is_consumer": k[1],
+                  "resource_keys": sorted(res_keys.get(i, ())), "standard_seen": sorted(k[2]),
+                  "subscriptions": subscriptions.get(i, [])}
+        for name, arr in counts.items():
+            values[name] = int(arr[i])
+        for name, d in lists.items():
+            values[name] = d.get(i, [])
+        for name, col in rows.items():
+            col.append(values.get(name))
+    out = pa.Table.from_pydict(rows, schema=OUT_SCHEMA)
+    agg = _insight_aggregates(t, inst, inst_names, metric, metric_names, rules)
+    return pa.concat_tables([out, agg]) if agg is not None else out
+
+
+def _subscription_codes(col) -> tuple[np.ndarray, list]:
+    """Dense codes of a ``list<string>`` column (equal lists, equal codes; null its own) and the lists."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    n = len(col)
+    if n == 0:
+        return np.zeros(0, np.int64), []
+    # a list's elements joined by \x01 (a null element as \x02): one string per row to encode
+    joined = pc.binary_join(_fill_list(col), "\x01")
+    joined = pc.if_else(col.is_valid(), joined, pa.scalar(None, pa.string()))
+    code, _ = _codes(joined)
+    values: list = [None] * (int(code.max()) + 1)
+    first = np.unique(code, return_index=True)[1]
+    for idx in first.tolist():
+        values[code[idx]] = col[idx].as_py()
+    return code, values
+
+
+def _fill_list(col):
+    """``col`` with null list elements replaced by a marker (binary_join skips nothing then)."""
+    flat = pc.fill_null(col.flatten(), "\x02")
+    offsets = col.offsets
+    return pa.ListArray.from_arrays(pc.subtract(offsets, offsets[0]), flat)
+
+
+def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules):
+    """``agg`` rows: per instance, insight metric and node (latency metrics: the node_id attribute)."""
+    interest = np.array([m in rules.interest or (m is not None and m.endswith(rules.latency_suffix))
+                         for m in metric_names], bool)
+    is_lat = np.array([m is not None and m.endswith(rules.latency_suffix) for m in metric_names], bool)
+    rows_mask = interest[metric]
+    if not rows_mask.any():
+        return None
+    idx = np.nonzero(rows_mask)[0]
+    sub = t.take(pa.array(idx))
+    attrs = sub.column("attributes")
+    node = pc.coalesce(pc.map_lookup(attrs, "node_id", "first"), pc.map_lookup(attrs, "node.id", "first"))
+    node = pc.if_else(pa.array(is_lat[metric[idx]]), node, pa.scalar(None, pa.string()))
+    v = pc.coalesce(sub.column("value"), pc.cast(sub.column("value_int"), pa.float64()))
+    tt = sub.column("time_unix_nano")
+    node_c, node_names = _codes(node)
+    g = _combine(inst[idx], metric[idx], node_c)
+    # order rows by (group, time): the first and last value by time are then at each group's ends
+    t_np = pc.fill_null(tt, np.iinfo(np.int64).max).to_numpy(zero_copy_only=False)
+    order = np.lexsort((t_np, g))
+    gs = g[order]
+    starts = np.r_[0, np.nonzero(np.diff(gs))[0] + 1]
+    ends = np.r_[starts[1:], len(gs)] - 1
+    v_np = v.to_numpy(zero_copy_only=False).astype(float)  # nulls → nan
+    v_sorted = v_np[order]
+    v_valid = pc.is_valid(v).to_numpy(zero_copy_only=False)[order]
+    tbl = pa.table({"g": g, "v": v, "t": tt, "temporality": sub.column("temporality")}).group_by(
+        "g", use_threads=False).aggregate([("v", "mean"), ("v", "sum"), ("v", "max"), ("t", "min"), ("t", "max"),
+                                           ([], "count_all"), ("temporality", "first")])
+    tbl = tbl.sort_by("g")
+    gi = gs[starts]
+    first_i, last_i = order[starts], order[ends]
+    n_groups = len(gi)
+    rows = {f.name: [None] * n_groups for f in OUT_SCHEMA}
+    rows["row_kind"] = ["agg"] * n_groups
+    rows["client_instance_id"] = [inst_names[i] for i in inst[idx][first_i].tolist()]
+    rows["metric"] = [metric_names[m] for m in metric[idx][first_i].tolist()]
+    rows["node"] = [node_names[c] for c in node_c[first_i].tolist()]
+    for name, col in (("avg", "v_mean"), ("sum", "v_sum"), ("max", "v_max"), ("t0", "t_min"), ("t1", "t_max"),
+                      ("n", "count_all"), ("temporality", "temporality_first")):
+        rows[name] = tbl[col].to_pylist()
+    rows["first"] = [float(v_sorted[s]) if v_valid[s] else None for s in starts.tolist()]
+    rows["last"] = [float(v_sorted[e]) if v_valid[e] else None for e in ends.tolist()]
+    return pa.Table.from_pydict(rows, schema=OUT_SCHEMA)
+
+
+def _error_rows(errors: list[tuple[str, str]]) -> pa.Table:
+    """``error`` rows: per instance, how many payloads failed and the first reason."""
+    per: dict[str, list] = {}
+    for inst, why in errors:
+        e = per.setdefault(inst, [0, why])
+        e[0] += 1
+    rows = {f.name: [None] * len(per) for f in OUT_SCHEMA}
+    rows["row_kind"] = ["error"] * len(per)
+    rows["client_instance_id"] = list(per)
+    rows["decode_failed"] = [v[0] for v in per.values()]
+    rows["decode_error"] = [v[1] for v in per.values()]
+    return pa.Table.from_pydict(rows, schema=OUT_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------------ workers
+
+def _by_instance(tables: Iterator[tuple[pa.Table, str | None]], rules: Rules) -> Iterator[pa.RecordBatch]:
+    """Reduce a stream of point tables sorted by instance: ``tables`` yields (points, last instance id of
+    the input batch they came from); the points of every instance before that id are complete. The rows of
+    the last instance wait for the next table (memory: one input batch and one instance)."""
+    held: list[pa.Table] = []
+    for points, last in tables:
+        # the points are in input order, so the last instance's rows are the table's tail: slices, no copies
+        ends = pc.fill_null(pc.equal(points.column("client_instance_id"), last), False)
+        cut = points.num_rows - int(pc.sum(ends).as_py() or 0)
+        if cut < points.num_rows and cut:
+            if not pc.all(ends.slice(cut)).as_py():
+                raise AssertionError("report worker: input not sorted by client instance")
+        if cut:
+            complete = pa.concat_tables([*held, points.slice(0, cut)])
+            held = []
+            if complete.num_rows:
+                yield from aggregate_points(complete, rules).to_batches()
+        held.append(points.slice(cut))
+    rest = [h for h in held if h.num_rows]
+    if rest:
+        yield from aggregate_points(pa.concat_tables(rest), rules).to_batches()
+
+
+def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
+    """The mapInArrow function over recording rows (partitioned by client instance, sorted by it): decode
+    the payloads and hand back the :data:`OUT_SCHEMA` rows."""
+    carry = [pa.field("client_instance_id", pa.string()), pa.field("node_id", pa.int32()),
+             pa.field("received_at_ms", pa.int64()), pa.field("subscribed_metrics", _STR_LIST),
+             pa.field("delta_temporality", pa.bool_())]
+    schema = pa.schema(list(points_schema()) + carry + [
+        pa.field("payload", pa.binary()), pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
+        pa.field(ERROR_STAGE, pa.string())])
+    keep = [f.name for f in schema if f.name not in ("payload",)]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        errors: list[tuple[str, str]] = []
+
+        def decoded():
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                src = pa.RecordBatch.from_arrays(
+                    [batch.column(f.name).cast(f.type) for f in carry] +
+                    [batch.column("payload"), batch.column("compression_type")],
+                    names=[f.name for f in carry] + ["payload", "compression_type"])
+                outs = list(_decode_payload_batches(iter([src]), "payload", "compression_type", schema,
+                                                    max_output, _Budget()))
+                table = pa.Table.from_batches(outs, schema=schema).select(keep) if outs else \
+                    schema.empty_table().select(keep)
+                failed = pc.is_valid(table.column(ERROR_CODE))
+                if pc.any(failed).as_py():
+                    bad = table.filter(failed)
+                    errors.extend(zip(bad.column("client_instance_id").to_pylist(), bad.column(ERROR).to_pylist()))
+                    table = table.filter(pc.invert(failed))
+                yield table, batch.column("client_instance_id")[batch.num_rows - 1].as_py()
+
+        yield from _by_instance(decoded(), rules)
+        if errors:
+            yield from _error_rows(errors).to_batches()
+
+    return run
+
+
+def points_worker(rules: Rules):
+    """The mapInArrow function over a points table (``kip714 pipeline`` output; partitioned by client
+    instance, sorted by it): the :data:`OUT_SCHEMA` rows of its points."""
+    names = list(points_schema().names) + list(PUSH_COLUMNS)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def tables():
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                table = pa.Table.from_batches([batch]).select([c for c in names if c in batch.schema.names])
+                yield table, batch.column("client_instance_id")[batch.num_rows - 1].as_py()
+
+        yield from _by_instance(tables(), rules)
+
+    return run
