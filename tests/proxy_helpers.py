@@ -23,10 +23,13 @@ class ProxyThread(ServerThread):
         return {self.server.port, *self.call(lambda: self.server.broker_ports).values()}
 
 
-def start_proxy(upstream: str, **kw) -> ProxyThread:
+def start_proxy(upstream: str, loop: str = "asyncio", **kw) -> ProxyThread:
+    """The proxy on a thread, on asyncio's loop or (``loop="uvloop"``) on uvloop's, as ``--loop`` picks."""
+    from kip714.cli.serve import loop_factory
+
     kw.setdefault("port", 0)
     kw.setdefault("broker_port_base", 0)
-    return ProxyThread(kip714.TelemetryProxy(upstream, **kw))
+    return ProxyThread(kip714.TelemetryProxy(upstream, **kw), loop_factory=loop_factory(loop))
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:

@@ -10,11 +10,11 @@ import time
 class ServerThread:
     """Starts ``server`` (a :class:`kip714.endpoint.server.TelemetryServer`) in a daemon thread; ``stop()`` closes it."""
 
-    def __init__(self, server, stop_timeout: float = 30.0, call_timeout: float = 10.0) -> None:
+    def __init__(self, server, stop_timeout: float = 30.0, call_timeout: float = 10.0, loop_factory=None) -> None:
         self.server = server
         self.stop_timeout = stop_timeout
         self.call_timeout = call_timeout
-        self.loop = asyncio.new_event_loop()
+        self.loop = (loop_factory or asyncio.new_event_loop)()
         ready = threading.Event()
 
         def run() -> None:

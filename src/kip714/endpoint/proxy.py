@@ -174,6 +174,7 @@ class _ClientConnection(EndpointConnection):
         self.listener_node = node_id            # None: the bootstrap listener
         self.node_id = -1 if node_id is None else node_id   # the upstream node (telemetry's node_id)
         self.upstream: _Upstream | None = None
+        self.early: list[bytes] = []            # read before the upstream connected (uvloop; see data_received)
         self.pending: collections.deque = collections.deque()
         self.locals = 0                         # _A_LOCAL entries in pending
         # read_block bits: 1 upstream not ready, 2 upstream full, 4 client full, 8 answers held
@@ -222,6 +223,9 @@ class _ClientConnection(EndpointConnection):
             self.upstream = upstream
             if self.listener_node is None:
                 self.node_id = proxy.node_for_address(host, port)
+            early, self.early = self.early, []
+            for data in early:
+                self.data_received(data)
             self.block_reading(1, False)
             log.debug("event=upstream_connected peer=%s:%s upstream=%s:%d node_id=%d", self.address, self.port,
                       host, port, self.node_id)
@@ -285,6 +289,12 @@ class _ClientConnection(EndpointConnection):
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
+            return
+        if self.upstream is None:
+            # uvloop starts reading right after connection_made, whatever it paused (asyncio honours the
+            # pause): keep what came and pause now; _connect feeds it once the upstream is there
+            self.early.append(bytes(data))
+            self.transport.pause_reading()
             return
         self.last_activity = time.monotonic()
         self.proxy.bytes_up += len(data)

@@ -34,9 +34,10 @@ def cpu_seconds(pid: int) -> float:
 class ProxyProcess:
     """``kip714 proxy`` in a child process in front of ``upstream``."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, loop: str = "auto") -> None:
         cmd = [sys.executable, "-m", "kip714", "proxy", "--upstream", upstream, "--port", "0",
-               "--broker-port-base", "0", "--telemetry", "off", "--summary-interval", "0", "--log-level", "info"]
+               "--broker-port-base", "0", "--telemetry", "off", "--summary-interval", "0", "--log-level", "info",
+               "--loop", loop]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         self.port = None
