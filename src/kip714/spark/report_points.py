@@ -9,6 +9,10 @@ pyarrow's hash aggregations and numpy, never a Python loop per point. Only small
 workers: one row per instance (kind ``inst``), per instance, metric and node of the insight metrics
 (``agg``), and per instance that sent payloads that do not decode (``error``).
 
+Memory: a worker holds one input batch and the points of one instance at a time (an instance's points are
+reduced together, so a client that pushed for a month at the default 5-minute interval — ~9 000 pushes, a
+few hundred thousand points — is held whole; partial aggregation per instance would lift that bound).
+
 The rules (what counts as a bad name, an unsubscribed metric, a duplicate series…) are the report's
 (:mod:`kip714.spark.report`); this module only evaluates them over Arrow data.
 """
