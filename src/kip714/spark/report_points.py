@@ -139,7 +139,7 @@ def _first_names(inst: np.ndarray, metric: np.ndarray, mask: np.ndarray, names: 
     pairs = np.unique(inst[mask] * width + metric[mask])
     for p in pairs.tolist():
         out.setdefault(p // width, []).append(names[p % width])
-    return {i: sorted(v)[:k] for i, v in out.items()}
+    return {i: sorted(x for x in v if x is not None)[:k] for i, v in out.items()}
 
 
 def _bincount(codes: np.ndarray, n: int, weights=None) -> np.ndarray:
@@ -157,7 +157,6 @@ def aggregate_points(t: pa.Table, rules: Rules) -> pa.Table:
     inst, inst_names = _codes(t.column("client_instance_id"))
     n_inst = len(inst_names)
     metric, metric_names = _codes(t.column("metric"))
-    names_arr = np.array([m if m is not None else "" for m in metric_names], dtype=object)
 
     # ---- per metric name: naming, kind of client, standard
     bad_name = np.array([m is None or not rules.name_re.search(m) or m in rules.bare_standard
@@ -338,7 +337,7 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
                                            ([], "count_all"), ("temporality", "first")])
     tbl = tbl.sort_by("g")
     gi = gs[starts]
-    first_i, last_i = order[starts], order[ends]
+    first_i = order[starts]
     n_groups = len(gi)
     rows = {f.name: [None] * n_groups for f in OUT_SCHEMA}
     rows["row_kind"] = ["agg"] * n_groups
