@@ -66,3 +66,17 @@ def test_streamed_equals_whole_and_counts_match_in_process_decoding(recording):
     for col in ("naming_bad", "subscribed_bad", "temporality_bad", "duplicate_series", "start_moved"):
         assert sum(inst.column(col).to_pylist()) == 0, col
     assert sum(inst.column("series_in_pushes").to_pylist()) == sum(want.values())
+
+
+def test_node_ids_are_the_recordings_strings(recording):
+    """``node_id`` is a string in a recording (a proxy records the upstream's node as it names it): any text
+    is a node, and pushes on different nodes are different pushes."""
+    i = recording.schema.get_field_index("node_id")
+    named = recording.set_column(i, "node_id", pa.array([f"broker-{k % 3}" for k in range(recording.num_rows)]))
+    run = recording_worker(_rules())
+    got = pa.Table.from_batches(list(run(iter(named.to_batches()))), schema=OUT_SCHEMA)
+    want = pa.Table.from_batches(list(recording_worker(_rules())(iter(recording.to_batches()))), schema=OUT_SCHEMA)
+    inst = pc.equal(got.column("row_kind"), "inst")
+    assert got.filter(inst).column("points").to_pylist() == \
+        want.filter(pc.equal(want.column("row_kind"), "inst")).column("points").to_pylist()
+    assert sum(got.filter(inst).column("duplicate_series").to_pylist()) == 0

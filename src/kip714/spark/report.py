@@ -136,14 +136,6 @@ _INTEREST = tuple(_THROTTLE) + (_RPR, _SEND, _REQ, _ERR, _RETRY, _BATCH) + _CONN
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _SW = ("client_software_name", "client_software_version")
-#: The per-instance columns the workers compute from the points (kip714.spark.report_points).
-_POINT_COLUMNS = ("points", "naming_bad", "naming_bad_names", "subscribed_checked", "subscribed_bad",
-                  "subscribed_bad_names", "temporality_checked", "temporality_bad", "temporality_bad_names",
-                  "is_producer", "is_consumer", "resource_keys", "standard_seen", "subscriptions",
-                  "series_in_pushes", "duplicate_series", "duplicate_names", "cumulative_series", "start_moved",
-                  "start_moved_names")
-_AGG_COLUMNS = ("client_instance_id", "metric", "node", "avg", "sum", "max", "first", "last", "t0", "t1", "n",
-                "temporality")
 
 
 @dataclass(frozen=True)
@@ -235,7 +227,8 @@ def _rules():
     from .report_points import Rules
 
     std_all = STANDARD_PRODUCER_METRICS + STANDARD_CONSUMER_METRICS
-    return Rules(NAME_PATTERN, {m[len(_NS):] for m in std_all}, set(std_all), set(_INTEREST), _LAT)
+    return Rules(NAME_PATTERN, {m[len(_NS):] for m in std_all}, set(std_all), set(_INTEREST), _LAT,
+                 _NS + "producer.", _NS + "consumer.")
 
 
 def _per_point(df, worker):
@@ -318,6 +311,8 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
         spark = local_session(master, app_name="kip714-report")
     from pyspark import StorageLevel
 
+    from .report_points import AGG_COLUMNS, ERROR_COLUMNS, INST_COLUMNS
+
     pushes, per_point, errors, closed_df = _load(spark, source, closed)
     pushes = pushes.withColumns({c: F.coalesce(F.col(c), F.lit("unknown")) for c in _SW})
     # small (rows per instance, per insight metric): materialised now, in one job, so that the tables below
@@ -327,19 +322,19 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     kind = F.col("row_kind")
 
     push_inst = _push_instances(pushes, closed_df, opts)
-    point_inst = per_point.where(kind == "inst").select("client_instance_id", *_POINT_COLUMNS)
+    point_inst = per_point.where(kind == "inst").select("client_instance_id", *INST_COLUMNS)
     if errors is not None:
         decode_inst = errors.groupBy("client_instance_id").agg(
             F.count(F.lit(1)).alias("decode_failed"), F.first("error", ignorenulls=True).alias("decode_error"))
     else:
-        decode_inst = per_point.where(kind == "error").select("client_instance_id", "decode_failed", "decode_error")
+        decode_inst = per_point.where(kind == "error").select("client_instance_id", *ERROR_COLUMNS)
     inst = push_inst.join(F.broadcast(point_inst), "client_instance_id", "left").join(
         F.broadcast(decode_inst), "client_instance_id", "left")
     # materialised once: every table below starts from it (and Spark no longer re-analyses its lineage)
     inst = inst.localCheckpoint(eager=True)
 
     conformance = _conformance(inst, opts)
-    insights = _insights(per_point.where(kind == "agg").select(*_AGG_COLUMNS), inst, opts)
+    insights = _insights(per_point.where(kind == "agg").select("client_instance_id", *AGG_COLUMNS), inst, opts)
     clients = inst.select(
         "client_instance_id", "client_id", *_SW, "client_source_address",
         F.when(F.col("is_producer") & ~F.col("is_consumer"), "producer")

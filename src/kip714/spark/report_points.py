@@ -26,17 +26,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..sinks.recorder import record_schema
 from .decode import (ERROR, ERROR_CODE, ERROR_STAGE, _Budget, _decode_payload_batches, points_schema,
                      DEFAULT_MAX_OUTPUT)
 
-__all__ = ["OUT_SCHEMA", "aggregate_points", "recording_worker", "points_worker"]
+__all__ = ["AGG_COLUMNS", "ERROR_COLUMNS", "INST_COLUMNS", "OUT_SCHEMA", "aggregate_points", "recording_worker",
+           "points_worker"]
 
-_NS = "org.apache.kafka."
 _STR_LIST = pa.list_(pa.string())
 
-#: What the workers hand back (every column nullable; ``row_kind`` says which are set).
-OUT_SCHEMA = pa.schema([
-    ("row_kind", pa.string()), ("client_instance_id", pa.string()),
+_INST_FIELDS = [
     # inst: from the instance's points
     ("points", pa.int64()), ("naming_bad", pa.int64()), ("naming_bad_names", _STR_LIST),
     ("subscribed_checked", pa.int64()), ("subscribed_bad", pa.int64()), ("subscribed_bad_names", _STR_LIST),
@@ -46,13 +45,22 @@ OUT_SCHEMA = pa.schema([
     # inst: from its series
     ("series_in_pushes", pa.int64()), ("duplicate_series", pa.int64()), ("duplicate_names", _STR_LIST),
     ("cumulative_series", pa.int64()), ("start_moved", pa.int64()), ("start_moved_names", _STR_LIST),
-    # agg: one insight metric (and node) of one instance
+]
+_AGG_FIELDS = [  # agg: one insight metric (and node) of one instance
     ("metric", pa.string()), ("node", pa.string()), ("avg", pa.float64()), ("sum", pa.float64()),
     ("max", pa.float64()), ("first", pa.float64()), ("last", pa.float64()), ("t0", pa.int64()),
     ("t1", pa.int64()), ("n", pa.int64()), ("temporality", pa.string()),
-    # error: payloads of the instance that did not decompress or decode
+]
+_ERROR_FIELDS = [  # error: payloads of the instance that did not decompress or decode
     ("decode_failed", pa.int64()), ("decode_error", pa.string()),
-])
+]
+#: What the workers hand back (every column nullable; ``row_kind`` says which are set).
+OUT_SCHEMA = pa.schema([("row_kind", pa.string()), ("client_instance_id", pa.string())]
+                       + _INST_FIELDS + _AGG_FIELDS + _ERROR_FIELDS)
+#: The columns of each kind of row (besides ``row_kind`` and ``client_instance_id``).
+INST_COLUMNS = tuple(name for name, _ in _INST_FIELDS)
+AGG_COLUMNS = tuple(name for name, _ in _AGG_FIELDS)
+ERROR_COLUMNS = tuple(name for name, _ in _ERROR_FIELDS)
 #: The recording columns the workers read besides the payload.
 PUSH_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "subscribed_metrics", "delta_temporality")
 _NAMES = 5
@@ -62,15 +70,18 @@ class Rules:
     """The report's rules, as the workers need them (plain values: they travel to the workers pickled)."""
 
     def __init__(self, name_pattern: str, bare_standard: set[str], standard: set[str], interest: set[str],
-                 latency_suffix: str) -> None:
+                 latency_suffix: str, producer_prefix: str, consumer_prefix: str) -> None:
         self.name_re = re.compile(name_pattern)
         self.bare_standard = bare_standard
         self.standard = standard
         self.interest = interest
         self.latency_suffix = latency_suffix
+        self.producer_prefix = producer_prefix    # a metric under it makes the client a producer
+        self.consumer_prefix = consumer_prefix
 
     def __getstate__(self):
-        return (self.name_re.pattern, self.bare_standard, self.standard, self.interest, self.latency_suffix)
+        return (self.name_re.pattern, self.bare_standard, self.standard, self.interest, self.latency_suffix,
+                self.producer_prefix, self.consumer_prefix)
 
     def __setstate__(self, state):
         self.__init__(*state)
@@ -161,8 +172,8 @@ def aggregate_points(t: pa.Table, rules: Rules) -> pa.Table:
     # ---- per metric name: naming, kind of client, standard
     bad_name = np.array([m is None or not rules.name_re.search(m) or m in rules.bare_standard
                          for m in metric_names], bool)
-    producer_m = np.array([m is not None and m.startswith(_NS + "producer.") for m in metric_names], bool)
-    consumer_m = np.array([m is not None and m.startswith(_NS + "consumer.") for m in metric_names], bool)
+    producer_m = np.array([m is not None and m.startswith(rules.producer_prefix) for m in metric_names], bool)
+    consumer_m = np.array([m is not None and m.startswith(rules.consumer_prefix) for m in metric_names], bool)
     standard_m = np.array([m in rules.standard for m in metric_names], bool)
 
     naming = bad_name[metric]
@@ -394,11 +405,10 @@ def _by_instance(tables: Iterator[tuple[pa.Table, str | None]], rules: Rules) ->
 def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
     """The mapInArrow function over recording rows (partitioned by client instance, sorted by it): decode
     the payloads and hand back the :data:`OUT_SCHEMA` rows."""
-    carry = [pa.field("client_instance_id", pa.string()), pa.field("node_id", pa.int32()),
-             pa.field("received_at_ms", pa.int64()), pa.field("subscribed_metrics", _STR_LIST),
-             pa.field("delta_temporality", pa.bool_())]
+    rec = record_schema()
+    carry = [rec.field(name) for name in PUSH_COLUMNS]   # the recording's own types (node_id is a string)
     schema = pa.schema(list(points_schema()) + carry + [
-        pa.field("payload", pa.binary()), pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
+        rec.field("payload"), pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
         pa.field(ERROR_STAGE, pa.string())])
     keep = [f.name for f in schema if f.name not in ("payload",)]
 
