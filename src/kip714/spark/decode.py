@@ -601,16 +601,22 @@ def driver_java_options(driver_memory: str) -> str:
     return f"-Xms{mib}m -Xmn{max(mib // 4, 32)}m -XX:+AlwaysPreTouch"
 
 
+def _memory_size(size: str) -> tuple[int, str] | None:
+    """A Spark/JVM memory size (``768m``, ``2g``, ``512mb``, ``1048576``) as (number, unit letter, ``""`` for
+    bytes); None when it does not parse."""
+    import re
+
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", size.strip().lower())
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
 def _mib(size: str) -> int | None:
     """MiB of a JVM memory size (``768m``, ``2g``, ``1048576k``); None when it does not parse."""
-    text = size.strip().lower()
-    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1 << 20}
-    try:
-        if text[-1:] in units:
-            return max(1, int(float(text[:-1]) * units[text[-1]]))
-        return max(1, int(text) >> 20)
-    except ValueError:
+    parsed = _memory_size(size)
+    if parsed is None:
         return None
+    number, unit = parsed
+    return max(1, number * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit] >> 20)
 
 
 def session_defaults() -> dict[str, str]:

@@ -227,10 +227,10 @@ def _failure_text(exc: BaseException) -> str:
 
 def _double(size: str) -> str:
     """Twice a Spark memory size ("6026m" → "12052m", "2g" → "4g")."""
-    import re
+    from .decode import _memory_size
 
-    m = re.fullmatch(r"(\d+)([kmgt]?)b?", size.strip().lower())
-    return f"{2 * int(m.group(1))}{m.group(2) or 'b'}" if m else "a larger value"
+    parsed = _memory_size(size)
+    return f"{2 * parsed[0]}{parsed[1] or 'b'}" if parsed else "a larger value"
 
 
 # ------------------------------------------------------------------------------------------ --follow
