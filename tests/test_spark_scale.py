@@ -161,6 +161,22 @@ def test_a_failed_job_ends_with_one_line(tmp_path):
     assert "Traceback" not in proc.stderr and "Py4J" not in proc.stderr
 
 
+def test_failure_line_when_the_gateway_broke_with_the_jvm():
+    """When the OutOfMemoryError hits the JVM thread that would describe it, Py4J can no longer reach its own
+    classes; the one line still says the JVM died and which setting to raise (the job above hits this about
+    one run in eight)."""
+    from kip714.spark.pipeline import failure_line
+
+    class Py4JError(Exception):
+        pass
+
+    line = failure_line(Py4JError("py4j.reflection.TypeUtil.isInstanceOf does not exist in the JVM"),
+                        {"spark.driver.memory": "512m"}, "local[1]")
+    assert line.startswith("kip714 pipeline: the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
+    other = failure_line(Py4JError("com.example.Missing does not exist in the JVM"), {}, "local[1]")
+    assert other.startswith("kip714 pipeline: Spark job failed: com.example.Missing")
+
+
 def test_conf_option_reaches_spark(base_recording, tmp_path):
     proc = _pipeline([str(base_recording), str(tmp_path / "out"), "--quiet", "--conf", "bad"])
     assert proc.returncode == 2 and "--conf takes KEY=VALUE" in proc.stderr

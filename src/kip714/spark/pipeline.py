@@ -21,6 +21,7 @@ and what to raise (--verbose shows Spark's log and the traceback).
 
 import errno
 import pathlib
+import re
 import sys
 import time
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
@@ -196,8 +197,11 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
                 "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
                 "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024")
     no_details = type(exc).__name__ == "Py4JJavaError" and sum(1 for line in text.splitlines() if line.strip()) <= 1
+    # Py4J's own classes unreachable ("py4j.reflection… does not exist in the JVM"): the gateway broke while the
+    # JVM was failing (seen when an OutOfMemoryError hits the thread describing the error)
+    gateway_broken = re.search(r"\bpy4j\.\S* does not exist in the JVM", text) is not None
     if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
-            or "SparkContext was shut down" in text or no_details:  # a Java error it can no longer describe
+            or "SparkContext was shut down" in text or no_details or gateway_broken:  # a Java error it can no longer describe
         return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
