@@ -246,6 +246,7 @@ def run_group(bench: Any) -> None:
                           {"value": mcores}, unit="millicores",
                           goal={"kind": "max_value", "value": 10, "text": "≤ 10 millicores per MB/s"},
                           note=f"{cpu_total:.2f} CPU s for {mb_total:.0f} MB (Kroxylicious publishes ~35)")
+            _loop_rows(bench, mc, proxy, rounds, volume[10240] // 2)
             # connections
             n_conn = 1000
             held = hold_connections(proxy.port, n_conn)
@@ -255,6 +256,41 @@ def run_group(bench: Any) -> None:
                           note="each sent a Metadata request and got its answer while all were open")
         finally:
             proxy.close()
+
+
+def _loop_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: int) -> None:
+    """The proxy on uvloop (``proxy``, ``--loop auto``) against a second proxy on asyncio's own loop in front
+    of the same cluster, alternating: 10 KB records, 1 and 4 producers (what ``--loop auto`` earns)."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        bench.skip("proxy", "uvloop", "uvloop is not installed: the proxy runs on asyncio's loop")
+        return
+    plain = ProxyProcess(mc.bootstraps, "asyncio")
+    try:
+        produce_run(plain.bootstrap, "bench", 100, 100_000, 1)   # warm up
+        mb = total / 1e6
+        for producers in (1, 4):
+            times: dict[str, list[float]] = {"uvloop": [], "asyncio": []}
+            cpu = {"uvloop": 0.0, "asyncio": 0.0}
+            for r in range(rounds):
+                for name, px in ((("uvloop", proxy), ("asyncio", plain)) if r % 2 == 0 else
+                                 (("asyncio", plain), ("uvloop", proxy))):
+                    c0 = px.cpu()
+                    times[name].append(produce_run(px.bootstrap, "bench", 10240, total, producers))
+                    cpu[name] += px.cpu() - c0
+            u, a = statistics.median(times["uvloop"]), statistics.median(times["asyncio"])
+            bench.add_row("proxy", f"proxy.loop.10240.{producers}",
+                          f"produce 10 KB records through the proxy, {producers} producer{'s' * (producers > 1)}: "
+                          "uvloop vs asyncio's loop (MB/s)",
+                          {"median": u / mb * 1e9, "samples": [t / mb * 1e9 for t in times["uvloop"]]},
+                          {"median": a / mb * 1e9, "samples": [t / mb * 1e9 for t in times["asyncio"]]},
+                          "kip714 proxy --loop asyncio", unit="throughput",
+                          note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; CPU per MB "
+                               f"{cpu['uvloop'] * 1000 / (mb * rounds):.2f} ms (uvloop) vs "
+                               f"{cpu['asyncio'] * 1000 / (mb * rounds):.2f} ms (asyncio)")
+    finally:
+        plain.close()
 
 
 def _quantile(xs: list[float], q: float) -> float:
