@@ -16,11 +16,13 @@ consumer lag and idle polls — each with the metric, the value, the threshold i
 metric points at one, the client setting to look at. Thresholds are :class:`ReportOptions` fields.
 
 The points are never a Spark table here: the recording is partitioned by client instance and each Python
-worker decodes its pushes and reduces them to one row per instance and per insight metric
-(:mod:`kip714.spark.report_points`, pyarrow and numpy); Spark joins those small tables with what it computes
-from the pushes (one window per instance: intervals, compression, errors, termination). Only aggregated
-results (one row per software × check, per flagged client, per instance) reach the driver, when they are
-written out. A ``kip714 pipeline`` points table is reduced by the same workers.
+worker decodes its pushes and reduces them to one row per instance (push intervals, compression, error
+answers, termination, decode failures, naming, subscription, temporality, series) and per insight metric
+(:mod:`kip714.spark.report_points`, pyarrow and numpy). Those rows — one per client instance, thousands
+rather than millions — are the only thing collected; the driver derives the conformance, insight and
+client tables from them in plain Python, so a report is one Spark job (plus one over the connection-closed
+rows). A ``kip714 pipeline`` points table (with its ``errors/``) is reduced by the same workers. The
+per-minute and per-error-code tables stay lazy Spark queries over the pushes.
 
 The KIP's standard producer and consumer metrics are listed in :data:`STANDARD_PRODUCER_METRICS` and
 :data:`STANDARD_CONSUMER_METRICS` (from the KIP-714 text). The KIP marks a subset of them as *required*
@@ -204,6 +206,24 @@ class Report(NamedTuple):
         return report_html.write_report(self, pathlib.Path(out), summary=summary)
 
 
+def _schema(*fields):
+    import pyarrow as pa
+
+    types = {"s": pa.string(), "i": pa.int64(), "d": pa.float64(), "b": pa.bool_(), "o": pa.int32(),
+             "l": pa.list_(pa.string())}
+    return pa.schema([(name, types[t]) for name, t in (f.split(":") for f in fields)])
+
+
+_CONFORMANCE_SCHEMA = _schema("client_software_name:s", "client_software_version:s", "check:s", "status:s",
+                              "failures:i", "checked:i", "unit:s", "examples:l", "rule:s", "detail:s", "_order:o")
+_INSIGHT_SCHEMA = _schema("client_instance_id:s", "client_id:s", "client_software_name:s",
+                          "client_software_version:s", "insight:s", "metric:s", "value:d", "threshold:d", "setting:s",
+                          "detail:s", "_order:o")
+_CLIENT_SCHEMA = _schema("client_instance_id:s", "client_id:s", "client_software_name:s", "client_software_version:s",
+                         "client_source_address:s", "kind:s", "pushes:i", "points:i", "first_push_ms:i",
+                         "last_push_ms:i", "terminated:b", "left:b", "error_responses:i", "early_pushes:i", "gaps:i")
+
+
 # ------------------------------------------------------------------------------------------ inputs
 
 def _spark_schema(arrow_schema):
@@ -223,15 +243,16 @@ def _with_columns(df, arrow_schema):
     return df
 
 
-def _rules():
+def _rules(opts: ReportOptions | None = None):
     from .report_points import Rules
 
+    opts = opts or ReportOptions()
     std_all = STANDARD_PRODUCER_METRICS + STANDARD_CONSUMER_METRICS
     return Rules(NAME_PATTERN, {m[len(_NS):] for m in std_all}, set(std_all), set(_INTEREST), _LAT,
-                 _NS + "producer.", _NS + "consumer.")
+                 _NS + "producer.", _NS + "consumer.", opts.interval_tolerance, opts.gap_factor)
 
 
-def _per_point(df, worker):
+def _reduce(df, worker):
     """The workers' rows (:data:`kip714.spark.report_points.OUT_SCHEMA`) of ``df`` (recording or points
     rows), partitioned by client instance and sorted so that each worker sees every row of an instance."""
     from .report_points import OUT_SCHEMA
@@ -242,13 +263,12 @@ def _per_point(df, worker):
     return src.mapInArrow(worker, _spark_schema(OUT_SCHEMA))
 
 
-def _load(spark, source, closed):
-    """(pushes, the workers' per-point rows, decode errors or None, closed rows) from a recording or a
-    points table. Decode errors come from the workers for a recording (as ``error`` rows) and from the
-    ``errors/`` table for a points table."""
+def _load(spark, source, closed, opts: ReportOptions):
+    """(pushes, the workers' rows, closed rows or None) of a recording or a points table. ``pushes`` (one
+    row per push, lazy) feeds the per-minute and per-error-code tables."""
     from pyspark.sql import functions as F
 
-    from .report_points import PUSH_COLUMNS, points_worker, recording_worker
+    from .report_points import FACT_COLUMNS, PUSH_COLUMNS, points_worker, recording_worker
 
     rec_schema = record_schema()
     closed_df = None
@@ -256,27 +276,31 @@ def _load(spark, source, closed):
     local = pathlib.Path(path) if path is not None and "://" not in path else None
     if closed is not None:
         closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(closed))
+    facts = [c for c in FACT_COLUMNS if c != "push_error_code"]
     if local is not None and (local / "points").is_dir():
         points = _with_columns(spark.read.parquet(str(local / "points")), rec_schema)
         if "push_error_code" not in points.columns:
             points = points.withColumn("push_error_code", F.col("error_code"))
-        errors = spark.read.parquet(str(local / "errors")) if (local / "errors").is_dir() else None
-        push_cols = [c for c in rec_schema.names if c not in ("payload", "error_code")] + ["push_error_code"]
-        pushes = points.select(*push_cols, F.lit(1).alias("payload_bytes"))
-        if errors is not None:
-            errors = _with_columns(errors, rec_schema)
-            if "push_error_code" not in errors.columns:
-                errors = errors.withColumn("push_error_code", F.lit(None).cast("short"))
-            pushes = pushes.unionByName(errors.select(*push_cols, F.length("payload").alias("payload_bytes")))
-        pushes = pushes.dropDuplicates(["client_instance_id", "node_id", "received_at_ms"])
-        for name in ("closed", CLOSED_DIR):
-            if closed_df is None and (local / name).is_dir():
-                closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(local / name))
         from .decode import points_schema
 
         wanted = [c for c in list(points_schema().names) + list(PUSH_COLUMNS) if c in points.columns]
-        per_point = _per_point(points.select(*wanted), points_worker(_rules()))
-        return pushes, per_point, errors, closed_df
+        src = points.select(*dict.fromkeys(wanted + facts + ["push_error_code"]),
+                            F.lit(1).cast("long").alias("payload_bytes"),
+                            F.lit(None).cast("string").alias("decode_error"))
+        if (local / "errors").is_dir():   # the pushes that did not decode: their own rows, no points
+            errors = _with_columns(spark.read.parquet(str(local / "errors")), rec_schema)
+            if "push_error_code" not in errors.columns:
+                errors = errors.withColumn("push_error_code", F.lit(None).cast("short"))
+            src = src.unionByName(errors.select(*facts, "push_error_code",
+                                                F.length("payload").cast("long").alias("payload_bytes"),
+                                                F.col("error").alias("decode_error")), allowMissingColumns=True)
+        rows = _reduce(src, points_worker(_rules(opts)))
+        pushes = src.select(*facts, "push_error_code").dropDuplicates(
+            ["client_instance_id", "node_id", "received_at_ms"])
+        for name in ("closed", CLOSED_DIR):
+            if closed_df is None and (local / name).is_dir():
+                closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(local / name))
+        return pushes, rows, closed_df
     if path is not None:
         rec = spark.read.schema(_spark_schema(rec_schema)).parquet(path)
         if closed_df is None and (local is None or (local / CLOSED_DIR).is_dir()):
@@ -288,9 +312,9 @@ def _load(spark, source, closed):
     else:
         rec = _with_columns(source, rec_schema)
     rec = rec.withColumnRenamed("error_code", "push_error_code")
-    per_point = _per_point(rec.select(*PUSH_COLUMNS, "payload", "compression_type"), recording_worker(_rules()))
-    pushes = rec.withColumn("payload_bytes", F.length("payload")).drop("payload")
-    return pushes, per_point, None, closed_df
+    rows = _reduce(rec.select(*dict.fromkeys(list(PUSH_COLUMNS) + list(FACT_COLUMNS)), "payload"),
+                   recording_worker(_rules(opts)))
+    return rec.drop("payload"), rows, closed_df
 
 
 # ------------------------------------------------------------------------------------------ the report
@@ -301,7 +325,13 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     a ``kip714 pipeline`` output folder (``points/``, ``errors/``). ``closed``: a ``_closed`` folder to use
     instead of the recording's own. Returns a :class:`Report` of DataFrames; ``Report.write(dir)`` writes
     the JSON, Parquet and HTML files. ``spark``: a session (default :func:`kip714.spark.local_session`
-    with ``master``)."""
+    with ``master``).
+
+    One Spark job does the work: the workers reduce every push and point to one row per client instance
+    (and per insight metric); those rows — thousands, not millions — come back to the driver, which
+    derives the conformance, insight and client tables from them in Python (a dozen small Spark jobs
+    cost more than the rows they would aggregate). The per-minute and per-error-code tables stay lazy
+    Spark queries over the pushes."""
     from pyspark.sql import functions as F
 
     from .decode import local_session
@@ -309,39 +339,20 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     opts = options or ReportOptions()
     if spark is None:
         spark = local_session(master, app_name="kip714-report")
-    from pyspark import StorageLevel
-
-    from .report_points import AGG_COLUMNS, ERROR_COLUMNS, INST_COLUMNS
-
-    pushes, per_point, errors, closed_df = _load(spark, source, closed)
+    pushes, rows, closed_df = _load(spark, source, closed, opts)
+    table = rows.toArrow()
+    closes = _closes(closed_df)
+    inst, agg = _split_rows(table, closes)
     pushes = pushes.withColumns({c: F.coalesce(F.col(c), F.lit("unknown")) for c in _SW})
-    # small (rows per instance, per insight metric): materialised now, in one job, so that the tables below
-    # (and Spark's broadcasts of them, which run as concurrent jobs) never decode twice
-    per_point = per_point.persist(StorageLevel.MEMORY_AND_DISK)
-    per_point.count()
-    kind = F.col("row_kind")
 
-    push_inst = _push_instances(pushes, closed_df, opts)
-    point_inst = per_point.where(kind == "inst").select("client_instance_id", *INST_COLUMNS)
-    if errors is not None:
-        decode_inst = errors.groupBy("client_instance_id").agg(
-            F.count(F.lit(1)).alias("decode_failed"), F.first("error", ignorenulls=True).alias("decode_error"))
-    else:
-        decode_inst = per_point.where(kind == "error").select("client_instance_id", *ERROR_COLUMNS)
-    inst = push_inst.join(F.broadcast(point_inst), "client_instance_id", "left").join(
-        F.broadcast(decode_inst), "client_instance_id", "left")
-    # materialised once: every table below starts from it (and Spark no longer re-analyses its lineage)
-    inst = inst.localCheckpoint(eager=True)
+    def frame(rows_, schema):
+        import pyarrow as pa
 
-    conformance = _conformance(inst, opts)
-    insights = _insights(per_point.where(kind == "agg").select("client_instance_id", *AGG_COLUMNS), inst, opts)
-    clients = inst.select(
-        "client_instance_id", "client_id", *_SW, "client_source_address",
-        F.when(F.col("is_producer") & ~F.col("is_consumer"), "producer")
-         .when(F.col("is_consumer") & ~F.col("is_producer"), "consumer")
-         .when(F.col("is_consumer") & F.col("is_producer"), "both").otherwise("unknown").alias("kind"),
-        "pushes", F.coalesce("points", F.lit(0)).alias("points"), "first_push_ms", "last_push_ms",
-        "terminated", "left", "error_responses", "early_pushes", "gaps")
+        return spark.createDataFrame(pa.Table.from_pylist(rows_, schema=schema))
+
+    conformance = frame(_conformance(inst, opts), _CONFORMANCE_SCHEMA)
+    insights = frame(_insights(agg, inst, opts), _INSIGHT_SCHEMA)
+    clients = frame([_client_row(i) for i in inst.values()], _CLIENT_SCHEMA)
     error_names = F.create_map(*[x for e in ErrorCode for x in (F.lit(int(e)), F.lit(e.name))])
     errors_by_code = (pushes.where(F.col("push_error_code") != 0)
                       .groupBy(*_SW, F.col("push_error_code").alias("error_code")).count()
@@ -350,290 +361,239 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     timeline = (pushes.groupBy(*_SW, (F.floor(F.col("received_at_ms") / 60000) * 60000).alias("minute_ms"))
                 .agg(F.count(F.lit(1)).alias("pushes"),
                      F.sum(F.when(F.col("push_error_code") != 0, 1).otherwise(0)).alias("errors")))
-    return Report(conformance, insights, clients, errors_by_code, timeline, opts, (per_point,))
+    return Report(conformance, insights, clients, errors_by_code, timeline, opts)
 
 
-def _push_instances(pushes, closed_df, opts: ReportOptions):
-    """Per client instance, from the pushes: counts, push intervals, compression, errors, termination."""
-    from pyspark.sql import Window
+def _closes(closed_df) -> dict[str, int] | None:
+    """Per client instance, when its last connection closed (closes by the endpoint itself do not count:
+    the client did not leave); None when the recording has no connection-closed rows."""
+    if closed_df is None:
+        return None
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("client_instance_id").orderBy("received_at_ms")
-    t, interval = F.col("received_at_ms"), F.col("push_interval_ms")
-    prev_t, prev_err, prev_sid = (F.lag("received_at_ms").over(w), F.lag("push_error_code").over(w),
-                                  F.lag("subscription_id").over(w))
-    p = pushes.select("*", prev_t.alias("prev_t"), prev_err.alias("prev_err"), prev_sid.alias("prev_sid"))
-    gap = t - F.col("prev_t")
-    interval_checked = (F.col("prev_t").isNotNull() & interval.isNotNull() & ~F.col("terminating")
-                        & (F.col("prev_err") == 0) & (F.col("prev_sid") == F.col("subscription_id")))
-    early = interval_checked & (gap < interval * (1.0 - opts.interval_tolerance))
-    gapped = interval_checked & (gap > interval * opts.gap_factor)
-    ctype = F.col("compression_type").cast("int")
-    comp_checked = (F.col("payload_bytes") > 0) & F.col("accepted_compression_types").isNotNull()
-    comp_bad = comp_checked & (ctype != 0) & ~F.array_contains(
-        F.transform("accepted_compression_types", lambda c: c.cast("int")), ctype)
-    code = F.col("push_error_code")
-    err = code != 0
-    err_fault = err & (code != _THROTTLED) & (
-        (code != _UNKNOWN_SUB) | ((F.col("prev_err") == _UNKNOWN_SUB) & (F.col("prev_sid") == F.col("subscription_id"))))
-
-    def n(cond):
-        return F.sum(F.when(cond, 1).otherwise(0))
-
-    def ex(cond, col):
-        return F.slice(F.array_sort(F.collect_set(F.when(cond, col))), 1, 3)
-
-    inst = p.groupBy("client_instance_id").agg(
-        F.first("client_id", ignorenulls=True).alias("client_id"),
-        *[F.first(c).alias(c) for c in _SW],
-        F.first("client_source_address", ignorenulls=True).alias("client_source_address"),
-        F.count(F.lit(1)).alias("pushes"),
-        n(F.col("payload_bytes").isNotNull()).alias("payload_pushes"),
-        F.min(t).alias("first_push_ms"), F.max(t).alias("last_push_ms"),
-        F.max(F.col("terminating").cast("int")).cast("boolean").alias("terminated"),
-        n(interval_checked).alias("interval_checked"), n(early).alias("early_pushes"), n(gapped).alias("gaps"),
-        F.min(F.when(early, gap)).alias("earliest_gap_ms"),
-        n(comp_checked).alias("compression_checked"), n(comp_bad).alias("compression_bad"),
-        ex(comp_bad, ctype.cast("string")).alias("compression_bad_types"),
-        n(err).alias("error_responses"), n(err_fault).alias("error_faults"),
-        ex(err, code.cast("string")).alias("error_codes"),
-    )
-    if closed_df is not None:
-        closes = (closed_df.where(F.coalesce(F.col("reason"), F.lit("client")) != "endpoint")
-                  .groupBy("client_instance_id").agg(F.max("closed_at_ms").alias("closed_at_ms")))
-        inst = inst.join(closes, "client_instance_id", "left")
-        left = F.coalesce(F.col("closed_at_ms") >= F.col("last_push_ms"), F.lit(False))
-        inst = inst.withColumn("left", left).withColumn("closes_known", F.lit(True))
-    else:
-        inst = (inst.withColumn("closed_at_ms", F.lit(None).cast("long")).withColumn("left", F.lit(False))
-                .withColumn("closes_known", F.lit(False)))
-    return inst
+    t = (closed_df.where(F.coalesce(F.col("reason"), F.lit("client")) != "endpoint")
+         .groupBy("client_instance_id").agg(F.max("closed_at_ms").alias("closed_at_ms"))).toArrow()
+    return dict(zip(t.column("client_instance_id").to_pylist(), t.column("closed_at_ms").to_pylist()))
 
 
-def _conformance(inst, opts: ReportOptions):
-    """One row per software name, version and check."""
-    from pyspark.sql import functions as F
+def _split_rows(table, closes) -> tuple[dict[str, dict], list[dict]]:
+    """The workers' rows as (instance id → instance row, with ``left`` and ``closes_known``; agg rows)."""
+    import pyarrow.compute as pc
 
-    def z(c):
-        return F.coalesce(F.col(c), F.lit(0))
+    from .report_points import AGG_COLUMNS, INST_COLUMNS
 
-    keys = F.coalesce(F.col("resource_keys"), F.array().cast("array<string>"))
-    is_p = F.coalesce(F.col("is_producer"), F.lit(False))
-    is_c = F.coalesce(F.col("is_consumer"), F.lit(False))
-    variants = F.filter(keys, lambda k: k.isin(list(_LABEL_VARIANTS)))
-    wrong_kind = F.when(is_p & ~is_c, F.filter(keys, lambda k: k.isin(list(_CONSUMER_LABELS)))) \
-        .when(is_c & ~is_p, F.filter(keys, lambda k: k.isin(list(_PRODUCER_LABELS)))) \
-        .otherwise(F.array().cast("array<string>"))
-    orphan = (F.array_contains(keys, "group_instance_id") | F.array_contains(keys, "group_member_id")) & \
-        ~F.array_contains(keys, "group_id")
-    label_problems = F.concat(
-        F.transform(variants, lambda k: F.concat(F.lit("'"), k, F.lit("' is not a standard label name"))),
-        F.transform(wrong_kind, lambda k: F.concat(F.lit("'"), k, F.lit("' on the wrong client type"))),
-        F.when(orphan, F.array(F.lit("group_instance_id/group_member_id without group_id")))
-         .otherwise(F.array().cast("array<string>")))
-    inst = inst.withColumn("label_problems", label_problems)
-    label_checked = is_p | is_c | (F.size(keys) > 0)
-    label_bad = label_checked & (F.size("label_problems") > 0)
-    term_checked = F.col("terminated") | F.col("left")
-    term_bad = ~F.col("terminated") & F.col("left")
-    running = ~F.col("terminated") & ~F.col("left")
+    kind = table.column("row_kind")
+    inst_t = table.filter(pc.equal(kind, "inst")).select(["client_instance_id", *INST_COLUMNS])
+    agg = table.filter(pc.equal(kind, "agg")).select(["client_instance_id", *AGG_COLUMNS]).to_pylist()
+    inst = {}
+    for r in inst_t.to_pylist():
+        closed_at = closes.get(r["client_instance_id"]) if closes is not None else None
+        r["left"] = closed_at is not None and r["last_push_ms"] is not None and closed_at >= r["last_push_ms"]
+        r["closes_known"] = closes is not None
+        inst[r["client_instance_id"]] = r
+    return inst, agg
 
-    def sum_(c):
-        return F.sum(c).cast("long")
 
-    def n(cond):
-        return F.sum(F.when(cond, 1).otherwise(0)).cast("long")
+def _label_problems(r: dict) -> list[str]:
+    keys = r["resource_keys"] or []
+    is_p, is_c = bool(r["is_producer"]), bool(r["is_consumer"])
+    wrong = [k for k in keys if k in _CONSUMER_LABELS] if is_p and not is_c else \
+        [k for k in keys if k in _PRODUCER_LABELS] if is_c and not is_p else []
+    out = [f"'{k}' is not a standard label name" for k in keys if k in _LABEL_VARIANTS]
+    out += [f"'{k}' on the wrong client type" for k in wrong]
+    if ("group_instance_id" in keys or "group_member_id" in keys) and "group_id" not in keys:
+        out.append("group_instance_id/group_member_id without group_id")
+    return out
 
+
+def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
+    """One row per software name, version and check, from the instance rows."""
+    by_sw: dict[tuple, list[dict]] = {}
+    for iid in sorted(inst):
+        r = inst[iid]
+        by_sw.setdefault((r["client_software_name"], r["client_software_version"]), []).append(r)
     k = opts.examples
+    out = []
+    for sw, rs in sorted(by_sw.items()):
+        def total(col):
+            return sum(r[col] or 0 for r in rs)
 
-    def ex(cond):
-        return F.slice(F.array_sort(F.collect_list(F.when(cond, F.col("client_instance_id")))), 1, k)
+        def ex(cond):
+            return [r["client_instance_id"] for r in rs if cond(r)][:k]
 
-    def names(col):
-        return F.array_join(F.slice(F.array_distinct(F.flatten(F.collect_list(col))), 1, 5), ", ")
+        def names(col):
+            return ", ".join(list(dict.fromkeys(x for r in rs for x in (r[col] or ()) if x is not None))[:5])
 
-    def subs_of(kind_cond):
-        return F.array_distinct(F.flatten(F.collect_list(F.when(kind_cond, F.col("subscriptions")))))
+        def failing(count_col):
+            return ex(lambda r: (r[count_col] or 0) > 0)
 
-    def seen_of(kind_cond):
-        return F.array_distinct(F.flatten(F.collect_list(F.when(kind_cond, F.col("standard_seen")))))
-
-    per_sw = inst.groupBy(*_SW).agg(
-        sum_("payload_pushes").alias("decode_checked"), sum_(z("decode_failed")).alias("decode_bad"),
-        ex(z("decode_failed") > 0).alias("decode_ex"), F.first("decode_error", ignorenulls=True).alias("decode_why"),
-        sum_(z("points")).alias("naming_checked"), sum_(z("naming_bad")).alias("naming_bad"),
-        ex(z("naming_bad") > 0).alias("naming_ex"), names("naming_bad_names").alias("naming_why"),
-        sum_(z("subscribed_checked")).alias("sub_checked"), sum_(z("subscribed_bad")).alias("sub_bad"),
-        ex(z("subscribed_bad") > 0).alias("sub_ex"), names("subscribed_bad_names").alias("sub_why"),
-        sum_(z("temporality_checked")).alias("temp_checked"), sum_(z("temporality_bad")).alias("temp_bad"),
-        ex(z("temporality_bad") > 0).alias("temp_ex"), names("temporality_bad_names").alias("temp_why"),
-        sum_(z("cumulative_series")).alias("start_checked"), sum_(z("start_moved")).alias("start_bad"),
-        ex(z("start_moved") > 0).alias("start_ex"), names("start_moved_names").alias("start_why"),
-        sum_(z("series_in_pushes")).alias("dup_checked"), sum_(z("duplicate_series")).alias("dup_bad"),
-        ex(z("duplicate_series") > 0).alias("dup_ex"), names("duplicate_names").alias("dup_why"),
-        subs_of(is_p).alias("p_subs"), seen_of(is_p).alias("p_seen"), n(is_p).alias("p_n"),
-        ex(is_p).alias("p_ex"),
-        subs_of(is_c).alias("c_subs"), seen_of(is_c).alias("c_seen"), n(is_c).alias("c_n"),
-        ex(is_c).alias("c_ex"),
-        n(label_checked).alias("label_checked"), n(label_bad).alias("label_bad"), ex(label_bad).alias("label_ex"),
-        names("label_problems").alias("label_why"),
-        sum_("interval_checked").alias("interval_checked"), sum_("early_pushes").alias("interval_bad"),
-        ex(F.col("early_pushes") > 0).alias("interval_ex"), sum_("gaps").alias("gaps"),
-        F.min("earliest_gap_ms").alias("earliest_gap"),
-        sum_("compression_checked").alias("comp_checked"), sum_("compression_bad").alias("comp_bad"),
-        ex(F.col("compression_bad") > 0).alias("comp_ex"), names("compression_bad_types").alias("comp_why"),
-        n(term_checked).alias("term_checked"), n(term_bad).alias("term_bad"), ex(term_bad).alias("term_ex"),
-        n(running).alias("running"), F.max(F.col("closes_known").cast("int")).alias("closes_known"),
-        sum_("pushes").alias("err_checked"), sum_("error_faults").alias("err_bad"),
-        sum_("error_responses").alias("err_all"), ex(F.col("error_faults") > 0).alias("err_ex"),
-        names("error_codes").alias("err_why"),
-    )
-
-    def coverage(subs, seen, standard):
-        std = F.array(*[F.lit(m) for m in standard])
-        subs = F.when(F.size(subs) > 0, subs).otherwise(F.array(F.array(F.lit("*"))))
-        wanted = F.filter(std, lambda m: F.exists(subs, lambda s: F.exists(
-            s, lambda p: (p == "*") | m.startswith(p))))
-        return wanted, F.filter(wanted, lambda m: ~F.array_contains(seen, m))
-
-    p_wanted, p_missing = coverage(F.col("p_subs"), F.col("p_seen"), STANDARD_PRODUCER_METRICS)
-    c_wanted, c_missing = coverage(F.col("c_subs"), F.col("c_seen"), STANDARD_CONSUMER_METRICS)
-    p_on, c_on = F.col("p_n") > 0, F.col("c_n") > 0
-    empty = F.array().cast("array<string>")
-    cov_checked = F.when(p_on, F.size(p_wanted)).otherwise(0) + F.when(c_on, F.size(c_wanted)).otherwise(0)
-    p_miss = F.when(p_on, p_missing).otherwise(empty)
-    c_miss = F.when(c_on, c_missing).otherwise(empty)
-    cov_bad = F.size(p_miss) + F.size(c_miss)
-    cov_why = F.concat_ws("; ", F.when(F.size(p_miss) > 0, F.concat(F.lit("producer missing: "),
-                                                                   F.array_join(p_miss, ", "))),
-                          F.when(F.size(c_miss) > 0, F.concat(F.lit("consumer missing: "), F.array_join(c_miss, ", "))),
-                          F.lit(REQUIRED_METRICS_NOTE))
-
-    def row(check, failures, checked, examples, detail):
-        return F.struct(F.lit(check).alias("check"), failures.cast("long").alias("failures"),
-                        checked.cast("long").alias("checked"), examples.alias("examples"),
-                        detail.cast("string").alias("detail"))
-
-    c = F.col
-    gap_note = F.concat(F.lit("gaps (later than "), F.lit(str(opts.gap_factor)), F.lit("× the interval): "),
-                        c("gaps").cast("string"),
-                        F.when(c("earliest_gap").isNotNull(),
-                               F.concat(F.lit("; earliest push "), c("earliest_gap").cast("string"),
-                                        F.lit(" ms after the previous"))).otherwise(F.lit("")))
-    term_note = F.when(c("closes_known") == 1, F.concat(c("running").cast("string"),
-                                                        F.lit(" instance(s) without a terminating push still running")))\
-        .otherwise(F.lit("the recording has no connection-closed rows: running and departed clients cannot be "
-                         "told apart"))
-    rows = F.array(
-        row("payload_decodes", c("decode_bad"), c("decode_checked"), c("decode_ex"), c("decode_why")),
-        row("metric_naming", c("naming_bad"), c("naming_checked"), c("naming_ex"), c("naming_why")),
-        row("subscribed_only", c("sub_bad"), c("sub_checked"), c("sub_ex"), c("sub_why")),
-        row("temporality", c("temp_bad"), c("temp_checked"), c("temp_ex"), c("temp_why")),
-        row("start_time_stable", c("start_bad"), c("start_checked"), c("start_ex"), c("start_why")),
-        row("no_duplicate_series", c("dup_bad"), c("dup_checked"), c("dup_ex"), c("dup_why")),
-        row("standard_coverage", cov_bad, cov_checked,
-            F.slice(F.array_distinct(F.concat(F.when(F.size(p_miss) > 0, c("p_ex")).otherwise(empty),
-                                              F.when(F.size(c_miss) > 0, c("c_ex")).otherwise(empty))), 1, k),
-            cov_why),
-        row("resource_labels", c("label_bad"), c("label_checked"), c("label_ex"), c("label_why")),
-        row("push_interval", c("interval_bad"), c("interval_checked"), c("interval_ex"), gap_note),
-        row("compression_accepted", c("comp_bad"), c("comp_checked"), c("comp_ex"),
-            F.when(F.length(c("comp_why")) > 0, F.concat(F.lit("compression types used: "), c("comp_why")))),
-        row("terminating_push", c("term_bad"), c("term_checked"), c("term_ex"), term_note),
-        row("error_responses", c("err_bad"), c("err_checked"), c("err_ex"),
-            F.when(c("err_all") > 0, F.concat(F.lit("error responses: "), c("err_all").cast("string"),
-                                              F.lit(" (codes "), c("err_why"), F.lit(")")))),
-    )
-    order = F.create_map(*[x for i, ch in enumerate(CHECKS) for x in (F.lit(ch), F.lit(i))])
-    rules = F.create_map(*[x for ch, (_, rule, _) in CHECKS.items() for x in (F.lit(ch), F.lit(rule))])
-    units = F.create_map(*[x for ch, (_, _, unit) in CHECKS.items() for x in (F.lit(ch), F.lit(unit))])
-    out = per_sw.select(*_SW, F.explode(rows).alias("r")).select(*_SW, "r.*")
-    status = F.when(F.col("checked") == 0, "n/a").when(F.col("failures") > 0, "fail").otherwise("pass")
-    return (out.withColumn("status", status).withColumn("rule", rules[F.col("check")])
-            .withColumn("unit", units[F.col("check")]).withColumn("_order", order[F.col("check")])
-            .select(*_SW, "check", "status", "failures", "checked", "unit", "examples", "rule", "detail", "_order"))
+        is_p = [r for r in rs if r["is_producer"]]
+        is_c = [r for r in rs if r["is_consumer"]]
+        labels = {r["client_instance_id"]: _label_problems(r) for r in rs}
+        label_checked = [r for r in rs if r["is_producer"] or r["is_consumer"] or r["resource_keys"]]
+        label_bad = [r for r in label_checked if labels[r["client_instance_id"]]]
+        left = [r for r in rs if r["terminated"] or r["left"]]
+        term_bad = [r for r in rs if not r["terminated"] and r["left"]]
+        running = sum(1 for r in rs if not r["terminated"] and not r["left"])
+        cov_checked, cov_bad, cov_ex, cov_why = 0, 0, [], []
+        for group, standard, label in ((is_p, STANDARD_PRODUCER_METRICS, "producer"),
+                                       (is_c, STANDARD_CONSUMER_METRICS, "consumer")):
+            if not group:
+                continue
+            subs = list(dict.fromkeys(tuple(s) for r in group for s in (r["subscriptions"] or ())))
+            seen = {m for r in group for m in (r["standard_seen"] or ())}
+            subs = subs or [("*",)]
+            wanted = [m for m in standard if any(p is not None and (p == "*" or m.startswith(p))
+                                                 for s in subs for p in s)]
+            missing = [m for m in wanted if m not in seen]
+            cov_checked += len(wanted)
+            cov_bad += len(missing)
+            if missing:
+                cov_ex += [r["client_instance_id"] for r in group][:k]
+                cov_why.append(f"{label} missing: " + ", ".join(missing))
+        cov_why.append(REQUIRED_METRICS_NOTE)
+        gaps = total("gaps")
+        earliest = min((r["earliest_gap_ms"] for r in rs if r["earliest_gap_ms"] is not None), default=None)
+        gap_note = f"gaps (later than {opts.gap_factor}× the interval): {gaps}" + (
+            f"; earliest push {earliest} ms after the previous" if earliest is not None else "")
+        closes_known = any(r["closes_known"] for r in rs)
+        term_note = (f"{running} instance(s) without a terminating push still running" if closes_known else
+                     "the recording has no connection-closed rows: running and departed clients cannot be told apart")
+        comp_why = names("compression_bad_types")
+        err_all = total("error_responses")
+        rows = {
+            "payload_decodes": (total("decode_failed"), total("payload_pushes"), failing("decode_failed"),
+                                next((r["decode_error"] for r in rs if r["decode_error"] is not None), None)),
+            "metric_naming": (total("naming_bad"), total("points"), failing("naming_bad"), names("naming_bad_names")),
+            "subscribed_only": (total("subscribed_bad"), total("subscribed_checked"), failing("subscribed_bad"),
+                                names("subscribed_bad_names")),
+            "temporality": (total("temporality_bad"), total("temporality_checked"), failing("temporality_bad"),
+                            names("temporality_bad_names")),
+            "start_time_stable": (total("start_moved"), total("cumulative_series"), failing("start_moved"),
+                                  names("start_moved_names")),
+            "no_duplicate_series": (total("duplicate_series"), total("series_in_pushes"), failing("duplicate_series"),
+                                    names("duplicate_names")),
+            "standard_coverage": (cov_bad, cov_checked, list(dict.fromkeys(cov_ex))[:k], "; ".join(cov_why)),
+            "resource_labels": (len(label_bad), len(label_checked), [r["client_instance_id"] for r in label_bad][:k],
+                                ", ".join(list(dict.fromkeys(x for r in rs for x in labels[r["client_instance_id"]]))[:5])),
+            "push_interval": (total("early_pushes"), total("interval_checked"), failing("early_pushes"), gap_note),
+            "compression_accepted": (total("compression_bad"), total("compression_checked"), failing("compression_bad"),
+                                     f"compression types used: {comp_why}" if comp_why else None),
+            "terminating_push": (len(term_bad), len(left), [r["client_instance_id"] for r in term_bad][:k], term_note),
+            "error_responses": (total("error_faults"), total("pushes"), failing("error_faults"),
+                                f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None),
+        }
+        for order, (check, (failures, checked, examples, detail)) in enumerate(rows.items()):
+            _, rule, unit = CHECKS[check]
+            status = "n/a" if checked == 0 else "fail" if failures > 0 else "pass"
+            out.append({"client_software_name": sw[0], "client_software_version": sw[1], "check": check,
+                        "status": status, "failures": failures, "checked": checked, "unit": unit,
+                        "examples": examples, "rule": rule, "detail": detail, "_order": order})
+    return out
 
 
-def _insights(agg, inst, opts: ReportOptions):
+def _number(x: float, digits: int) -> str:
+    """A number as Spark's ``format_number`` writes it (thousands separators)."""
+    return f"{x:,.{digits}f}"
+
+
+def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
     """One row per flagged client instance and finding, from the workers' ``agg`` rows (per instance,
     insight metric and node: avg, sum, max, first and last value by time, time span, temporality)."""
-    from pyspark.sql import functions as F
+    order = {name: i for i, name in enumerate(INSIGHTS)}
+    found = []
 
-    # total over the run (delta: the sum of the deltas; cumulative: the last value) and after the first push
-    agg = agg.withColumn("total", F.when(F.col("temporality") == "delta", F.col("sum")).otherwise(F.col("last"))) \
-        .withColumn("after_first", F.when(F.col("temporality") == "delta", F.col("sum") - F.col("first"))
-                    .otherwise(F.col("last") - F.col("first")))
-    ids = inst.select("client_instance_id", "client_id", *_SW)
-    empty_detail = F.lit(None).cast("string")
+    def out(iid, insight, metric, value, threshold, setting, detail=None):
+        r = inst.get(iid, {})
+        found.append({"client_instance_id": iid, "client_id": r.get("client_id"),
+                      **{c: r.get(c) for c in _SW}, "insight": insight, "metric": metric,
+                      "value": float(value), "threshold": float(threshold), "setting": setting,
+                      "detail": detail, "_order": order[insight]})
 
-    def out(df, insight, metric_col, value, threshold, setting, detail=empty_detail):
-        return df.select("client_instance_id", F.lit(insight).alias("insight"), metric_col.alias("metric"),
-                         value.cast("double").alias("value"), threshold.cast("double").alias("threshold"),
-                         (setting if not isinstance(setting, (str, type(None))) else F.lit(setting))
-                         .cast("string").alias("setting"), detail.alias("detail"))
+    def delta(a):
+        return a["temporality"] == "delta"
 
-    parts = []
+    for a in agg:  # total over the run (delta: the sum of the deltas; cumulative: the last value)
+        s, f, last = a["sum"], a["first"], a["last"]
+        a["total"] = s if delta(a) else last
+        a["after_first"] = (None if s is None or f is None else s - f) if delta(a) else \
+            (None if last is None or f is None else last - f)
     # slow_node: a node far above the median over the client's nodes
-    lat = agg.where(F.col("metric").endswith(_LAT) & F.col("node").isNotNull())
-    med = lat.groupBy("client_instance_id", "metric").agg(
-        F.percentile_approx("avg", 0.5).alias("median"), F.count(F.lit(1)).alias("nodes"))
-    lat = lat.join(med, ["client_instance_id", "metric"])
-    limit = F.greatest(F.col("median") * opts.slow_node_ratio, F.lit(opts.slow_node_min_ms))
-    slow = lat.where((F.col("nodes") >= 2) & (F.col("avg") >= limit))
-    parts.append(out(slow, "slow_node", F.concat(F.col("metric"), F.lit("{node="), F.col("node"), F.lit("}")),
-                     F.col("avg"), limit, None,
-                     F.concat(F.lit("median over the client's "), F.col("nodes").cast("string"),
-                              F.lit(" nodes: "), F.format_number("median", 2), F.lit(" ms"))))
+    lat: dict[tuple, list[dict]] = {}
+    for a in agg:
+        if a["metric"] is not None and a["metric"].endswith(_LAT) and a["node"] is not None:
+            lat.setdefault((a["client_instance_id"], a["metric"]), []).append(a)
+    for (iid, metric), rs in lat.items():
+        avgs = sorted(r["avg"] for r in rs if r["avg"] is not None)
+        median = avgs[(len(avgs) - 1) // 2] if avgs else None   # the lower median (percentile 0.5)
+        limit = max(median * opts.slow_node_ratio, opts.slow_node_min_ms) if median is not None \
+            else opts.slow_node_min_ms
+        for r in rs:
+            if len(rs) >= 2 and r["avg"] is not None and r["avg"] >= limit:
+                out(iid, "slow_node", f"{metric}{{node={r['node']}}}", r["avg"], limit, None,
+                    f"median over the client's {len(rs)} nodes: {_number(median, 2)} ms" if median is not None
+                    else None)
     # throttled
-    thr_setting = F.create_map(*[x for m, s in _THROTTLE.items() for x in (F.lit(m), F.lit(s))])
-    thr = agg.where(F.col("metric").isin(list(_THROTTLE)) & (F.col("avg") > opts.throttle_ms))
-    parts.append(out(thr, "throttled", F.col("metric"), F.col("avg"), F.lit(opts.throttle_ms),
-                     thr_setting[F.col("metric")],
-                     F.concat(F.lit("max "), F.format_number("max", 1), F.lit(" ms"))))
-    # small_batches: records per request (the metric, or record.send.total / request.total)
-    pivot = (agg.where(F.col("node").isNull()).groupBy("client_instance_id")
-             .agg(*[F.max(F.when(F.col("metric") == m, F.col(col))).alias(f"{key}_{col}")
-                    for key, m in (("rpr", _RPR), ("send", _SEND), ("req", _REQ), ("err", _ERR),
-                                   ("retry", _RETRY), ("batch", _BATCH), ("lag", _LAG), ("idle", _IDLE))
-                    for col in ("avg", "total", "first", "last")],
-                  F.max(F.when(F.col("metric").isin(list(_CONN)), F.col("after_first"))).alias("conn_after"),
-                  F.max(F.when(F.col("metric").isin(list(_CONN)), F.col("metric"))).alias("conn_metric"),
-                  F.max(F.when(F.col("metric").isin(list(_CONN)), (F.col("t1") - F.col("t0")))).alias("conn_span")))
-    ratio = F.when(F.col("req_total") > 0, F.col("send_total") / F.col("req_total"))
-    rpr = F.coalesce(F.col("rpr_avg"), ratio)
-    rpr_metric = F.when(F.col("rpr_avg").isNotNull(), F.lit(_RPR)).otherwise(F.lit(f"{_SEND} / {_REQ}"))
-    small = pivot.where(rpr.isNotNull() & (rpr < opts.min_records_per_request))
-    parts.append(out(small, "small_batches", rpr_metric, rpr, F.lit(opts.min_records_per_request), "linger.ms",
-                     F.when(F.col("batch_avg").isNotNull(),
-                            F.concat(F.lit("batch.size.avg "), F.format_number("batch_avg", 0), F.lit(" bytes")))))
-    # retries_errors
-    sent = F.col("send_total")
-    err_rate = F.when(sent > 0, F.col("err_total") / sent)
-    retry_rate = F.when(sent > 0, F.col("retry_total") / sent)
-    parts.append(out(pivot.where(err_rate > opts.max_error_rate), "retries_errors", F.lit(f"{_ERR} / {_SEND}"),
-                     err_rate, F.lit(opts.max_error_rate), "delivery.timeout.ms"))
-    parts.append(out(pivot.where(retry_rate > opts.max_retry_rate), "retries_errors",
-                     F.lit(f"{_RETRY} / {_SEND}"), retry_rate, F.lit(opts.max_retry_rate), "retries"))
-    # connection_churn: connections per minute after the first push
-    minutes = F.greatest(F.col("conn_span") / F.lit(60e9), F.lit(1.0))
-    churn = F.col("conn_after") / minutes
-    parts.append(out(pivot.where(churn > opts.max_connections_per_min), "connection_churn",
-                     F.concat(F.col("conn_metric"), F.lit(" per minute")), churn,
-                     F.lit(opts.max_connections_per_min), "connections.max.idle.ms"))
-    # consumer_lag: growing past a bound, or poll idle nearly always
-    lag = pivot.where((F.col("lag_last") > opts.max_consumer_lag) & (F.col("lag_last") > F.col("lag_first")))
-    parts.append(out(lag, "consumer_lag", F.lit(_LAG), F.col("lag_last"), F.lit(opts.max_consumer_lag),
-                     "max.poll.records", F.concat(F.lit("from "), F.format_number("lag_first", 0))))
-    idle = pivot.where(F.col("idle_avg") >= opts.poll_idle_ratio)
-    parts.append(out(idle, "consumer_lag", F.lit(_IDLE), F.col("idle_avg"), F.lit(opts.poll_idle_ratio),
-                     "fetch.min.bytes"))
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.unionByName(part)
-    order = F.create_map(*[x for i, name in enumerate(INSIGHTS) for x in (F.lit(name), F.lit(i))])
-    return (result.join(ids, "client_instance_id", "left")
-            .select("client_instance_id", "client_id", *_SW, "insight", "metric", "value", "threshold", "setting",
-                    "detail", order[F.col("insight")].alias("_order")))
+    for a in agg:
+        if a["metric"] in _THROTTLE and a["avg"] is not None and a["avg"] > opts.throttle_ms:
+            out(a["client_instance_id"], "throttled", a["metric"], a["avg"], opts.throttle_ms, _THROTTLE[a["metric"]],
+                f"max {_number(a['max'], 1)} ms" if a["max"] is not None else None)
+    # per client: the metrics without a node
+    per: dict[str, dict] = {}
+    for a in agg:
+        if a["node"] is None:
+            per.setdefault(a["client_instance_id"], {})[a["metric"]] = a
+
+    def value(d, metric, col):
+        a = d.get(metric)
+        return None if a is None else a[col]
+
+    for iid, d in per.items():
+        # small_batches: records per request (the metric, or record.send.total / request.total)
+        rpr_avg = value(d, _RPR, "avg")
+        send, req = value(d, _SEND, "total"), value(d, _REQ, "total")
+        ratio = send / req if send is not None and req is not None and req > 0 else None
+        rpr = rpr_avg if rpr_avg is not None else ratio
+        if rpr is not None and rpr < opts.min_records_per_request:
+            batch = value(d, _BATCH, "avg")
+            out(iid, "small_batches", _RPR if rpr_avg is not None else f"{_SEND} / {_REQ}", rpr,
+                opts.min_records_per_request, "linger.ms",
+                f"batch.size.avg {_number(batch, 0)} bytes" if batch is not None else None)
+        # retries_errors
+        if send is not None and send > 0:
+            for metric, limit, setting in ((_ERR, opts.max_error_rate, "delivery.timeout.ms"),
+                                           (_RETRY, opts.max_retry_rate, "retries")):
+                n = value(d, metric, "total")
+                if n is not None and n / send > limit:
+                    out(iid, "retries_errors", f"{metric} / {_SEND}", n / send, limit, setting)
+        # connection_churn: connections per minute after the first push
+        conn = [d[m] for m in _CONN if m in d]
+        after = max((a["after_first"] for a in conn if a["after_first"] is not None), default=None)
+        if after is not None:
+            spans = [a["t1"] - a["t0"] for a in conn if a["t1"] is not None and a["t0"] is not None]
+            minutes = max(max(spans) / 60e9, 1.0) if spans else 1.0
+            churn = after / minutes
+            if churn > opts.max_connections_per_min:
+                out(iid, "connection_churn", f"{max(a['metric'] for a in conn)} per minute", churn,
+                    opts.max_connections_per_min, "connections.max.idle.ms")
+        # consumer_lag: growing past a bound, or poll idle nearly always
+        lag_first, lag_last = value(d, _LAG, "first"), value(d, _LAG, "last")
+        if lag_last is not None and lag_first is not None and lag_last > opts.max_consumer_lag \
+                and lag_last > lag_first:
+            out(iid, "consumer_lag", _LAG, lag_last, opts.max_consumer_lag, "max.poll.records",
+                f"from {_number(lag_first, 0)}")
+        idle = value(d, _IDLE, "avg")
+        if idle is not None and idle >= opts.poll_idle_ratio:
+            out(iid, "consumer_lag", _IDLE, idle, opts.poll_idle_ratio, "fetch.min.bytes")
+    return found
+
+
+def _client_row(r: dict) -> dict:
+    p, c = bool(r["is_producer"]), bool(r["is_consumer"])
+    kind = "both" if p and c else "producer" if p else "consumer" if c else "unknown"
+    return {**{k: r[k] for k in ("client_instance_id", "client_id", *_SW, "client_source_address")}, "kind": kind,
+            **{k: r[k] for k in ("pushes", "points", "first_push_ms", "last_push_ms", "terminated", "left",
+                                 "error_responses", "early_pushes", "gaps")}}
 
 
 def compression_name(ctype: int) -> str:

@@ -1,15 +1,17 @@
-"""The per-point half of ``kip714 report``, computed next to the decoder in Spark's Python workers.
+"""The per-push and per-point work of ``kip714 report``, done next to the decoder in Spark's Python workers.
 
-A report reads every data point once: naming, subscription and temporality per point, series per push,
-and the few metrics the insights look at. Shipping a million decoded points (map columns and all) back to
-the JVM to aggregate them there cost most of the report's time, so the workers do it: the input is
-partitioned by client instance and sorted, each worker decodes its pushes (the same chunked, bounded
-decoder as :func:`kip714.spark.decode_payloads`) and reduces the points of each complete instance with
-pyarrow's hash aggregations and numpy, never a Python loop per point. Only small tables leave the
-workers: one row per instance (kind ``inst``), per instance, metric and node of the insight metrics
-(``agg``), and per instance that sent payloads that do not decode (``error``).
+A report reads every push and every data point once: intervals, compression, error answers and
+termination per push; naming, subscription and temporality per point, series per push, and the few metrics
+the insights look at. Shipping a million decoded points (map columns and all) back to the JVM to aggregate
+them there cost most of the report's time, and a dozen small Spark jobs over the pushes most of the rest,
+so the workers do it all: the input is partitioned by client instance and sorted, each worker decodes its
+pushes (the same chunked, bounded decoder as :func:`kip714.spark.decode_payloads`) and reduces each complete
+instance with pyarrow's hash aggregations and numpy (never a Python loop per point; per instance, a few
+loops over its pushes). Only small tables leave the workers: one row per instance (kind ``inst``: its push
+facts, decode failures and point facts) and one per instance, metric and node of the insight metrics
+(``agg``).
 
-Memory: a worker holds one input batch and the points of one instance at a time (an instance's points are
+Memory: a worker holds one input batch and the pushes and points of one instance at a time (an instance's points are
 reduced together, so a client that pushed for a month at the default 5-minute interval — ~9 000 pushes, a
 few hundred thousand points — is held whole; partial aggregation per instance would lift that bound).
 
@@ -26,16 +28,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._enums import ErrorCode
 from ..sinks.recorder import record_schema
 from .decode import (ERROR, ERROR_CODE, ERROR_STAGE, _Budget, _decode_payload_batches, points_schema,
                      DEFAULT_MAX_OUTPUT)
 
-__all__ = ["AGG_COLUMNS", "ERROR_COLUMNS", "INST_COLUMNS", "OUT_SCHEMA", "aggregate_points", "recording_worker",
+__all__ = ["AGG_COLUMNS", "FACT_COLUMNS", "INST_COLUMNS", "OUT_SCHEMA", "aggregate", "recording_worker",
            "points_worker"]
 
 _STR_LIST = pa.list_(pa.string())
 
-_INST_FIELDS = [
+_PUSH_FIELDS = [
+    # inst: from the instance's pushes, in time order (what the endpoint answered, intervals, compression)
+    ("client_id", pa.string()), ("client_software_name", pa.string()), ("client_software_version", pa.string()),
+    ("client_source_address", pa.string()), ("pushes", pa.int64()), ("payload_pushes", pa.int64()),
+    ("first_push_ms", pa.int64()), ("last_push_ms", pa.int64()), ("terminated", pa.bool_()),
+    ("interval_checked", pa.int64()), ("early_pushes", pa.int64()), ("gaps", pa.int64()),
+    ("earliest_gap_ms", pa.int64()), ("compression_checked", pa.int64()), ("compression_bad", pa.int64()),
+    ("compression_bad_types", _STR_LIST), ("error_responses", pa.int64()), ("error_faults", pa.int64()),
+    ("error_codes", _STR_LIST),
+    # inst: payloads that did not decompress or decode
+    ("decode_failed", pa.int64()), ("decode_error", pa.string()),
+]
+_INST_FIELDS = _PUSH_FIELDS + [
     # inst: from the instance's points
     ("points", pa.int64()), ("naming_bad", pa.int64()), ("naming_bad_names", _STR_LIST),
     ("subscribed_checked", pa.int64()), ("subscribed_bad", pa.int64()), ("subscribed_bad_names", _STR_LIST),
@@ -51,18 +66,21 @@ _AGG_FIELDS = [  # agg: one insight metric (and node) of one instance
     ("max", pa.float64()), ("first", pa.float64()), ("last", pa.float64()), ("t0", pa.int64()),
     ("t1", pa.int64()), ("n", pa.int64()), ("temporality", pa.string()),
 ]
-_ERROR_FIELDS = [  # error: payloads of the instance that did not decompress or decode
-    ("decode_failed", pa.int64()), ("decode_error", pa.string()),
-]
 #: What the workers hand back (every column nullable; ``row_kind`` says which are set).
 OUT_SCHEMA = pa.schema([("row_kind", pa.string()), ("client_instance_id", pa.string())]
-                       + _INST_FIELDS + _AGG_FIELDS + _ERROR_FIELDS)
+                       + _INST_FIELDS + _AGG_FIELDS)
 #: The columns of each kind of row (besides ``row_kind`` and ``client_instance_id``).
 INST_COLUMNS = tuple(name for name, _ in _INST_FIELDS)
 AGG_COLUMNS = tuple(name for name, _ in _AGG_FIELDS)
-ERROR_COLUMNS = tuple(name for name, _ in _ERROR_FIELDS)
-#: The recording columns the workers read besides the payload.
+#: The recording columns the points are reduced with (copied onto each decoded point).
 PUSH_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "subscribed_metrics", "delta_temporality")
+#: The recording columns the push facts read (``push_error_code`` is the recording's ``error_code``: the
+#: endpoint's answer). The workers also take ``payload_bytes`` (null: no payload) and ``decode_error``.
+FACT_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "client_id", "client_software_name",
+                "client_software_version", "client_source_address", "terminating", "push_interval_ms",
+                "push_error_code", "subscription_id", "accepted_compression_types", "compression_type")
+_UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
+_THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _NAMES = 5
 
 
@@ -70,7 +88,8 @@ class Rules:
     """The report's rules, as the workers need them (plain values: they travel to the workers pickled)."""
 
     def __init__(self, name_pattern: str, bare_standard: set[str], standard: set[str], interest: set[str],
-                 latency_suffix: str, producer_prefix: str, consumer_prefix: str) -> None:
+                 latency_suffix: str, producer_prefix: str, consumer_prefix: str, interval_tolerance: float,
+                 gap_factor: float) -> None:
         self.name_re = re.compile(name_pattern)
         self.bare_standard = bare_standard
         self.standard = standard
@@ -78,10 +97,12 @@ class Rules:
         self.latency_suffix = latency_suffix
         self.producer_prefix = producer_prefix    # a metric under it makes the client a producer
         self.consumer_prefix = consumer_prefix
+        self.interval_tolerance = interval_tolerance  # ReportOptions': early and gapped pushes
+        self.gap_factor = gap_factor
 
     def __getstate__(self):
         return (self.name_re.pattern, self.bare_standard, self.standard, self.interest, self.latency_suffix,
-                self.producer_prefix, self.consumer_prefix)
+                self.producer_prefix, self.consumer_prefix, self.interval_tolerance, self.gap_factor)
 
     def __setstate__(self, state):
         self.__init__(*state)
@@ -159,15 +180,137 @@ def _bincount(codes: np.ndarray, n: int, weights=None) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ the reduction
 
-def aggregate_points(t: pa.Table, rules: Rules) -> pa.Table:
-    """The ``inst`` and ``agg`` rows (:data:`OUT_SCHEMA`) of the decoded points ``t``: the points of
-    complete instances, with the recording columns of :data:`PUSH_COLUMNS`."""
+def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes: bool = False) -> pa.Table:
+    """The ``inst`` and ``agg`` rows (:data:`OUT_SCHEMA`) of complete instances: ``points`` are their
+    decoded points (with the recording columns of :data:`PUSH_COLUMNS`), ``pushes`` their pushes (the
+    columns of :data:`FACT_COLUMNS`, ``payload_bytes`` and ``decode_error``). One ``inst`` row per
+    instance that pushed. ``distinct_pushes``: keep the first row of each (instance, node, receive time)."""
+    if pushes.num_rows == 0 and points.num_rows == 0:
+        return OUT_SCHEMA.empty_table()
+    if distinct_pushes and pushes.num_rows:
+        key = _combine(*(_codes(pushes.column(c))[0] for c in ("client_instance_id", "node_id", "received_at_ms")))
+        pushes = pushes.take(pa.array(np.sort(np.unique(key, return_index=True)[1])))
+    ids = pa.chunked_array([*pushes.column("client_instance_id").chunks, *points.column("client_instance_id").chunks],
+                           pa.string())
+    codes, inst_names = _codes(ids)
+    push_inst, point_inst = codes[:pushes.num_rows], codes[pushes.num_rows:]
+    n_inst = len(inst_names)
+    columns = {"row_kind": ["inst"] * n_inst, "client_instance_id": inst_names}
+    columns.update(_push_facts(pushes, push_inst, n_inst, rules))
+    metric, metric_names = _codes(points.column("metric")) if points.num_rows else (np.zeros(0, np.int64), [])
+    columns.update(_point_facts(points, point_inst, metric, metric_names, n_inst, rules))
+    out = pa.Table.from_pydict({f.name: columns.get(f.name, [None] * n_inst) for f in OUT_SCHEMA}, schema=OUT_SCHEMA)
+    agg = _insight_aggregates(points, point_inst, inst_names, metric, metric_names, rules) \
+        if points.num_rows else None
+    return pa.concat_tables([out, agg]) if agg is not None else out
+
+
+def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dict[str, list]:
+    """Per instance code: the :data:`_PUSH_FIELDS` columns from its pushes, taken in time order (each push
+    against the one before it: interval, error, subscription)."""
+    n = p.num_rows
+    t_all = pc.fill_null(p.column("received_at_ms"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.lexsort((t_all, inst))
+    p = p.take(pa.array(order)) if n else p
+    inst, t = inst[order], t_all[order]
+
+    def ints(name, fill):
+        return pc.fill_null(pc.cast(p.column(name), pa.int64()), fill).to_numpy(zero_copy_only=False)
+
+    def valid(name):
+        return pc.is_valid(p.column(name)).to_numpy(zero_copy_only=False)
+
+    first = np.ones(n, bool)
+    first[1:] = inst[1:] != inst[:-1]
+    prev = np.r_[0, np.arange(n - 1)] if n else np.zeros(0, np.int64)
+    code = ints("push_error_code", -1)
+    code_ok = valid("push_error_code")
+    sid, sid_ok = ints("subscription_id", 0), valid("subscription_id")
+    same_sub = ~first & sid_ok & sid_ok[prev] & (sid == sid[prev])
+    prev_err, prev_err_ok = code[prev], ~first & code_ok[prev]
+    interval, interval_ok = ints("push_interval_ms", 0).astype(float), valid("push_interval_ms")
+    term = pc.fill_null(p.column("terminating"), True).to_numpy(zero_copy_only=False)  # unknown: not checked
+    gap = t - t[prev]
+    checked = ~first & interval_ok & ~term & prev_err_ok & (prev_err == 0) & same_sub & valid("received_at_ms")
+    early = checked & (gap < interval * (1.0 - rules.interval_tolerance))
+    gapped = checked & (gap > interval * rules.gap_factor)
+    ctype, ctype_ok = ints("compression_type", 0), valid("compression_type")
+    size = pc.fill_null(p.column("payload_bytes"), 0).to_numpy(zero_copy_only=False)
+    accepted = p.column("accepted_compression_types")
+    comp_checked = (size > 0) & pc.is_valid(accepted).to_numpy(zero_copy_only=False)
+    # is the push's type in its accepted list: the list's values against the row's own type
+    acc = accepted.combine_chunks() if isinstance(accepted, pa.ChunkedArray) else accepted
+    offsets = acc.offsets.to_numpy().astype(np.int64) if n else np.zeros(1, np.int64)
+    flat = pc.fill_null(pc.cast(acc.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])), pa.int64()),
+                        -1).to_numpy(zero_copy_only=False)
+    owner = np.repeat(np.arange(n), np.diff(offsets))
+    listed = np.zeros(n, bool)
+    listed[owner[flat == ctype[owner]]] = True
+    comp_bad = comp_checked & ctype_ok & (ctype != 0) & ~listed
+    err = code_ok & (code != 0)
+    fault = err & (code != _THROTTLED) & ((code != _UNKNOWN_SUB) | (prev_err_ok & (prev_err == _UNKNOWN_SUB)
+                                                                  & same_sub))
+    failed = pc.is_valid(p.column("decode_error")).to_numpy(zero_copy_only=False)
+
+    out: dict[str, list] = {
+        "pushes": _bincount(inst, n_inst), "payload_pushes": _bincount(inst, n_inst, valid("payload_bytes")),
+        "interval_checked": _bincount(inst, n_inst, checked), "early_pushes": _bincount(inst, n_inst, early),
+        "gaps": _bincount(inst, n_inst, gapped), "compression_checked": _bincount(inst, n_inst, comp_checked),
+        "compression_bad": _bincount(inst, n_inst, comp_bad), "error_responses": _bincount(inst, n_inst, err),
+        "error_faults": _bincount(inst, n_inst, fault), "decode_failed": _bincount(inst, n_inst, failed),
+    }
+    out = {k: v.tolist() for k, v in out.items()}
+    starts = np.nonzero(first)[0]
+    ends = np.r_[starts[1:], n] - 1
+    groups = inst[starts]
+    t_ok = valid("received_at_ms")
+    for name, fn in (("first_push_ms", np.min), ("last_push_ms", np.max)):
+        out[name] = _first_by(groups, starts, ends, n_inst,
+                              lambda a, b, fn=fn: int(fn(t[a:b][t_ok[a:b]])) if t_ok[a:b].any() else None)
+    term_v = p.column("terminating").to_pylist()
+    out["terminated"] = _first_by(groups, starts, ends, n_inst,
+                                  lambda a, b: max((x for x in term_v[a:b] if x is not None), default=None))
+    early_gap = np.where(early, gap, np.iinfo(np.int64).max)
+    out["earliest_gap_ms"] = _first_by(groups, starts, ends, n_inst,
+                                       lambda a, b: int(early_gap[a:b].min()) if early[a:b].any() else None)
+    for name in ("client_id", "client_source_address", "decode_error"):
+        vals = p.column(name).to_pylist()
+        out[name] = _first_by(groups, starts, ends, n_inst,
+                              lambda a, b, v=vals: next((x for x in v[a:b] if x is not None), None))
+    for name in ("client_software_name", "client_software_version"):  # the first push's, as the client said it
+        vals = p.column(name).to_pylist()
+        out[name] = _first_by(groups, starts, ends, n_inst, lambda a, b, v=vals: v[a] if v[a] is not None
+                              else "unknown")
+    ctype_s, code_s = ctype.tolist(), code.tolist()
+    out["compression_bad_types"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
+        str(ctype_s[i]) for i in range(a, b) if comp_bad[i]), [])
+    out["error_codes"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
+        str(code_s[i]) for i in range(a, b) if err[i]), [])
+    return out
+
+
+def _first_by(groups, starts, ends, n_inst, fn, default=None) -> list:
+    """``fn(start, stop)`` (the group's rows are ``start:stop``) per instance group, at its instance code."""
+    col = [default] * n_inst
+    for g, a, b in zip(groups.tolist(), starts.tolist(), (ends + 1).tolist()):
+        col[g] = fn(a, b)
+    return col
+
+
+def _few(values, k: int = 3) -> list[str]:
+    """The first ``k`` of the distinct ``values`` in sorted order (the report's examples of codes)."""
+    return sorted(set(values))[:k]
+
+
+def _point_facts(t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names: list, n_inst: int,
+                 rules: Rules) -> dict[str, list]:
+    """Per instance code: the point columns of :data:`_INST_FIELDS` (naming, subscription, temporality,
+    kinds, resource keys, standard metrics seen, series)."""
     n = t.num_rows
     if n == 0:
-        return OUT_SCHEMA.empty_table()
-    inst, inst_names = _codes(t.column("client_instance_id"))
-    n_inst = len(inst_names)
-    metric, metric_names = _codes(t.column("metric"))
+        return {**{name: [0] * n_inst for name in _COUNT_FIELDS}, **{name: [[] for _ in range(n_inst)]
+                                                                    for name in _LIST_FIELDS},
+                "is_producer": [False] * n_inst, "is_consumer": [False] * n_inst}
 
     # ---- per metric name: naming, kind of client, standard
     bad_name = np.array([m is None or not rules.name_re.search(m) or m in rules.bare_standard
@@ -275,21 +418,21 @@ def aggregate_points(t: pa.Table, rules: Rules) -> pa.Table:
         "duplicate_names": _first_names(si, sm, s_dups > 0, metric_names),
         "start_moved_names": _first_names(si, sm, s_moved, metric_names),
     }
-    rows = {f.name: [] for f in OUT_SCHEMA}
-    for i in range(n_inst):
-        k = kinds.get(i, [False, False, []])
-        values = {"row_kind": "inst", "client_instance_id": inst_names[i], "is_producer": k[0], "is_consumer": k[1],
-                  "resource_keys": sorted(res_keys.get(i, ())), "standard_seen": sorted(k[2]),
-                  "subscriptions": subscriptions.get(i, [])}
-        for name, arr in counts.items():
-            values[name] = int(arr[i])
-        for name, d in lists.items():
-            values[name] = d.get(i, [])
-        for name, col in rows.items():
-            col.append(values.get(name))
-    out = pa.Table.from_pydict(rows, schema=OUT_SCHEMA)
-    agg = _insight_aggregates(t, inst, inst_names, metric, metric_names, rules)
-    return pa.concat_tables([out, agg]) if agg is not None else out
+    out: dict[str, list] = {name: arr.tolist() for name, arr in counts.items()}
+    for name, d in lists.items():
+        out[name] = [d.get(i, []) for i in range(n_inst)]
+    out["is_producer"] = [kinds.get(i, [False])[0] for i in range(n_inst)]
+    out["is_consumer"] = [kinds.get(i, [False, False])[1] for i in range(n_inst)]
+    out["resource_keys"] = [sorted(res_keys.get(i, ())) for i in range(n_inst)]
+    out["standard_seen"] = [sorted(kinds[i][2]) if i in kinds else [] for i in range(n_inst)]
+    out["subscriptions"] = [subscriptions.get(i, []) for i in range(n_inst)]
+    return out
+
+
+_COUNT_FIELDS = ("points", "naming_bad", "subscribed_checked", "subscribed_bad", "temporality_checked",
+                 "temporality_bad", "series_in_pushes", "duplicate_series", "cumulative_series", "start_moved")
+_LIST_FIELDS = ("naming_bad_names", "subscribed_bad_names", "temporality_bad_names", "duplicate_names",
+                "start_moved_names", "resource_keys", "standard_seen", "subscriptions")
 
 
 def _subscription_codes(col) -> tuple[np.ndarray, list]:
@@ -363,87 +506,100 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
     return pa.Table.from_pydict(rows, schema=OUT_SCHEMA)
 
 
-def _error_rows(errors: list[tuple[str, str]]) -> pa.Table:
-    """``error`` rows: per instance, how many payloads failed and the first reason."""
-    per: dict[str, list] = {}
-    for inst, why in errors:
-        e = per.setdefault(inst, [0, why])
-        e[0] += 1
-    rows = {f.name: [None] * len(per) for f in OUT_SCHEMA}
-    rows["row_kind"] = ["error"] * len(per)
-    rows["client_instance_id"] = list(per)
-    rows["decode_failed"] = [v[0] for v in per.values()]
-    rows["decode_error"] = [v[1] for v in per.values()]
-    return pa.Table.from_pydict(rows, schema=OUT_SCHEMA)
-
-
 # ------------------------------------------------------------------------------------------ workers
 
-def _by_instance(tables: Iterator[tuple[pa.Table, str | None]], rules: Rules) -> Iterator[pa.RecordBatch]:
-    """Reduce a stream of point tables sorted by instance: ``tables`` yields (points, last instance id of
-    the input batch they came from); the points of every instance before that id are complete. The rows of
-    the last instance wait for the next table (memory: one input batch and one instance)."""
-    held: list[pa.Table] = []
-    for points, last in tables:
-        # the points are in input order, so the last instance's rows are the table's tail: slices, no copies
-        ends = pc.fill_null(pc.equal(points.column("client_instance_id"), last), False)
-        cut = points.num_rows - int(pc.sum(ends).as_py() or 0)
-        if cut < points.num_rows and cut:
-            if not pc.all(ends.slice(cut)).as_py():
-                raise AssertionError("report worker: input not sorted by client instance")
-        if cut:
-            complete = pa.concat_tables([*held, points.slice(0, cut)])
-            held = []
-            if complete.num_rows:
-                yield from aggregate_points(complete, rules).to_batches()
-        held.append(points.slice(cut))
-    rest = [h for h in held if h.num_rows]
-    if rest:
-        yield from aggregate_points(pa.concat_tables(rest), rules).to_batches()
+def _tail_cut(ids, last) -> int:
+    """Where the rows of instance ``last`` start in ``ids`` (they are its tail: the input is sorted)."""
+    ends = pc.fill_null(pc.equal(ids, last), False)
+    cut = len(ids) - int(pc.sum(ends).as_py() or 0)
+    if 0 < cut < len(ids) and not pc.all(ends.slice(cut)).as_py():
+        raise AssertionError("report worker: input not sorted by client instance")
+    return cut
+
+
+def _by_instance(tables: Iterator[tuple[pa.Table, pa.Table, str | None]], rules: Rules,
+                 distinct_pushes: bool = False) -> Iterator[pa.RecordBatch]:
+    """Reduce a stream sorted by instance: ``tables`` yields (points, pushes, last instance id of the
+    input batch they came from); every instance before that id is complete. The rows of the last instance
+    wait for the next input batch (memory: one input batch and one instance). ``distinct_pushes``: the
+    push rows repeat (one per point of a points table) and are made distinct first."""
+    held_points: list[pa.Table] = []
+    held_pushes: list[pa.Table] = []
+    for points, pushes, last in tables:
+        # both are in input order, so the last instance's rows are their tails: slices, no copies
+        cut_pt = _tail_cut(points.column("client_instance_id"), last)
+        cut_pu = _tail_cut(pushes.column("client_instance_id"), last)
+        if cut_pt or cut_pu:
+            done_points = pa.concat_tables([*held_points, points.slice(0, cut_pt)])
+            done_pushes = pa.concat_tables([*held_pushes, pushes.slice(0, cut_pu)])
+            held_points, held_pushes = [], []
+            yield from aggregate(done_points, done_pushes, rules, distinct_pushes).to_batches()
+        held_points.append(points.slice(cut_pt))
+        held_pushes.append(pushes.slice(cut_pu))
+    if held_points:
+        rest_points, rest_pushes = pa.concat_tables(held_points), pa.concat_tables(held_pushes)
+        if rest_points.num_rows or rest_pushes.num_rows:
+            yield from aggregate(rest_points, rest_pushes, rules, distinct_pushes).to_batches()
+
+
+def _fact_table(batch: pa.RecordBatch, payload_bytes, decode_error) -> pa.Table:
+    """The pushes of ``batch`` as :func:`aggregate` reads them (the recording's own types)."""
+    rec = record_schema()
+    arrays, names = [], []
+    for name in FACT_COLUMNS:
+        field = rec.field("error_code" if name == "push_error_code" else name)
+        col = batch.column(name) if name in batch.schema.names else pa.nulls(batch.num_rows, field.type)
+        arrays.append(col.cast(field.type))
+        names.append(name)
+    return pa.Table.from_arrays(arrays + [payload_bytes, decode_error],
+                                names=names + ["payload_bytes", "decode_error"])
 
 
 def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
-    """The mapInArrow function over recording rows (partitioned by client instance, sorted by it): decode
-    the payloads and hand back the :data:`OUT_SCHEMA` rows."""
+    """The mapInArrow function over recording rows (:data:`FACT_COLUMNS`, ``payload``; partitioned by client
+    instance, sorted by it): decode the payloads and hand back the :data:`OUT_SCHEMA` rows."""
     rec = record_schema()
     carry = [rec.field(name) for name in PUSH_COLUMNS]   # the recording's own types (node_id is a string)
-    schema = pa.schema(list(points_schema()) + carry + [
+    row = pa.field("_push_row", pa.int64())               # which push a point or an error came from
+    schema = pa.schema(list(points_schema()) + carry + [row,
         rec.field("payload"), pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
         pa.field(ERROR_STAGE, pa.string())])
     keep = [f.name for f in schema if f.name not in ("payload",)]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        errors: list[tuple[str, str]] = []
-
         def decoded():
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
+                n = batch.num_rows
                 src = pa.RecordBatch.from_arrays(
-                    [batch.column(f.name).cast(f.type) for f in carry] +
+                    [batch.column(f.name).cast(f.type) for f in carry] + [pa.array(np.arange(n, dtype=np.int64))] +
                     [batch.column("payload"), batch.column("compression_type")],
-                    names=[f.name for f in carry] + ["payload", "compression_type"])
+                    names=[f.name for f in carry] + [row.name, "payload", "compression_type"])
                 outs = list(_decode_payload_batches(iter([src]), "payload", "compression_type", schema,
                                                     max_output, _Budget()))
                 table = pa.Table.from_batches(outs, schema=schema).select(keep) if outs else \
                     schema.empty_table().select(keep)
+                reasons = [None] * n
                 failed = pc.is_valid(table.column(ERROR_CODE))
                 if pc.any(failed).as_py():
                     bad = table.filter(failed)
-                    errors.extend(zip(bad.column("client_instance_id").to_pylist(), bad.column(ERROR).to_pylist()))
+                    for i, why in zip(bad.column(row.name).to_pylist(), bad.column(ERROR).to_pylist()):
+                        reasons[i] = why
                     table = table.filter(pc.invert(failed))
-                yield table, batch.column("client_instance_id")[batch.num_rows - 1].as_py()
+                pushes = _fact_table(batch, pc.binary_length(batch.column("payload")).cast(pa.int64()),
+                                     pa.array(reasons, pa.string()))
+                yield table, pushes, batch.column("client_instance_id")[n - 1].as_py()
 
         yield from _by_instance(decoded(), rules)
-        if errors:
-            yield from _error_rows(errors).to_batches()
 
     return run
 
 
 def points_worker(rules: Rules):
-    """The mapInArrow function over a points table (``kip714 pipeline`` output; partitioned by client
-    instance, sorted by it): the :data:`OUT_SCHEMA` rows of its points."""
+    """The mapInArrow function over a points table (``kip714 pipeline`` output) with its ``errors/`` rows
+    (``decode_error`` set, ``payload_bytes``), partitioned by client instance and sorted by it: the
+    :data:`OUT_SCHEMA` rows. A push is the distinct (instance, node, receive time) of its rows."""
     names = list(points_schema().names) + list(PUSH_COLUMNS)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -451,9 +607,13 @@ def points_worker(rules: Rules):
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                table = pa.Table.from_batches([batch]).select([c for c in names if c in batch.schema.names])
-                yield table, batch.column("client_instance_id")[batch.num_rows - 1].as_py()
+                table = pa.Table.from_batches([batch])
+                is_error = pc.is_valid(table.column("decode_error"))
+                points = table.filter(pc.invert(is_error)).select([c for c in names if c in batch.schema.names])
+                pushes = _fact_table(batch, batch.column("payload_bytes").cast(pa.int64()),
+                                     batch.column("decode_error").cast(pa.string()))
+                yield points, pushes, batch.column("client_instance_id")[batch.num_rows - 1].as_py()
 
-        yield from _by_instance(tables(), rules)
+        yield from _by_instance(tables(), rules, distinct_pushes=True)
 
     return run
