@@ -6,7 +6,10 @@ in another child process (``--telemetry off``), so its CPU time is its own (``/p
 stime around each run). Measured: produce throughput (MB/s of record values, acks=1) for 100 B and 10 KB
 records with one producer and with several producers at once; produce latency (one record at a time,
 send → delivery report); CPU of the proxy per MB/s forwarded (millicores per MB/s = CPU milliseconds per
-MB); 1 000 client connections held at once (opened in waves of 5, then all answered together).
+MB) and of the whole machine in each mode (``/proc/stat``: when the direct run already keeps every core
+busy, throughput is bounded by CPU per MB and the ratio measures contention); 10 KB records again with the
+proxy on a core of its own (``sched_setaffinity``), as it would be deployed; 1 000 client connections held
+at once (opened in waves of 5, then all answered together).
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (Linux /proc/stat: busy is
+    everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        values = [int(x) for x in f.readline().split()[1:9]]
+    total = sum(values)
+    return (total - values[3] - values[4]) / _TICKS, total / _TICKS
 
 
 class ProxyProcess:
@@ -194,16 +206,24 @@ def run_group(bench: Any) -> None:
             for size, producers in configs:
                 direct_s, proxy_s = [], []
                 mb = volume[size] / 1e6
+                # the whole machine's CPU in each mode: when both runs keep every core busy, throughput
+                # is bounded by CPU per MB, and the proxy's own CPU per MB is what it costs the others
+                machine = {"direct": [0.0, 0.0], "proxy": [0.0, 0.0]}
+                proxy_cpu = 0.0
                 for r in range(rounds):
                     order = ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")
                     for which in order:
+                        m0, c0 = machine_cpu(), proxy.cpu()
                         if which == "direct":
                             direct_s.append(produce_run(mc.bootstraps, "bench", size, volume[size], producers))
                         else:
-                            c0 = proxy.cpu()
                             proxy_s.append(produce_run(proxy.bootstrap, "bench", size, volume[size], producers))
-                            cpu_total += proxy.cpu() - c0
+                            proxy_cpu += proxy.cpu() - c0
                             mb_total += mb
+                        m1 = machine_cpu()
+                        machine[which][0] += m1[0] - m0[0]
+                        machine[which][1] += m1[1] - m0[1]
+                cpu_total += proxy_cpu
                 d, p = statistics.median(direct_s), statistics.median(proxy_s)
                 label = f"{'100 B' if size == 100 else '10 KB'} records, {producers} producer{'s' * (producers > 1)}"
                 goal_ratio = 0.9 if size == 10240 else 0.7
@@ -214,7 +234,17 @@ def run_group(bench: Any) -> None:
                                               "text": f"≥ {goal_ratio}× direct"},
                               unit="throughput",
                               note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy "
-                                   f"{mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s")
+                                   f"{mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s; machine CPU busy "
+                                   f"{100 * machine['direct'][0] / max(machine['direct'][1], 1e-9):.0f}% direct, "
+                                   f"{100 * machine['proxy'][0] / max(machine['proxy'][1], 1e-9):.0f}% through the "
+                                   f"proxy; whole-machine CPU per MB {machine['direct'][0] * 1e3 / (mb * rounds):.2f} ms "
+                                   f"direct, {machine['proxy'][0] * 1e3 / (mb * rounds):.2f} ms through the proxy "
+                                   f"(the proxy's own {proxy_cpu * 1e3 / (mb * rounds):.2f} ms)",
+                              extra={"machine_busy_direct": machine["direct"][0] / max(machine["direct"][1], 1e-9),
+                                     "machine_busy_proxy": machine["proxy"][0] / max(machine["proxy"][1], 1e-9),
+                                     "cpu_ms_per_mb_direct": machine["direct"][0] * 1e3 / (mb * rounds),
+                                     "cpu_ms_per_mb_proxy": machine["proxy"][0] * 1e3 / (mb * rounds),
+                                     "proxy_cpu_ms_per_mb": proxy_cpu * 1e3 / (mb * rounds)})
                 curve_x.append(label)
                 curve_direct.append(mb / d)
                 curve_proxy.append(mb / p)
@@ -247,6 +277,7 @@ def run_group(bench: Any) -> None:
                           goal={"kind": "max_value", "value": 10, "text": "≤ 10 millicores per MB/s"},
                           note=f"{cpu_total:.2f} CPU s for {mb_total:.0f} MB (Kroxylicious publishes ~35)")
             _loop_rows(bench, mc, proxy, rounds, volume[10240] // 2)
+            _pinned_rows(bench, mc, proxy, rounds, volume[10240], many)
             # connections
             n_conn = 1000
             held = hold_connections(proxy.port, n_conn)
@@ -291,6 +322,54 @@ def _loop_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: int
                                f"{cpu['asyncio'] * 1000 / (mb * rounds):.2f} ms (asyncio)")
     finally:
         plain.close()
+
+
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` (and the threads it starts later) on ``cpus``."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except ProcessLookupError:
+            pass
+
+
+def _pinned_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: int, many: int) -> None:
+    """10 KB records again with the proxy on a core of its own and the producers and the cluster on the
+    other, in both modes: as deployed, a proxy does not take CPU from the clients or the brokers. On a
+    machine whose cores the direct run already keeps busy, the rows above measure CPU contention as much
+    as the proxy; these separate the two. Informational (no goal): the producers and brokers get one core
+    here, so both figures are lower than above."""
+    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
+        bench.skip("proxy", "pinned", "needs two cores and sched_setaffinity")
+        return
+    me = os.getpid()
+    before = os.sched_getaffinity(me)
+    everyone = set(range(os.cpu_count() or 2))
+    try:
+        _pin(me, {0})
+        _pin(mc.proc.pid, {0})
+        _pin(proxy.proc.pid, {1})
+        mb = total / 1e6
+        for producers in (1, many):
+            direct_s, proxy_s = [], []
+            for r in range(rounds):
+                for which in (("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")):
+                    boot = mc.bootstraps if which == "direct" else proxy.bootstrap
+                    (direct_s if which == "direct" else proxy_s).append(
+                        produce_run(boot, "bench", 10240, total, producers))
+            d, p = statistics.median(direct_s), statistics.median(proxy_s)
+            bench.add_row("proxy", f"proxy.pinned.10240.{producers}",
+                          f"produce 10 KB records, {producers} producer{'s' * (producers > 1)}, proxy on a core of "
+                          "its own, producers and cluster on the other (MB/s)",
+                          {"median": p / mb * 1e9, "samples": [x / mb * 1e9 for x in proxy_s]},
+                          {"median": d / mb * 1e9, "samples": [x / mb * 1e9 for x in direct_s]}, "direct",
+                          unit="throughput",
+                          note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy {mb / p:.1f} MB/s, "
+                               f"direct {mb / d:.1f} MB/s")
+    finally:
+        _pin(me, before)
+        _pin(mc.proc.pid, everyone)
+        _pin(proxy.proc.pid, everyone)
 
 
 def _quantile(xs: list[float], q: float) -> float:
