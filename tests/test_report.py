@@ -402,3 +402,19 @@ def test_insights_flag_exactly_the_misbehaving_clients(spark, tmp_path):
     # a threshold is an option: relaxed, nobody is small-batched any more
     relaxed = report(str(tmp_path / "rec"), spark, options=ReportOptions(min_records_per_request=0.1))
     assert relaxed.insights.where("insight = 'small_batches'").count() == 0
+
+
+def test_a_dataframe_source_and_a_push_without_an_instance_id(recording, spark):
+    """A DataFrame of recording rows reads as the recording does; a push whose client instance id is null
+    is one client of its own (never an example id, never an error)."""
+    import pyarrow as pa
+
+    rec, _ = recording
+    table = read_recording(rec)
+    lost = table.slice(0, 1).set_column(table.schema.get_field_index("client_instance_id"), "client_instance_id",
+                                        pa.array([None], pa.string()))
+    rep = report(spark.createDataFrame(pa.concat_tables([table, lost])), spark)
+    clients = [r.asDict() for r in rep.clients.collect()]
+    assert len(clients) == len(set(table.column("client_instance_id").to_pylist())) + 1
+    assert [c["pushes"] for c in clients if c["client_instance_id"] is None] == [1]
+    assert all(None not in r["examples"] for r in rep.conformance.collect())

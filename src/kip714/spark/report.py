@@ -409,7 +409,7 @@ def _label_problems(r: dict) -> list[str]:
 def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
     """One row per software name, version and check, from the instance rows."""
     by_sw: dict[tuple, list[dict]] = {}
-    for iid in sorted(inst):
+    for iid in sorted(inst, key=lambda i: (i is None, i or "")):   # a push without an id: its own, last
         r = inst[iid]
         by_sw.setdefault((r["client_software_name"], r["client_software_version"]), []).append(r)
     k = opts.examples
@@ -419,7 +419,7 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
             return sum(r[col] or 0 for r in rs)
 
         def ex(cond):
-            return [r["client_instance_id"] for r in rs if cond(r)][:k]
+            return [r["client_instance_id"] for r in rs if cond(r) and r["client_instance_id"] is not None][:k]
 
         def names(col):
             return ", ".join(list(dict.fromkeys(x for r in rs for x in (r[col] or ()) if x is not None))[:5])
@@ -429,11 +429,11 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
 
         is_p = [r for r in rs if r["is_producer"]]
         is_c = [r for r in rs if r["is_consumer"]]
-        labels = {r["client_instance_id"]: _label_problems(r) for r in rs}
+        labels = {id(r): _label_problems(r) for r in rs}
         label_checked = [r for r in rs if r["is_producer"] or r["is_consumer"] or r["resource_keys"]]
-        label_bad = [r for r in label_checked if labels[r["client_instance_id"]]]
+        label_bad = [r for r in label_checked if labels[id(r)]]
         left = [r for r in rs if r["terminated"] or r["left"]]
-        term_bad = [r for r in rs if not r["terminated"] and r["left"]]
+        term_bad = [r for r in rs if not r["terminated"] and r["left"]]   # left without a terminating push
         running = sum(1 for r in rs if not r["terminated"] and not r["left"])
         cov_checked, cov_bad, cov_ex, cov_why = 0, 0, [], []
         for group, standard, label in ((is_p, STANDARD_PRODUCER_METRICS, "producer"),
@@ -449,7 +449,7 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
             cov_checked += len(wanted)
             cov_bad += len(missing)
             if missing:
-                cov_ex += [r["client_instance_id"] for r in group][:k]
+                cov_ex += [r["client_instance_id"] for r in group if r["client_instance_id"] is not None][:k]
                 cov_why.append(f"{label} missing: " + ", ".join(missing))
         cov_why.append(REQUIRED_METRICS_NOTE)
         gaps = total("gaps")
@@ -474,12 +474,12 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
             "no_duplicate_series": (total("duplicate_series"), total("series_in_pushes"), failing("duplicate_series"),
                                     names("duplicate_names")),
             "standard_coverage": (cov_bad, cov_checked, list(dict.fromkeys(cov_ex))[:k], "; ".join(cov_why)),
-            "resource_labels": (len(label_bad), len(label_checked), [r["client_instance_id"] for r in label_bad][:k],
-                                ", ".join(list(dict.fromkeys(x for r in rs for x in labels[r["client_instance_id"]]))[:5])),
+            "resource_labels": (len(label_bad), len(label_checked), ex(lambda r: bool(labels[id(r)])),
+                                ", ".join(list(dict.fromkeys(x for r in rs for x in labels[id(r)]))[:5])),
             "push_interval": (total("early_pushes"), total("interval_checked"), failing("early_pushes"), gap_note),
             "compression_accepted": (total("compression_bad"), total("compression_checked"), failing("compression_bad"),
                                      f"compression types used: {comp_why}" if comp_why else None),
-            "terminating_push": (len(term_bad), len(left), [r["client_instance_id"] for r in term_bad][:k], term_note),
+            "terminating_push": (len(term_bad), len(left), ex(lambda r: not r["terminated"] and r["left"]), term_note),
             "error_responses": (total("error_faults"), total("pushes"), failing("error_faults"),
                                 f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None),
         }
