@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 
 import pytest
@@ -121,6 +122,7 @@ def test_interleaved_summaries_and_goal_checks():
 def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
     pytest.importorskip("confluent_kafka")
     json_path, plot_dir = tmp_path / "p.json", tmp_path / "plots"
+    allowed = os.sched_getaffinity(0)
     rc, out, err = _run(["--quick", "--only", "proxy", "--json", str(json_path), "--plot", str(plot_dir)], capsys)
     assert rc == 0, out + err
     rows = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}
@@ -128,6 +130,13 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
         for producers in (1, 4):
             row = rows[f"proxy.produce.{size}.{producers}"]
             assert row["peer_name"] == "direct" and row["ratio"] > 0 and row["met"] in (True, False)
+            # the whole machine's CPU in each mode, beside the proxy's own
+            assert 0 < row["machine_busy_direct"] <= 1 and 0 < row["machine_busy_proxy"] <= 1
+            assert row["cpu_ms_per_mb_proxy"] > row["proxy_cpu_ms_per_mb"] > 0
+    if len(allowed) >= 2:   # the proxy on a core of its own, the rest on the other
+        for producers in (1, 4):
+            assert rows[f"proxy.pinned.10240.{producers}"]["ratio"] > 0
+    assert os.sched_getaffinity(0) == allowed   # this process unpinned again
     assert rows["proxy.latency"]["kip714"]["median"] > 0 and rows["proxy.latency"]["peer"]["median"] > 0
     assert rows["proxy.cpu"]["kip714"]["value"] > 0
     assert rows["proxy.connections"]["kip714"]["value"] == 1000

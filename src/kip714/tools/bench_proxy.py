@@ -339,16 +339,15 @@ def _pinned_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: i
     machine whose cores the direct run already keeps busy, the rows above measure CPU contention as much
     as the proxy; these separate the two. Informational (no goal): the producers and brokers get one core
     here, so both figures are lower than above."""
-    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
-        bench.skip("proxy", "pinned", "needs two cores and sched_setaffinity")
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(allowed) < 2:
+        bench.skip("proxy", "pinned", "needs two usable cores and sched_setaffinity")
         return
     me = os.getpid()
-    before = os.sched_getaffinity(me)
-    everyone = set(range(os.cpu_count() or 2))
     try:
-        _pin(me, {0})
-        _pin(mc.proc.pid, {0})
-        _pin(proxy.proc.pid, {1})
+        _pin(me, {allowed[0]})
+        _pin(mc.proc.pid, {allowed[0]})
+        _pin(proxy.proc.pid, {allowed[1]})
         mb = total / 1e6
         for producers in (1, many):
             direct_s, proxy_s = [], []
@@ -367,9 +366,8 @@ def _pinned_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: i
                           note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy {mb / p:.1f} MB/s, "
                                f"direct {mb / d:.1f} MB/s")
     finally:
-        _pin(me, before)
-        _pin(mc.proc.pid, everyone)
-        _pin(proxy.proc.pid, everyone)
+        for pid in (me, mc.proc.pid, proxy.proc.pid):
+            _pin(pid, set(allowed))
 
 
 def _quantile(xs: list[float], q: float) -> float:
