@@ -193,7 +193,8 @@ class Report(NamedTuple):
     cached: tuple = ()
 
     def unpersist(self) -> None:
-        """Release what the report keeps cached in Spark (the decoded points)."""
+        """Release what the report keeps cached in Spark: nothing since the report became one job (its
+        tables are small local DataFrames); kept so that code calling it keeps working."""
         for df in self.cached:
             df.unpersist()
 
