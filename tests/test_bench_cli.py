@@ -130,9 +130,11 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
         for producers in (1, 4):
             row = rows[f"proxy.produce.{size}.{producers}"]
             assert row["peer_name"] == "direct" and row["ratio"] > 0 and row["met"] in (True, False)
-            # the whole machine's CPU in each mode, beside the proxy's own
-            assert 0 < row["machine_busy_direct"] <= 1 and 0 < row["machine_busy_proxy"] <= 1
-            assert row["cpu_ms_per_mb_proxy"] > row["proxy_cpu_ms_per_mb"] > 0
+            # the whole machine's CPU in each mode, beside the proxy's own (clock ticks: a short run may
+            # show none of the proxy's)
+            assert 0 <= row["machine_busy_direct"] <= 1 and 0 <= row["machine_busy_proxy"] <= 1
+            assert row["cpu_ms_per_mb_proxy"] >= 0 and row["proxy_cpu_ms_per_mb"] >= 0
+    assert sum(rows[f"proxy.produce.10240.{n}"]["cpu_ms_per_mb_proxy"] for n in (1, 4)) > 0
     if len(allowed) >= 2:   # the proxy on a core of its own, the rest on the other
         for producers in (1, 4):
             assert rows[f"proxy.pinned.10240.{producers}"]["ratio"] > 0

@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 import server_thread
+from rdk_close import await_push_answered
 
 import otlp_build as ob
 
@@ -139,6 +140,7 @@ def test_librdkafka_producer_series_values_and_disappearance(stack):
         instance = labels["client_instance_id"]
         for _ in range(10):
             p.poll(0.1)
+        await_push_answered(p, lambda: len(seen))   # then its close sends the terminating push
     finally:
         del p                      # rd_kafka_destroy: the terminating push
         gc.collect()

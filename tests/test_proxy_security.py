@@ -23,6 +23,7 @@ import kip714  # noqa: E402
 from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
 from proxy_helpers import start_proxy, wait  # noqa: E402
+from rdk_close import await_push_answered  # noqa: E402
 from server_thread import ServerThread  # noqa: E402
 from tls_cert import make_cert  # noqa: E402
 
@@ -102,13 +103,14 @@ def test_serve_takes_tls_clients(cert, tmp_path):
         deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline:
             p.poll(0.05)
-        del p
-        gc.collect()
 
         def rows():
             recorder.flush()
             return read_recording(recorder.directory).to_pylist()
 
+        await_push_answered(p, lambda: len(rows()))   # then its close sends the terminating push
+        del p
+        gc.collect()
         assert wait(lambda: any(r["terminating"] for r in rows()), 10)
         assert {r["error_code"] for r in rows()} == {0}
     finally:
@@ -250,13 +252,14 @@ def test_sasl_passes_through_and_names_the_principal(tmp_path, mechanism, user):
             deadline = time.monotonic() + 2.5
             while time.monotonic() < deadline:
                 p.poll(0.05)
-            del p
-            gc.collect()
 
             def rows():
                 recorder.flush()
                 return read_recording(recorder.directory).to_pylist()
 
+            await_push_answered(p, lambda: len(rows()))   # then its close sends the terminating push
+            del p
+            gc.collect()
             assert wait(lambda: any(r["terminating"] for r in rows()), 10)
             recorded = rows()
         finally:

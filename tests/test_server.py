@@ -17,6 +17,7 @@ import time
 
 import pytest
 import server_thread
+from rdk_close import await_push_answered
 
 import kip714
 from kip714 import SubscriptionRegistry, TelemetryBroker
@@ -49,12 +50,16 @@ def sub(metrics="*", interval=INTERVAL, match=None):
     return r
 
 
-def run_producer(srv, seconds=2.5, **conf):
+def run_producer(srv, seconds=2.5, terminating=False, **conf):
+    """A librdkafka producer on ``srv`` for ``seconds``; ``terminating``: then close it just after a push
+    was answered, so that it sends its terminating push (see rdk_close)."""
     p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
                                   "client.id": "kip714-test-producer", "log_level": 0, **conf})
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         p.poll(0.05)
+    if terminating:
+        await_push_answered(p, lambda: len(recorded(srv)))
     del p  # rd_kafka_destroy: sends the terminating push (waits up to 1 s)
     gc.collect()
 
@@ -87,7 +92,7 @@ def decoded_names(row):
 def test_producer_pushes_with_each_codec(server, codec):
     ctype = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
     srv = server(accepted=() if codec == "none" else (ctype,))
-    run_producer(srv)
+    run_producer(srv, terminating=True)
     assert srv.wait_for(lambda: any(r["terminating"] for r in recorded(srv)))
     rows = recorded(srv)
     accepted = [r for r in rows if r["error_code"] == 0]
@@ -112,6 +117,7 @@ def test_consumer_with_a_group_pushes(server):
     deadline = time.monotonic() + 2.5
     while time.monotonic() < deadline:
         c.poll(0.05)
+    await_push_answered(c, lambda: len(recorded(srv)))
     c.close()
     del c
     gc.collect()
