@@ -422,8 +422,14 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         def ex(cond):
             return [r["client_instance_id"] for r in rs if cond(r) and r["client_instance_id"] is not None][:k]
 
+        def joined(lists):   # the first five distinct values of the lists, in instance order
+            return ", ".join(list(dict.fromkeys(x for xs in lists for x in (xs or ()) if x is not None))[:5])
+
         def names(col):
-            return ", ".join(list(dict.fromkeys(x for r in rs for x in (r[col] or ()) if x is not None))[:5])
+            return joined(r[col] for r in rs)
+
+        def departed(r):     # left without a terminating push
+            return not r["terminated"] and r["left"]
 
         def failing(count_col):
             return ex(lambda r: (r[count_col] or 0) > 0)
@@ -434,7 +440,7 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         label_checked = [r for r in rs if r["is_producer"] or r["is_consumer"] or r["resource_keys"]]
         label_bad = [r for r in label_checked if labels[id(r)]]
         left = [r for r in rs if r["terminated"] or r["left"]]
-        term_bad = [r for r in rs if not r["terminated"] and r["left"]]   # left without a terminating push
+        term_bad = [r for r in rs if departed(r)]
         running = sum(1 for r in rs if not r["terminated"] and not r["left"])
         cov_checked, cov_bad, cov_ex, cov_why = 0, 0, [], []
         for group, standard, label in ((is_p, STANDARD_PRODUCER_METRICS, "producer"),
@@ -476,11 +482,11 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
                                     names("duplicate_names")),
             "standard_coverage": (cov_bad, cov_checked, list(dict.fromkeys(cov_ex))[:k], "; ".join(cov_why)),
             "resource_labels": (len(label_bad), len(label_checked), ex(lambda r: bool(labels[id(r)])),
-                                ", ".join(list(dict.fromkeys(x for r in rs for x in labels[id(r)]))[:5])),
+                                joined(labels[id(r)] for r in rs)),
             "push_interval": (total("early_pushes"), total("interval_checked"), failing("early_pushes"), gap_note),
             "compression_accepted": (total("compression_bad"), total("compression_checked"), failing("compression_bad"),
                                      f"compression types used: {comp_why}" if comp_why else None),
-            "terminating_push": (len(term_bad), len(left), ex(lambda r: not r["terminated"] and r["left"]), term_note),
+            "terminating_push": (len(term_bad), len(left), ex(departed), term_note),
             "error_responses": (total("error_faults"), total("pushes"), failing("error_faults"),
                                 f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None),
         }

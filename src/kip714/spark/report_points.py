@@ -231,7 +231,8 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     interval, interval_ok = ints("push_interval_ms", 0).astype(float), valid("push_interval_ms")
     term = pc.fill_null(p.column("terminating"), True).to_numpy(zero_copy_only=False)  # unknown: not checked
     gap = t - t[prev]
-    checked = ~first & interval_ok & ~term & prev_err_ok & (prev_err == 0) & same_sub & valid("received_at_ms")
+    t_ok = valid("received_at_ms")
+    checked = ~first & interval_ok & ~term & prev_err_ok & (prev_err == 0) & same_sub & t_ok
     early = checked & (gap < interval * (1.0 - rules.interval_tolerance))
     gapped = checked & (gap > interval * rules.gap_factor)
     ctype, ctype_ok = ints("compression_type", 0), valid("compression_type")
@@ -239,11 +240,8 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     accepted = p.column("accepted_compression_types")
     comp_checked = (size > 0) & pc.is_valid(accepted).to_numpy(zero_copy_only=False)
     # is the push's type in its accepted list: the list's values against the row's own type
-    acc = accepted.combine_chunks() if isinstance(accepted, pa.ChunkedArray) else accepted
-    offsets = acc.offsets.to_numpy().astype(np.int64) if n else np.zeros(1, np.int64)
-    flat = pc.fill_null(pc.cast(acc.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])), pa.int64()),
-                        -1).to_numpy(zero_copy_only=False)
-    owner = np.repeat(np.arange(n), np.diff(offsets))
+    flat = pc.fill_null(pc.cast(pc.list_flatten(accepted), pa.int64()), -1).to_numpy(zero_copy_only=False)
+    owner = pc.list_parent_indices(accepted).to_numpy(zero_copy_only=False).astype(np.int64)
     listed = np.zeros(n, bool)
     listed[owner[flat == ctype[owner]]] = True
     comp_bad = comp_checked & ctype_ok & (ctype != 0) & ~listed
@@ -263,7 +261,6 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     starts = np.nonzero(first)[0]
     ends = np.r_[starts[1:], n] - 1
     groups = inst[starts]
-    t_ok = valid("received_at_ms")
     for name, fn in (("first_push_ms", np.min), ("last_push_ms", np.max)):
         out[name] = _first_by(groups, starts, ends, n_inst,
                               lambda a, b, fn=fn: int(fn(t[a:b][t_ok[a:b]])) if t_ok[a:b].any() else None)

@@ -227,6 +227,9 @@ def run_group(bench: Any) -> None:
                 d, p = statistics.median(direct_s), statistics.median(proxy_s)
                 label = f"{'100 B' if size == 100 else '10 KB'} records, {producers} producer{'s' * (producers > 1)}"
                 goal_ratio = 0.9 if size == 10240 else 0.7
+                busy = {m: machine[m][0] / max(machine[m][1], 1e-9) for m in machine}
+                cpu_ms = {m: machine[m][0] * 1e3 / (mb * rounds) for m in machine}
+                own_ms = proxy_cpu * 1e3 / (mb * rounds)
                 bench.add_row("proxy", f"proxy.produce.{size}.{producers}", f"produce {label} (MB/s)",
                               {"median": p / mb * 1e9, "samples": [s / mb * 1e9 for s in proxy_s]},
                               {"median": d / mb * 1e9, "samples": [s / mb * 1e9 for s in direct_s]},
@@ -235,16 +238,12 @@ def run_group(bench: Any) -> None:
                               unit="throughput",
                               note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy "
                                    f"{mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s; machine CPU busy "
-                                   f"{100 * machine['direct'][0] / max(machine['direct'][1], 1e-9):.0f}% direct, "
-                                   f"{100 * machine['proxy'][0] / max(machine['proxy'][1], 1e-9):.0f}% through the "
-                                   f"proxy; whole-machine CPU per MB {machine['direct'][0] * 1e3 / (mb * rounds):.2f} ms "
-                                   f"direct, {machine['proxy'][0] * 1e3 / (mb * rounds):.2f} ms through the proxy "
-                                   f"(the proxy's own {proxy_cpu * 1e3 / (mb * rounds):.2f} ms)",
-                              extra={"machine_busy_direct": machine["direct"][0] / max(machine["direct"][1], 1e-9),
-                                     "machine_busy_proxy": machine["proxy"][0] / max(machine["proxy"][1], 1e-9),
-                                     "cpu_ms_per_mb_direct": machine["direct"][0] * 1e3 / (mb * rounds),
-                                     "cpu_ms_per_mb_proxy": machine["proxy"][0] * 1e3 / (mb * rounds),
-                                     "proxy_cpu_ms_per_mb": proxy_cpu * 1e3 / (mb * rounds)})
+                                   f"{100 * busy['direct']:.0f}% direct, {100 * busy['proxy']:.0f}% through the "
+                                   f"proxy; whole-machine CPU per MB {cpu_ms['direct']:.2f} ms direct, "
+                                   f"{cpu_ms['proxy']:.2f} ms through the proxy (the proxy's own {own_ms:.2f} ms)",
+                              extra={"machine_busy_direct": busy["direct"], "machine_busy_proxy": busy["proxy"],
+                                     "cpu_ms_per_mb_direct": cpu_ms["direct"], "cpu_ms_per_mb_proxy": cpu_ms["proxy"],
+                                     "proxy_cpu_ms_per_mb": own_ms})
                 curve_x.append(label)
                 curve_direct.append(mb / d)
                 curve_proxy.append(mb / p)
