@@ -54,6 +54,11 @@ def test_quick_protocol_table_json_and_plots(tmp_path, capsys):
         assert stats["min"] <= stats["median"] <= stats["max"] and stats["rounds"] >= 3
         assert stats["calls_per_round"] >= 1
     assert rows["encode-gts-frame"]["ratio"] > 0
+    # the touch-every-field row's CPython floor, from the rows of the same run
+    floor, touch = rows["touch-floor"], rows["decode-push-4KB-touch"]
+    assert floor["kip714"]["median"] > 0 and floor["peer"] is None
+    assert floor["floor_ns"] == decode["kip714"]["median"] + floor["kip714"]["median"]
+    assert floor["budget_ns"] == touch["peer"]["median"] / 10
     assert all(r["ratio"] is None or r["ratio"] > 0 for r in data["rows"])
     assert data["errors"] == []
 
@@ -141,6 +146,8 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
     assert os.sched_getaffinity(0) == allowed   # this process unpinned again
     assert rows["proxy.latency"]["kip714"]["median"] > 0 and rows["proxy.latency"]["peer"]["median"] > 0
     assert rows["proxy.cpu"]["kip714"]["value"] > 0
+    floor = rows["proxy.floor"]     # raw bytes through a splice forwarder: the machine's floor, measured
+    assert floor["ratio"] > 0 and floor["forwarder_cpu_ms_per_mb"] >= 0
     assert rows["proxy.connections"]["kip714"]["value"] == 1000
     assert [p.name for p in sorted(plot_dir.glob("*.png"))] == ["proxy.png"]
 
