@@ -9,8 +9,38 @@ answered: the next one is at least 0.8 Ã— the push interval away (librdkafka's Â
 
 from __future__ import annotations
 
+import itertools
+import logging
 import time
 from typing import Callable
+
+_names = itertools.count()
+
+
+class AnsweredPushes:
+    """Counts the pushes a librdkafka client saw answered, from its own telemetry debug log (for a client
+    whose endpoint's recording cannot be read right away, e.g. a proxy in another process). Give the client
+    ``**answered.conf``; librdkafka hands its log lines to the logger from ``poll()``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.logger = logging.getLogger(f"kip714.tests.rdkafka.{next(_names)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(self._Handler(self))
+        self.conf = {"debug": "telemetry", "logger": self.logger, "log_level": 7}
+
+    class _Handler(logging.Handler):
+        def __init__(self, owner: "AnsweredPushes") -> None:
+            super().__init__()
+            self.owner = owner
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "PushTelemetryRequest succeeded" in record.getMessage():
+                self.owner.count += 1
+
+    def __call__(self) -> int:
+        return self.count
 
 
 def await_push_answered(client, pushes: Callable[[], int], timeout: float = 10.0, settle: float = 0.05) -> bool:

@@ -17,15 +17,17 @@ import kip714  # noqa: E402
 from kip714.otlp import reference as otlp_pb  # noqa: E402
 from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
-from rdk_close import await_push_answered  # noqa: E402
+from rdk_close import AnsweredPushes, await_push_answered  # noqa: E402
 from proxy_helpers import connect, recv_frame, start_proxy, wait  # noqa: E402
 
 
-def run_producer(bootstrap: str, topic: str, seconds: float = 2.6, pushes=None, **conf) -> None:
-    """A producer for ``seconds``; with ``pushes`` (the pushes recorded so far), closed just after one was
-    answered so that it sends its terminating push (see rdk_close)."""
+def run_producer(bootstrap: str, topic: str, seconds: float = 2.6, terminating: bool = False, **conf) -> int:
+    """A producer for ``seconds``; with ``terminating``, closed just after one of its pushes was answered
+    (seen in its own telemetry log) so that it sends its terminating push (see rdk_close). Returns the pushes
+    it saw answered (with ``terminating``)."""
+    answered = AnsweredPushes() if terminating else None
     p = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "kip714-proxy-test", "log_level": 0,
-                     "linger.ms": 5, **conf})
+                     "linger.ms": 5, **(answered.conf if answered else {}), **conf})
     deadline = time.monotonic() + seconds
     i = 0
     while time.monotonic() < deadline:
@@ -33,10 +35,11 @@ def run_producer(bootstrap: str, topic: str, seconds: float = 2.6, pushes=None, 
         i += 1
         p.poll(0.05)
     p.flush(10)
-    if pushes is not None:
-        await_push_answered(p, pushes)
+    if answered is not None:
+        await_push_answered(p, answered)
     del p  # rd_kafka_destroy: the terminating push
     gc.collect()
+    return answered.count if answered else 0
 
 
 def rows_of(recorder: ParquetRecorder):
@@ -63,7 +66,7 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
         pt.call(lambda: pt.proxy.broker.add_receiver(Timing()))
         try:
             assert pt.proxy.mode == "tap"          # auto: the mock advertises 71 and 72
-            run_producer(pt.bootstrap, "tapped", pushes=lambda: len(rows_of(recorder)))
+            assert run_producer(pt.bootstrap, "tapped", terminating=True) >= 1
             assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
             rows = rows_of(recorder)
             # the proxy decided nothing: its broker answered no push itself
@@ -105,7 +108,7 @@ def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
             apis = {a.api_key: (a.min_version, a.max_version) for a in resp.body.api_keys}
             assert apis[71] == (0, 0) and apis[72] == (0, 0)
             assert apis[0][1] <= 9 and apis[1][1] <= 15      # KIP-951 versions capped
-            run_producer(pt.bootstrap, "terminated", pushes=lambda: len(rows_of(recorder)))
+            assert run_producer(pt.bootstrap, "terminated", terminating=True) >= 1
             assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
             rows = rows_of(recorder)
             metrics = pt.call(lambda: pt.proxy.broker.metrics())
@@ -182,7 +185,7 @@ def test_cli_proxy_records_a_producer(tmp_path):
                 if m:
                     port = int(m.group(1))
             assert port, "the proxy did not start"
-            run_producer(f"127.0.0.1:{port}", "cli", seconds=2.2)
+            assert run_producer(f"127.0.0.1:{port}", "cli", seconds=2.2, terminating=True) >= 1
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
