@@ -148,6 +148,7 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
     assert rows["proxy.cpu"]["kip714"]["value"] > 0
     floor = rows["proxy.floor"]     # raw bytes through a splice forwarder: the machine's floor, measured
     assert floor["ratio"] > 0 and floor["forwarder_cpu_ms_per_mb"] >= 0
+    assert floor["cpu_ms_per_mb_direct"] >= 0 and floor["cpu_ms_per_mb_forwarded"] >= 0
     assert rows["proxy.connections"]["kip714"]["value"] == 1000
     assert [p.name for p in sorted(plot_dir.glob("*.png"))] == ["proxy.png"]
 

@@ -233,20 +233,16 @@ def run_group(bench: Any) -> None:
                 busy = {m: machine[m][0] / max(machine[m][1], 1e-9) for m in machine}
                 cpu_ms = {m: machine[m][0] * 1e3 / (mb * rounds) for m in machine}
                 own_ms = proxy_cpu * 1e3 / (mb * rounds)
-                bench.add_row("proxy", f"proxy.produce.{size}.{producers}", f"produce {label} (MB/s)",
-                              {"median": p / mb * 1e9, "samples": [s / mb * 1e9 for s in proxy_s]},
-                              {"median": d / mb * 1e9, "samples": [s / mb * 1e9 for s in direct_s]},
-                              "direct", goal={"kind": "ratio", "value": goal_ratio,
-                                              "text": f"≥ {goal_ratio}× direct"},
-                              unit="throughput",
-                              note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy "
-                                   f"{mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s; machine CPU busy "
-                                   f"{100 * busy['direct']:.0f}% direct, {100 * busy['proxy']:.0f}% through the "
-                                   f"proxy; whole-machine CPU per MB {cpu_ms['direct']:.2f} ms direct, "
-                                   f"{cpu_ms['proxy']:.2f} ms through the proxy (the proxy's own {own_ms:.2f} ms)",
-                              extra={"machine_busy_direct": busy["direct"], "machine_busy_proxy": busy["proxy"],
-                                     "cpu_ms_per_mb_direct": cpu_ms["direct"], "cpu_ms_per_mb_proxy": cpu_ms["proxy"],
-                                     "proxy_cpu_ms_per_mb": own_ms})
+                _throughput_row(bench, f"proxy.produce.{size}.{producers}", f"produce {label} (MB/s)", proxy_s,
+                                direct_s, "direct", mb,
+                                f"proxy {mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s; machine CPU busy "
+                                f"{100 * busy['direct']:.0f}% direct, {100 * busy['proxy']:.0f}% through the "
+                                f"proxy; whole-machine CPU per MB {cpu_ms['direct']:.2f} ms direct, "
+                                f"{cpu_ms['proxy']:.2f} ms through the proxy (the proxy's own {own_ms:.2f} ms)",
+                                goal={"kind": "ratio", "value": goal_ratio, "text": f"≥ {goal_ratio}× direct"},
+                                extra={"machine_busy_direct": busy["direct"], "machine_busy_proxy": busy["proxy"],
+                                       "cpu_ms_per_mb_direct": cpu_ms["direct"],
+                                       "cpu_ms_per_mb_proxy": cpu_ms["proxy"], "proxy_cpu_ms_per_mb": own_ms})
                 curve_x.append(label)
                 curve_direct.append(mb / d)
                 curve_proxy.append(mb / p)
@@ -313,16 +309,12 @@ def _loop_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: int
                     c0 = px.cpu()
                     times[name].append(produce_run(px.bootstrap, "bench", 10240, total, producers))
                     cpu[name] += px.cpu() - c0
-            u, a = statistics.median(times["uvloop"]), statistics.median(times["asyncio"])
-            bench.add_row("proxy", f"proxy.loop.10240.{producers}",
-                          f"produce 10 KB records through the proxy, {producers} producer{'s' * (producers > 1)}: "
-                          "uvloop vs asyncio's loop (MB/s)",
-                          {"median": u / mb * 1e9, "samples": [t / mb * 1e9 for t in times["uvloop"]]},
-                          {"median": a / mb * 1e9, "samples": [t / mb * 1e9 for t in times["asyncio"]]},
-                          "kip714 proxy --loop asyncio", unit="throughput",
-                          note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; CPU per MB "
-                               f"{cpu['uvloop'] * 1000 / (mb * rounds):.2f} ms (uvloop) vs "
-                               f"{cpu['asyncio'] * 1000 / (mb * rounds):.2f} ms (asyncio)")
+            _throughput_row(bench, f"proxy.loop.10240.{producers}",
+                            f"produce 10 KB records through the proxy, {producers} producer{'s' * (producers > 1)}: "
+                            "uvloop vs asyncio's loop (MB/s)", times["uvloop"], times["asyncio"],
+                            "kip714 proxy --loop asyncio", mb,
+                            f"CPU per MB {cpu['uvloop'] * 1000 / (mb * rounds):.2f} ms (uvloop) vs "
+                            f"{cpu['asyncio'] * 1000 / (mb * rounds):.2f} ms (asyncio)")
     finally:
         plain.close()
 
@@ -360,14 +352,10 @@ def _pinned_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: i
                     (direct_s if which == "direct" else proxy_s).append(
                         produce_run(boot, "bench", 10240, total, producers))
             d, p = statistics.median(direct_s), statistics.median(proxy_s)
-            bench.add_row("proxy", f"proxy.pinned.10240.{producers}",
-                          f"produce 10 KB records, {producers} producer{'s' * (producers > 1)}, proxy on a core of "
-                          "its own, producers and cluster on the other (MB/s)",
-                          {"median": p / mb * 1e9, "samples": [x / mb * 1e9 for x in proxy_s]},
-                          {"median": d / mb * 1e9, "samples": [x / mb * 1e9 for x in direct_s]}, "direct",
-                          unit="throughput",
-                          note=f"{mb:.0f} MB per run, median of {rounds} alternating runs; proxy {mb / p:.1f} MB/s, "
-                               f"direct {mb / d:.1f} MB/s")
+            _throughput_row(bench, f"proxy.pinned.10240.{producers}",
+                            f"produce 10 KB records, {producers} producer{'s' * (producers > 1)}, proxy on a core of "
+                            "its own, producers and cluster on the other (MB/s)", proxy_s, direct_s, "direct", mb,
+                            f"proxy {mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s")
     finally:
         for pid in (me, mc.proc.pid, proxy.proc.pid):
             _pin(pid, set(allowed))
@@ -385,6 +373,7 @@ def _splice_forwarder(conn: Any) -> None:
     target = conn.recv()
     a, _ = ls.accept()
     b = socket.create_connection(("127.0.0.1", target))
+    cpu0 = time.process_time()      # the forwarding only, not the interpreter's start
     r, w = os.pipe()
     fcntl.fcntl(w, 1031, _CHUNK)    # F_SETPIPE_SZ
     while True:
@@ -394,12 +383,12 @@ def _splice_forwarder(conn: Any) -> None:
         while n:
             n -= os.splice(r, b.fileno(), n)
     b.close()
-    conn.send(cpu_seconds(os.getpid()))
+    conn.send(time.process_time() - cpu0)
 
 
 def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
     """Send ``mb`` MiB in 1 MiB writes to a receiver thread, directly or through the forwarder process
-    (``via``: its pipe end). (seconds, the forwarder's CPU seconds)."""
+    (``via``: its pipe end). (seconds, the forwarder's CPU seconds, the whole machine's busy CPU seconds)."""
     ls = socket.create_server(("127.0.0.1", 0))
     ls.settimeout(30)
     got = [0]
@@ -419,12 +408,14 @@ def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
         conn.send(port)
         port = conn.recv()
     data = b"x" * _CHUNK
+    m0 = machine_cpu()[0]
     t0 = time.perf_counter()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         for _ in range(mb):
             s.sendall(data)
     t.join(60)
     elapsed = time.perf_counter() - t0
+    busy = machine_cpu()[0] - m0
     ls.close()
     cpu = 0.0
     if via is not None:
@@ -432,7 +423,7 @@ def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
         via[0].join(30)
     if got[0] != mb * _CHUNK:
         raise RuntimeError(f"the receiver got {got[0]} of {mb * _CHUNK} bytes")
-    return elapsed, cpu
+    return elapsed, cpu, busy
 
 
 def _floor_row(bench: Any, rounds: int, mb: int) -> None:
@@ -444,6 +435,7 @@ def _floor_row(bench: Any, rounds: int, mb: int) -> None:
     ctx = multiprocessing.get_context("spawn")   # this process has librdkafka's threads: no fork
     times: dict[str, list[float]] = {"direct": [], "forwarder": []}
     fwd_cpu = 0.0
+    machine = {"direct": 0.0, "forwarder": 0.0}
     for r in range(rounds):
         for which in (("direct", "forwarder") if r % 2 == 0 else ("forwarder", "direct")):
             via = None
@@ -453,22 +445,35 @@ def _floor_row(bench: Any, rounds: int, mb: int) -> None:
                 proc.start()
                 parent.poll(30)
                 via = (proc, parent)
-            elapsed, cpu = _bytes_run(mb, via)
+            elapsed, cpu, busy = _bytes_run(mb, via)
             times[which].append(elapsed)
             fwd_cpu += cpu
-    d, f = statistics.median(times["direct"]), statistics.median(times["forwarder"])
+            machine[which] += busy
     size = mb * _CHUNK / 1e6
-    bench.add_row("proxy", "proxy.floor",
-                  "the machine's floor, no Kafka and no kip714: raw bytes through a splice(2) forwarder process "
-                  "vs sent directly, one connection (MB/s)",
-                  {"median": f / size * 1e9, "samples": [x / size * 1e9 for x in times["forwarder"]]},
-                  {"median": d / size * 1e9, "samples": [x / size * 1e9 for x in times["direct"]]},
-                  "direct", unit="throughput",
-                  note=f"{size:.0f} MB per run in 1 MiB writes, median of {rounds} alternating runs; the "
-                       f"forwarder's own CPU {fwd_cpu * 1e3 / (size * rounds):.3f} ms per MB. What no forwarder "
-                       "on this machine can beat: the 10 KB produce rows above cannot lose less than this hop "
-                       "costs when every core is shared",
-                  extra={"forwarder_cpu_ms_per_mb": fwd_cpu * 1e3 / (size * rounds)})
+    own = fwd_cpu * 1e3 / (size * rounds)
+    whole = {k: v * 1e3 / (size * rounds) for k, v in machine.items()}
+    _throughput_row(bench, "proxy.floor", "the machine's floor, no Kafka and no kip714: raw bytes through a splice(2) "
+                    "forwarder process vs sent directly, one connection (MB/s)", times["forwarder"], times["direct"],
+                    "direct", size,
+                    f"1 MiB writes; whole-machine CPU per MB {whole['direct']:.3f} ms direct, "
+                    f"{whole['forwarder']:.3f} ms forwarded (the forwarder's own {own:.3f} ms): the extra hop costs "
+                    f"{whole['forwarder'] - whole['direct']:.3f} ms per MB with nothing parsed or copied in "
+                    "userspace, a cost every forwarder adds to the 10 KB produce rows above when the cores are shared",
+                    extra={"forwarder_cpu_ms_per_mb": own, "cpu_ms_per_mb_direct": whole["direct"],
+                           "cpu_ms_per_mb_forwarded": whole["forwarder"]})
+
+
+def _per_mb(seconds: list[float], mb: float) -> dict:
+    """A throughput row's summary from the runs' seconds: ns per MB (the bench's throughput unit)."""
+    return {"median": statistics.median(seconds) / mb * 1e9, "samples": [x / mb * 1e9 for x in seconds]}
+
+
+def _throughput_row(bench: Any, key: str, operation: str, kip_s: list[float], peer_s: list[float],
+                    peer_name: str, mb: float, note: str, **kw: Any) -> dict:
+    """A row of MB/s from alternating runs of ``mb`` MB each (seconds per run on each side)."""
+    return bench.add_row("proxy", key, operation, _per_mb(kip_s, mb), _per_mb(peer_s, mb), peer_name,
+                         unit="throughput", note=f"{mb:.0f} MB per run, median of {len(kip_s)} alternating runs; "
+                                                 + note, **kw)
 
 
 def _quantile(xs: list[float], q: float) -> float:
