@@ -268,3 +268,40 @@ def test_subscription_file_reload_bumps_subscription_ids(tmp_path):
     assert res.subscription_id != before and res.push_interval_ms == 1000
     (tmp_path / "subs.json").write_text(json.dumps({"a": {"metrics": ["x.", "y."], "interval.ms": 200}}))
     assert load_subscription_file(tmp_path / "subs.json") == {"a": {"metrics": "x.,y.", "interval.ms": "200"}}
+    # JSON is told by its first character, whatever the file's name
+    (tmp_path / "subs.conf.new").write_text(json.dumps({"a": {"metrics": "x."}}))
+    assert load_subscription_file(tmp_path / "subs.conf.new") == {"a": {"metrics": "x."}}
+
+
+def test_a_bad_subscription_file_changes_nothing_and_its_fix_is_applied(tmp_path):
+    """An edit with one invalid entry (a rename plus a typo in interval.ms) leaves the last good configuration
+    serving, whole; it is reported once per version of the file; putting the file back or fixing it works."""
+    from kip714.endpoint.subscription_file import SubscriptionFileWatcher
+
+    path = tmp_path / "subs.conf"
+    good = "producers metrics=[org.apache.kafka.producer.],interval.ms=1000\n"
+    path.write_text(good)
+    reg = SubscriptionRegistry()
+    watcher = SubscriptionFileWatcher(reg, path)
+    version = reg.version
+
+    def touch(text, t):
+        path.write_text(text)
+        os.utime(path, ns=(t, t))
+
+    touch("prod2 metrics=[org.apache.kafka.producer.],interval.ms=5\nother metrics=[x.]\n", 10**18)
+    with pytest.raises(kip714.InvalidRequestError):
+        watcher.reload()
+    assert watcher.reload() is False          # the same bad file is not re-applied (nor logged) every second
+    assert [s.name for s in reg.subscriptions()] == ["producers"] and reg.version == version
+    assert reg.resolve(kip714.ClientInfo()).push_interval_ms == 1000
+    touch(good, 2 * 10**18)                   # reverted: the same configuration, nothing to change
+    assert watcher.reload() is True and reg.version == version
+    touch("prod2 metrics=[org.apache.kafka.producer.],interval.ms=500\n", 3 * 10**18)   # the fix
+    assert watcher.reload() is True
+    assert [s.name for s in reg.subscriptions()] == ["prod2"]
+    assert reg.resolve(kip714.ClientInfo()).push_interval_ms == 500
+    touch('{"a": 1}', 4 * 10**18)            # JSON that is not a map of names to configs
+    with pytest.raises(kip714.InvalidConfigError):
+        watcher.reload()
+    assert [s.name for s in reg.subscriptions()] == ["prod2"]

@@ -36,8 +36,9 @@ def add_subscription_options(p, default_name: str) -> None:
     g.add_argument("--interval-ms", type=int, help="push interval of that subscription in ms, 100-3600000 (default 300000, Kafka's)")
     g.add_argument("--match", help="selectors of that subscription, e.g. client_software_name=apache-kafka-java")
     g.add_argument("--subscription-name", default=default_name, help=f"name of that subscription (default {default_name})")
-    g.add_argument("--config", help="subscriptions file (JSON, or lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
-                                    "reloaded on change, which bumps SubscriptionIds like Kafka")
+    g.add_argument("--config", help="subscriptions file (JSON when it starts with '{', else lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
+                                    "reloaded on change, which bumps SubscriptionIds like Kafka; a version with any invalid "
+                                    "entry changes nothing (the last good one keeps serving, the error is logged once)")
     g.add_argument("--accepted-compression", default=_ACCEPTED,
                    help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
     g.add_argument("--telemetry-max-bytes", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,

@@ -10,6 +10,7 @@ import os
 import pathlib
 
 from ..broker.subscriptions import SubscriptionRegistry, parse_config_string
+from ..errors import InvalidConfigError
 
 __all__ = ["SubscriptionFileWatcher", "load_subscription_file"]
 
@@ -18,10 +19,13 @@ log = logging.getLogger("kip714.endpoint")
 
 def load_subscription_file(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     """Subscriptions from a file: JSON ``{"name": {"metrics": "...", "interval.ms": "...", "match": "..."}}``
-    or lines ``name metrics=[a,b],interval.ms=1000,match=[client_id=x]`` (``#`` starts a comment)."""
+    (a file whose first non-blank character is ``{``, whatever its name) or lines
+    ``name metrics=[a,b],interval.ms=1000,match=[client_id=x]`` (``#`` starts a comment)."""
     text = pathlib.Path(path).read_text()
-    if str(path).endswith(".json"):
+    if text.lstrip().startswith("{"):
         data = json.loads(text)
+        if not isinstance(data, dict) or not all(isinstance(cfg, dict) for cfg in data.values()):
+            raise InvalidConfigError("a JSON subscription file maps each name to an object of configs")
         return {name: {k: str(v) if not isinstance(v, list) else ",".join(map(str, v)) for k, v in cfg.items()}
                 for name, cfg in data.items()}
     subs = {}
@@ -36,21 +40,35 @@ def load_subscription_file(path: str | os.PathLike) -> dict[str, dict[str, str]]
 
 class SubscriptionFileWatcher:
     """Applies a subscription file to a registry and re-applies it when the file changes (each change
-    bumps SubscriptionIds, as a config change does in Kafka)."""
+    bumps SubscriptionIds, as a config change does in Kafka).
+
+    A file with any invalid entry changes nothing: every entry is validated before the registry is touched,
+    the last good configuration keeps serving, and the failure is raised (logged by :meth:`watch`) once per
+    version of the file."""
 
     def __init__(self, registry: SubscriptionRegistry, path: str | os.PathLike) -> None:
         self.registry = registry
         self.path = pathlib.Path(path)
-        self._mtime = None
+        self._mtime: tuple[int, int] | None = None
+        self._failed: tuple[int, int] | None = None
         self._applied: dict[str, dict[str, str]] = {}
         self.reload()
 
     def reload(self) -> bool:
+        """Apply the file if it changed since the last attempt; True if the registry was updated."""
         stat = self.path.stat()
         key = (stat.st_mtime_ns, stat.st_size)
-        if key == self._mtime:
+        if key == self._mtime or key == self._failed:
             return False
-        subs = load_subscription_file(self.path)
+        try:
+            subs = load_subscription_file(self.path)
+            scratch = SubscriptionRegistry(jdk=self.registry.jdk)
+            for name, cfg in subs.items():
+                scratch.set(name, cfg)    # the registry's own validation, on every entry, before any change
+        except Exception:
+            self._failed = key
+            raise
+        self._failed = None
         for name in set(self._applied) - set(subs):
             self.registry.delete(name)
         for name, cfg in subs.items():
