@@ -267,3 +267,41 @@ def test_decode_response_reads_what_encode_response_writes():
 
 def test_no_annotations_name_in_the_public_api():
     assert "annotations" not in kip714.__all__ and not hasattr(kip714, "annotations")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["serve", "--port", "70000"], "argument --port: a port must be 0-65535, got 70000"),
+    (["serve", "--port", "-1"], "argument --port: a port must be 0-65535, got -1"),
+    (["serve", "--advertised-port", "0"], "argument --advertised-port: a port clients connect to must be 1-65535"),
+    (["serve", "--node-id", "-5"], "argument --node-id: a node id must be 0-2147483647, got -5"),
+    (["proxy", "--upstream", "127.0.0.1:1", "--broker-port-base", "65536"], "argument --broker-port-base"),
+    (["simulate", "--node-id", "x"], "argument --node-id: not a whole number: 'x'"),
+])
+def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):
+    # uvloop took --port 70000 modulo 65536 and listened on 4464; asyncio raised OverflowError (status 1)
+    proc = kip714_cli(*args, "--duration", "1")
+    assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_tls_files_are_named_in_errors(tmp_path):
+    from tls_cert import make_cert
+
+    cert, key = make_cert(tmp_path)
+    (tmp_path / "cert-only.pem").write_text(pathlib.Path(cert).read_text())
+    serve = ["serve", "--metrics", "*", "--port", "0", "--duration", "1"]
+    one_line_error(kip714_cli(*serve, "--tls-cert", str(tmp_path / "nonexist.pem")), 2,
+                   "kip714 serve: --tls-cert", "nonexist.pem: no such file", "INVALID_CONFIG")
+    one_line_error(kip714_cli(*serve, "--tls-cert", str(tmp_path / "cert-only.pem")), 2,
+                   "--tls-cert", "cert-only.pem", "cannot load a certificate chain and its private key",
+                   "without --tls-key")
+    one_line_error(kip714_cli(*serve, "--tls-cert", cert, "--tls-key", str(tmp_path / "nokey.pem")), 2,
+                   "--tls-key", "nokey.pem: no such file")
+    # an option that would be ignored is refused instead
+    one_line_error(kip714_cli(*serve, "--prometheus-tls-cert", cert, "--prometheus-tls-key", key), 2,
+                   "--prometheus-tls-cert needs --prometheus")
+    one_line_error(kip714_cli(*serve, "--prometheus", "127.0.0.1:0", "--prometheus-tls-cert",
+                              str(tmp_path / "cert-only.pem")), 2,
+                   "--prometheus-tls-cert", "cert-only.pem", "without --prometheus-tls-key")
+    one_line_error(kip714_cli("proxy", "--upstream", "127.0.0.1:1", "--port", "0", "--upstream-tls",
+                              "--upstream-ca", str(tmp_path / "ca.pem"), "--duration", "1"), 2,
+                   "--upstream-ca", "ca.pem: no such file")

@@ -70,6 +70,31 @@ def size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _int_in(text: str, low: int, high: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{what} must be {low}-{high}, got {value}")
+    return value
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port to listen on, 0-65535 (0: the system picks a free one)."""
+    return _int_in(text, 0, 65535, "a port")
+
+
+def advertised_port(text: str) -> int:
+    """argparse type: a TCP port clients connect to, 1-65535."""
+    return _int_in(text, 1, 65535, "a port clients connect to")
+
+
+def node_id(text: str) -> int:
+    """argparse type: a Kafka broker node id (a non-negative int32)."""
+    return _int_in(text, 0, 2**31 - 1, "a node id")
+
+
 def format_duration(seconds: float) -> str:
     """A duration as the options take it (``60s``, ``10m``, ``1.5s``), for help texts and messages."""
     for unit, scale in (("h", 3600), ("m", 60)):

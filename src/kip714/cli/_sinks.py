@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import ssl
 from typing import Any
 
 from ..sinks.prometheus import BROKER_LABELS, DEFAULT_LABELS
@@ -82,6 +84,14 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
     for key, cert in (("prometheus_tls_key", "prometheus_tls_cert"), ("otlp_client_key", "otlp_client_cert")):
         if getattr(args, key, None) and not getattr(args, cert, None):
             raise InvalidConfigError(f"--{key.replace('_', '-')} needs --{cert.replace('_', '-')}")
+    for option, needs in (("prometheus_tls_cert", "prometheus"), ("otlp_client_cert", "otlp_endpoint"),
+                          ("otlp_ca", "otlp_endpoint")):
+        if getattr(args, option, None) and not getattr(args, needs, None):     # never silently ignored
+            raise InvalidConfigError(f"--{option.replace('_', '-')} needs --{needs.replace('_', '-')}")
+    for option in ("prometheus_tls_cert", "prometheus_tls_key", "otlp_ca", "otlp_client_cert", "otlp_client_key"):
+        path = getattr(args, option, None)
+        if path and not os.path.isfile(path):
+            raise InvalidConfigError(f"--{option.replace('_', '-')} {path}: no such file")
     sinks: list[Any] = []
     exporter = forwarder = None
     if getattr(args, "otlp_endpoint", None):
@@ -101,8 +111,13 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
         if forwarder is not None:
             exporter.watch_queue("otlp", lambda: forwarder.queue_depth)
             exporter.add_self_metrics(forwarder.self_metrics)
-        bound = exporter.start_http_server(host, port, certfile=args.prometheus_tls_cert,
-                                           keyfile=args.prometheus_tls_key)
+        try:
+            bound = exporter.start_http_server(host, port, certfile=args.prometheus_tls_cert,
+                                               keyfile=args.prometheus_tls_key)
+        except ssl.SSLError as exc:
+            hint = "" if args.prometheus_tls_key else " (without --prometheus-tls-key, the key must be in the same file)"
+            raise InvalidConfigError(f"--prometheus-tls-cert {args.prometheus_tls_cert}: cannot load a certificate "
+                                     f"chain and its private key: {exc.reason or exc}{hint}") from None
         scheme = "https" if args.prometheus_tls_cert else "http"
         log.info("event=prometheus url=%s://%s:%d/metrics", scheme, host, bound)
         exporter.url = f"{scheme}://{host}:{bound}/metrics"

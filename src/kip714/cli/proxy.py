@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import ssl
 from typing import Any
 
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
-from ._args import duration
+from ._args import duration, port
 from ._sinks import add_sink_options
 from .serve import (
     add_run_options,
@@ -54,8 +55,8 @@ def add_parser(sub) -> None:
     g.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                    help="the cluster's bootstrap servers (the proxy connects nowhere a client names)")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    g.add_argument("--port", type=int, default=9092, help="bootstrap listener port (default 9092)")
-    g.add_argument("--broker-port-base", type=int, metavar="BASE",
+    g.add_argument("--port", type=port, default=9092, help="bootstrap listener port (default 9092)")
+    g.add_argument("--broker-port-base", type=port, metavar="BASE",
                    help="broker listener port = BASE + node id (default --port + 1)")
     g.add_argument("--broker-ports", metavar="ID=PORT[,ID=PORT...]",
                    help="explicit broker listener ports, e.g. 1=9193,2=9194 (instead of --broker-port-base)")
@@ -80,7 +81,12 @@ def upstream_tls(args: Any) -> ssl.SSLContext | None:
         if args.upstream_ca:
             raise InvalidConfigError("--upstream-ca needs --upstream-tls")
         return None
-    return ssl.create_default_context(cafile=args.upstream_ca)
+    if args.upstream_ca and not os.path.isfile(args.upstream_ca):
+        raise InvalidConfigError(f"--upstream-ca {args.upstream_ca}: no such file")
+    try:
+        return ssl.create_default_context(cafile=args.upstream_ca)
+    except ssl.SSLError as exc:
+        raise InvalidConfigError(f"--upstream-ca {args.upstream_ca}: not PEM CA certificates ({exc.reason or exc})") from None
 
 
 def run(args: Any) -> int:

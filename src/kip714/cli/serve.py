@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import ssl
 from typing import Any
@@ -22,7 +23,7 @@ from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
 from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
-from ._args import DURATION_HELP, duration, format_duration, format_size, size
+from ._args import DURATION_HELP, advertised_port, duration, format_duration, format_size, node_id, port, size
 from ._sinks import add_sink_options, build_sinks
 
 log = logging.getLogger("kip714.serve")
@@ -45,8 +46,8 @@ def add_subscription_options(p, default_name: str) -> None:
                    help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
     g.add_argument("--max-instances", type=int, default=16384, help="client instances kept (LRU; default 16384)")
     g.add_argument("--jdk", type=int, default=17,
-                   help="Java HashSet order to match for SubscriptionIds: 17 for brokers on JDK 17/18, 19 for "
-                        "JDK 19+ (default 17)")
+                   help="the Java version of the brokers to agree with on SubscriptionIds (their HashSet order "
+                        "changed in JDK 19): e.g. 11, 17 or 21 (default 17)")
     g.add_argument("--record", metavar="DIR", help="record every push (accepted or not) as Parquet files in DIR "
                                                    "(the input of 'kip714 pipeline' and kip714.spark)")
     g.add_argument("--record-roll-bytes", type=size, default=ROLL_BYTES, metavar="SIZE",
@@ -119,10 +120,10 @@ def add_parser(sub) -> None:
                     "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
                     "one and never push: serve says so at start-up.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
+    p.add_argument("--port", type=port, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
-    p.add_argument("--advertised-port", type=int, help="port clients are told to connect to")
-    p.add_argument("--node-id", type=int, default=1, help="this endpoint's node id (default 1)")
+    p.add_argument("--advertised-port", type=advertised_port, help="port clients are told to connect to")
+    p.add_argument("--node-id", type=node_id, default=1, help="this endpoint's node id (default 1)")
     add_subscription_options(p, "kip714-serve")
     add_tls_options(p)
     add_run_options(p)
@@ -184,8 +185,23 @@ def server_tls(args: Any) -> ssl.SSLContext | None:
             raise InvalidConfigError("--tls-key needs --tls-cert")
         return None
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(args.tls_cert, args.tls_key)
+    load_cert_chain(ctx, args.tls_cert, args.tls_key, "--tls-cert", "--tls-key")
     return ctx
+
+
+def load_cert_chain(ctx: ssl.SSLContext, cert: str, key: str | None, cert_option: str, key_option: str) -> None:
+    """``ctx.load_cert_chain`` with an error that names the option and the file (ssl's own says "PEM lib"
+    or "[Errno 2] No such file or directory" without either)."""
+    for option, path in ((cert_option, cert), (key_option, key)):
+        if path is not None and not os.path.isfile(path):
+            raise InvalidConfigError(f"{option} {path}: no such file")
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        where = f"{cert_option} {cert}" + (f" / {key_option} {key}" if key else "")
+        hint = "" if key else f" (without {key_option}, the private key must be in the same PEM file)"
+        raise InvalidConfigError(f"{where}: cannot load a certificate chain and its private key: "
+                                 f"{getattr(exc, 'reason', None) or exc}{hint}") from None
 
 
 def run_endpoint(endpoint: Any, args: Any, watcher: SubscriptionFileWatcher | None, sinks=()) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
-from ._args import DURATION_HELP, duration
+from ._args import DURATION_HELP, duration, node_id
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "--allow-remote)")
     p.add_argument("--allow-remote", action="store_true", help="allow --connect to a non-loopback address")
     p.add_argument("--step-ms", type=int, default=10, help="in-process poll granularity (default 10)")
-    p.add_argument("--node-id", type=int, default=1, help="node id of the in-process broker (default 1)")
+    p.add_argument("--node-id", type=node_id, default=1, help="node id of the in-process broker (default 1)")
     p.add_argument("--seed", default="0", help="random seed (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
