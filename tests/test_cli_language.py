@@ -8,6 +8,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -263,6 +264,23 @@ def test_decode_response_reads_what_encode_response_writes():
         kip714.decode_response(wire, 72, 0)
     with pytest.raises(kip714.MalformedFrameError, match="size prefix says"):
         kip714.decode_response(wire[:-1], 72, 0, size_prefixed=True)
+
+
+@pytest.mark.parametrize("body", [
+    kip714.PushTelemetryRequest(client_instance_id=uuid.UUID(int=5), metrics=b"x" * 300),
+    kip714.GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)),
+    kip714.ApiVersionsRequest(client_software_name="a", client_software_version="1"),
+])
+def test_decode_request_says_when_a_frame_still_has_its_size_prefix(body):
+    wire = kip714.encode_request(body, 9, "client")
+    assert kip714.decode_request(wire[4:]).body == body
+    with pytest.raises(kip714.Kip714Error, match=r"starts with its own size prefix: split_frames first") as info:
+        kip714.decode_request(wire)
+    assert info.value.error_code in (kip714.ErrorCode.INVALID_REQUEST, kip714.ErrorCode.UNSUPPORTED_VERSION)
+    # a frame that merely fails (no prefix) gets no such hint
+    with pytest.raises(kip714.Kip714Error) as plain:
+        kip714.decode_request(wire[4:-1])
+    assert "size prefix" not in str(plain.value)
 
 
 def test_no_annotations_name_in_the_public_api():

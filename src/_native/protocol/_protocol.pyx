@@ -27,7 +27,7 @@ from kbuf cimport *
 
 import uuid as _uuid_module
 
-from kip714.errors import (FrameTooLargeError, InvalidRequestError, MalformedFrameError,
+from kip714.errors import (FrameTooLargeError, InvalidRequestError, Kip714Error, MalformedFrameError,
                            UnsupportedApiKeyError, UnsupportedVersionError)
 
 cdef object _UUID = _uuid_module.UUID
@@ -1082,8 +1082,20 @@ def decode_request(buf):
     Raises MalformedFrameError (INVALID_REQUEST) for bytes that do not parse, UnsupportedApiKeyError for
     an API key kip714 does not decode and UnsupportedVersionError (UNSUPPORTED_VERSION) for a version out
     of range; the last two carry ``.header`` (api_key, api_version, correlation_id, client_id) so a server
-    can still answer or log."""
-    return _with_reader(buf, _decode_request_entry, 0, 0, False)
+    can still answer or log. Nothing is guessed: a frame passed with its size prefix fails (as it would
+    anyway) and its error says so."""
+    try:
+        return _with_reader(buf, _decode_request_entry, 0, 0, False)
+    except Kip714Error as exc:
+        if _looks_size_prefixed(buf):
+            _add_prefix_hint(exc, "split_frames first, or pass frame[4:]")
+        raise
+
+
+cdef int _add_prefix_hint(object exc, str what) except -1:
+    """Append to ``exc``'s message that the frame starts with its own size prefix (its type, error code and
+    attributes such as ``.header`` stay)."""
+    exc.args = (f"{exc} (the frame starts with its own size prefix: {what})",) + tuple(exc.args[1:])
 
 
 cdef object _decode_header_entry(KReader* r, object src, int a, int b, bint c):
@@ -1094,7 +1106,9 @@ cdef object _decode_header_entry(KReader* r, object src, int a, int b, bint c):
 
 def decode_request_header(buf):
     """The fixed part of any request header (api_key, api_version, correlation_id, client_id), for any
-    API key, without decoding the body. Useful to log or refuse requests kip714 does not decode."""
+    API key, without decoding the body. Useful to log or refuse requests kip714 does not decode. Takes the
+    frame without its 4-byte size prefix, as :func:`split_frames` returns it (any API key and version is
+    read as it comes, so a prefix cannot be told from a header here)."""
     return _with_reader(buf, _decode_header_entry, 0, 0, False)
 
 
@@ -1132,8 +1146,7 @@ def decode_response(buf, int api_key, int api_version, *, bint size_prefixed=Fal
         return _with_reader(buf, _decode_response_entry, api_key, api_version, False)
     except MalformedFrameError as exc:
         if _looks_size_prefixed(buf):
-            raise type(exc)(f"{exc} (the frame starts with its own size prefix: pass size_prefixed=True, or "
-                            "split_frames first)") from None
+            _add_prefix_hint(exc, "pass size_prefixed=True, or split_frames first")
         raise
 
 

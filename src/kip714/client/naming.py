@@ -133,7 +133,7 @@ def telemetry_metric_key(
 ) -> tuple[str, dict[str, Any]]:
     """``(telemetry name, data-point attributes)`` for a Kafka metric ``(group, name, tags)``.
 
-    The pair is what :meth:`kip714.otlp_encode.MetricsCollector.gauge` and friends take::
+    The pair is what :meth:`kip714.MetricsCollector.gauge` and friends take::
 
         collector.gauge(*telemetry_metric_key("producer-node-metrics", "request-latency-avg",
                                               {"client-id": "p-1", "node-id": "node-1"}))

@@ -4,7 +4,7 @@
 
 .. code-block:: python
 
-    telemetry = ClientTelemetry(collector)            # a kip714.otlp_encode.MetricsCollector
+    telemetry = ClientTelemetry(collector)            # a kip714.MetricsCollector
     ...
     # in the client's poll loop, with a connection to one broker that advertises keys 71/72:
     wait_ms = telemetry.time_to_next_update(request_timeout_ms, now_ms)
@@ -271,7 +271,7 @@ class ClientTelemetryStats:
 
 
 class TelemetryCollector(Protocol):
-    """What :class:`ClientTelemetry` needs from a collector (:class:`kip714.otlp_encode.MetricsCollector`)."""
+    """What :class:`ClientTelemetry` needs from a collector (:class:`kip714.MetricsCollector`)."""
 
     def collect(self, now_ns: int | None = None, delta: bool = True,
                 selector: Any = None) -> bytes: ...  # pragma: no cover

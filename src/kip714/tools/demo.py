@@ -1,6 +1,6 @@
 """``kip714 demo``: real client telemetry, collected by ``kip714 serve`` and decoded on local Spark.
 
-1. Start a KIP-714 endpoint (:class:`~kip714.server.TelemetryServer`) on 127.0.0.1 that records every push
+1. Start a KIP-714 endpoint (:class:`~kip714.TelemetryServer`) on 127.0.0.1 that records every push
    and serves the clients' metrics for Prometheus (:class:`~kip714.PrometheusExporter`, ``/metrics``) while
    it runs; one PromQL query is shown, evaluated on a scrape of that endpoint.
 2. Point clients at it for a few seconds: real librdkafka producers and a consumer (confluent-kafka, when

@@ -1027,7 +1027,7 @@ class Fleet:
         Requests go out on ``step_ms`` ticks of the simulated clock (the clients' poll granularity); each
         response is handled one client round trip later. ``on_payload(payload, client)`` gets every accepted
         non-empty :class:`~kip714.TelemetryPayload`; ``collect_payloads=True`` also keeps them as
-        ``(client, payload)`` in :attr:`payloads`. ``recorder`` (a :class:`~kip714.recorder.ParquetRecorder`,
+        ``(client, payload)`` in :attr:`payloads`. ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`,
         or a directory for one that this call creates and closes) gets one row per push in the
         ``kip714 serve --record`` schema; ``record_rejected=False`` records accepted pushes only.
         ``actions``: ``(offset_ms, fn)`` pairs, ``fn(now_ms)`` called at that offset from the start of this
