@@ -4,6 +4,7 @@ parser) and a test OTLP/HTTP receiver on 127.0.0.1 (http.server)."""
 from __future__ import annotations
 
 import gzip
+import logging
 import http.server
 import socket
 import ssl
@@ -86,7 +87,7 @@ def test_splice_never_reads_out_of_bounds_on_truncations():
 class Receiver:
     """An OTLP/HTTP metrics endpoint that answers from a script (status codes, then 200)."""
 
-    def __init__(self, script=(), tls=None):
+    def __init__(self, script=(), tls=None, port=0):
         self.script = list(script)
         self.requests: list[tuple[dict, ExportMetricsServiceRequest]] = []
         outer = self
@@ -108,7 +109,7 @@ class Receiver:
             def log_message(self, *a):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         if tls is not None:                   # (cert.pem, key.pem): HTTPS
             ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -127,8 +128,8 @@ class Receiver:
 def receiver():
     made = []
 
-    def make(script=(), tls=None):
-        r = Receiver(script, tls)
+    def make(script=(), tls=None, port=0):
+        r = Receiver(script, tls, port)
         made.append(r)
         return r
     yield make
@@ -226,6 +227,45 @@ def test_receiver_down_drops_are_counted_and_pushes_keep_being_answered():
         assert fwd.requests.get("error", 0) >= 1 and fwd.forwarded == 0
     finally:
         fwd.close(1)
+
+
+def test_an_unreachable_collector_is_said_once_and_so_is_its_return(receiver, caplog):
+    """A collector that cannot be reached is logged when it goes away (once, not per retry), the first batch
+    given up is logged with its count, its return is logged with what the outage cost, and payloads still
+    queued at close are logged as dropped (they were only in a metric that dies with the process)."""
+    caplog.set_level(logging.DEBUG, logger="kip714.otlp")
+    with socket.socket() as s:        # a port nobody listens on, for now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fwd = OtlpForwarder(f"http://127.0.0.1:{port}", initial_backoff_s=0.05, max_backoff_s=0.1, max_elapsed_s=0.3,
+                        timeout_s=0.5)
+    data = ob.payload([ob.gauge("g", 1.0)])
+
+    def said(text):
+        return [r for r in caplog.records if r.levelno >= logging.WARNING and text in r.getMessage()]
+    try:
+        for _ in range(3):
+            push(fwd, data)
+            assert wait(lambda: fwd.queue_depth == 0 and fwd._idle.is_set())
+        assert fwd.dropped.get("retries-exhausted") == 3 and fwd.requests["error"] >= 6
+        assert len(said("failed:")) == 1 and len(said("given up after")) == 1
+        assert "1 payloads dropped" in said("given up after")[0].getMessage()
+        r = receiver(port=port)       # the collector is back
+        push(fwd, data)
+        assert wait(lambda: fwd.forwarded == 1 and len(r.requests) == 1)
+        (back,) = said("reachable again")
+        assert f"{fwd.requests['error']} requests failed, 3 payloads dropped" in back.getMessage()
+        r.close()                     # gone again: said again, once
+        push(fwd, data)
+        assert wait(lambda: fwd.dropped.get("retries-exhausted") == 4)
+        assert len(said("failed:")) == 2
+    finally:
+        fwd.max_elapsed_s = 60        # what is queued at close stays queued
+        for _ in range(3):
+            push(fwd, data)
+        fwd.close(0.2)
+    assert fwd.dropped.get("shutdown", 0) >= 1
+    assert said("OTLP forwarder closed with")
 
 
 def _forwarder_from_options(*argv):

@@ -12,7 +12,9 @@ Retries follow the OTLP/HTTP specification: 429, 502, 503 and 504 (and connectio
 waiting ``Retry-After`` when the server sends one, otherwise an exponential backoff with jitter
 (``initial_backoff_s`` doubling up to ``max_backoff_s``); a batch still failing after ``max_elapsed_s`` is
 dropped and counted (``retries-exhausted``). Other statuses are not retried (``rejected``). While a batch
-is being retried the queue keeps absorbing pushes up to ``max_queue``.
+is being retried the queue keeps absorbing pushes up to ``max_queue``. What :meth:`close` cannot deliver in its
+timeout is dropped and counted (``shutdown``). A collector that cannot be reached is logged once when it goes
+away (with the first batch given up) and once when it answers again, with what the outage cost.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ class OtlpForwarder:
         self.dropped: dict[str, int] = {}      # payloads, by reason
         self.retries = 0
         self._tls_warned = False
+        self._outage: dict | None = None       # while the collector cannot be reached: failed requests, drops
         self._thread = threading.Thread(target=self._run, name="kip714-otlp", daemon=True)
         self._thread.start()
 
@@ -186,6 +189,8 @@ class OtlpForwarder:
         backoff = self.initial_backoff_s
         while True:
             status, wait = self._post(body)
+            if status is not None:
+                self._reachable()
             if status is not None and 200 <= status < 300:
                 with self._lock:
                     self.forwarded += len(parts)
@@ -198,8 +203,19 @@ class OtlpForwarder:
                 wait = backoff * random.uniform(0.5, 1.0)
                 backoff = min(backoff * 2, self.max_backoff_s)
             wait = min(wait, self.max_backoff_s)
-            if self._closed or time.monotonic() + wait - started > self.max_elapsed_s:
+            if self._closed:             # close() gave up on it: counted and said with what was queued
+                self._count("shutdown", len(parts))
+                return
+            if time.monotonic() + wait - started > self.max_elapsed_s:
                 self._count("retries-exhausted", len(parts))
+                if self._outage is not None:
+                    self._outage["dropped"] += len(parts)
+                if self._outage is None or not self._outage["gave_up"]:
+                    log.warning("OTLP export to %s given up after %.0f s of retries: %d payloads dropped (counted "
+                                "as kip714_otlp_dropped_total{reason=\"retries-exhausted\"}; said once per outage)",
+                                self.url, time.monotonic() - started, len(parts))
+                    if self._outage is not None:
+                        self._outage["gave_up"] = True
                 return
             with self._lock:
                 self.retries += 1
@@ -220,11 +236,24 @@ class OtlpForwarder:
             self._status("tls-error")
             return None, None
         except urllib3.exceptions.HTTPError as exc:
-            log.debug("OTLP export failed: %s", exc)
             self._status("error")
+            if self._outage is None:    # said once when the collector goes away, once when it is back
+                self._outage = {"since": time.monotonic(), "failed": 0, "dropped": 0, "gave_up": False}
+                log.warning("OTLP export to %s failed: %s (retried with backoff; counted as "
+                            "kip714_otlp_requests_total{status=\"error\"})", self.url, exc)
+            else:
+                log.debug("OTLP export failed: %s", exc)
+            self._outage["failed"] += 1
             return None, None
         self._status(str(r.status))
         return r.status, retry_after_seconds(r.headers.get("Retry-After"))
+
+    def _reachable(self) -> None:
+        """The collector answered: end an outage, saying how long it lasted and what it cost."""
+        outage, self._outage = self._outage, None
+        if outage is not None:
+            log.warning("OTLP export to %s reachable again after %.1f s: %d requests failed, %d payloads dropped",
+                        self.url, time.monotonic() - outage["since"], outage["failed"], outage["dropped"])
 
     def _status(self, key: str) -> None:
         with self._lock:
@@ -249,6 +278,10 @@ class OtlpForwarder:
         if left:
             self._count("shutdown", left)
             self._queue.clear()
+        lost = self.dropped.get("shutdown", 0)
+        if lost:
+            log.warning("OTLP forwarder closed with %d payloads not delivered to %s (dropped, "
+                        "kip714_otlp_dropped_total{reason=\"shutdown\"})", lost, self.url)
         self._http.clear()
 
     # ------------------------------------------------------------------ self-metrics
