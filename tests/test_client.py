@@ -111,7 +111,13 @@ def test_compression_levels():
     assert ct is CompressionType.GZIP and gzip.decompress(data) == PAYLOAD
     ct, data = compress_payload(PAYLOAD, [3], level=12)  # HC
     assert ct is CompressionType.LZ4 and lz4.frame.decompress(data) == PAYLOAD
-    assert compress_payload(PAYLOAD, [1], level=99) == (CompressionType.NONE, PAYLOAD)  # invalid level: fallback
+    # a level the codec does not take is the caller's configuration error (Kafka refuses it when the client is
+    # configured), not a compression failure to fall back from
+    for accepted, level in (([1], 99), ([3], 0), ([4], 23), ([1], {CompressionType.GZIP: -2})):
+        with pytest.raises(kip714.InvalidConfigError, match="level must be in"):
+            compress_payload(PAYLOAD, accepted, level=level)
+    with pytest.raises(kip714.InvalidConfigError, match="snappy compression takes no level"):
+        kip714.compress(PAYLOAD, 2, level=1)
 
 
 def test_compress_empty_payload_and_fallback(monkeypatch):

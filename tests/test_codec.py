@@ -34,6 +34,7 @@ from kip714 import _codec
 from kip714._codec import compress, decompress, detect_framing, xxh32
 from kip714.errors import (
     CorruptPayloadError,
+    InvalidConfigError,
     Kip714Error,
     TelemetryTooLargeError,
     UnsupportedCompressionTypeError,
@@ -392,8 +393,9 @@ def test_compress_levels():
     for level in (None, -5, 1, 3, 19, 22):
         assert decompress(compress(data, 4, level), 4, len(data)) == data
     for ctype, bad in ((1, 10), (1, -2), (3, 0), (3, 18), (4, 23), (0, 1), (2, 1)):
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidConfigError) as info:      # INVALID_CONFIG, as Kafka's config check
             compress(data, ctype, bad)
+        assert info.value.error_code.name == "INVALID_CONFIG"
     with pytest.raises(TypeError):
         compress(data, 4, "3")
 

@@ -551,3 +551,23 @@ def test_telemetry_bodies_agree_with_kafka_python(cls, data):
     theirs = bytes(kp_cls(**{k: v for k, v in expected.items()}).encode(version=0))
     assert theirs == ours
     assert _snake(cls.decode(theirs)) == expected
+
+
+def test_wrong_types_are_refused_with_a_clear_message():
+    """Found by a review: a bare string where a list belongs was split into characters, a 1-byte id gave a
+    2-character 'instance id', an unknown API key escaped as KeyError, a non-str client id said 'bad argument
+    type for built-in operation'."""
+    with pytest.raises(TypeError, match="requested_metrics takes a list, not str"):
+        kip714.GetTelemetrySubscriptionsResponse(requested_metrics="org.apache.kafka.")
+    with pytest.raises(TypeError, match="accepted_compression_types takes a list, not bytes"):
+        kip714.GetTelemetrySubscriptionsResponse(accepted_compression_types=b"\x04\x03")
+    assert kip714.GetTelemetrySubscriptionsResponse(requested_metrics=("a.", "b.")).requested_metrics == ["a.", "b."]
+    with pytest.raises(TypeError, match="client_id must be str, not int"):
+        kip714.encode_request(kip714.PushTelemetryRequest(metrics=b""), 1, client_id=5)
+    with pytest.raises(TypeError, match="requested_metrics item must be str, not int"):
+        kip714.GetTelemetrySubscriptionsResponse(requested_metrics=[1]).encode()
+    with pytest.raises(kip714.UnsupportedApiKeyError, match="API key 999"):
+        kip714.message_class(999, True)
+    with pytest.raises(ValueError, match="16 bytes, got 1"):
+        kip714.kafka_uuid_string(b"x")
+    assert len(kip714.kafka_uuid_string(bytes(16))) == 22

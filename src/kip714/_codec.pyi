@@ -49,7 +49,8 @@ def decompress(data: Buffer, compression_type: int, max_output: int) -> bytes:
     """
 
 def compress(data: Buffer, compression_type: int, level: int | None = None) -> bytes:
-    """Compress with the framing Kafka's Java client writes (gzip member, xerial snappy, LZ4 frame, zstd)."""
+    """Compress with the framing Kafka's Java client writes (gzip member, xerial snappy, LZ4 frame, zstd); a level
+    the codec does not take raises InvalidConfigError."""
 
 def detect_framing(data: Buffer, compression_type: int) -> _Framing:
     """Name the framing of a payload from its first bytes, without decompressing it."""

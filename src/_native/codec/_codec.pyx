@@ -55,7 +55,8 @@ import lz4.block as _lz4_block
 import lz4.frame as _lz4f
 import zstandard as _zstd
 
-from kip714.errors import CorruptPayloadError, TelemetryTooLargeError, UnsupportedCompressionTypeError
+from kip714.errors import (CorruptPayloadError, InvalidConfigError, TelemetryTooLargeError,
+                           UnsupportedCompressionTypeError)
 
 
 cdef extern from "codec_bytes.h" nogil:

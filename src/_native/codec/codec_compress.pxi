@@ -9,7 +9,7 @@ cdef bytes _gzip_compress(object data, Py_ssize_t n, object level):
     if level is None or level == -1:
         level = 6                  # Deflater.DEFAULT_COMPRESSION
     if not 0 <= level <= 9:
-        raise ValueError(f"gzip level must be in -1..9, got {level}")
+        raise InvalidConfigError(f"gzip level must be in -1..9, got {level}")
     c = _zlib.compressobj(level, _zlib.DEFLATED, -15, 8)
     body = c.compress(data) + c.flush()
     trailer = (_zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "little") + (n & 0xFFFFFFFF).to_bytes(4, "little")
@@ -60,7 +60,7 @@ cdef bytes _lz4_compress(object data, object level):
     elif isinstance(level, int) and 1 <= level <= 17:
         lvl = level if level < 16 else 16
     else:
-        raise ValueError(f"lz4 level must be in 1..17, got {level!r}")
+        raise InvalidConfigError(f"lz4 level must be in 1..17, got {level!r}")
     return _lz4f.compress(
         data,
         compression_level=lvl,
@@ -77,7 +77,7 @@ cdef bytes _zstd_compress(object data, object level):
     if level is None:
         level = 3
     if not -131072 <= level <= 22:
-        raise ValueError(f"zstd level must be in -131072..22, got {level}")
+        raise InvalidConfigError(f"zstd level must be in -131072..22, got {level}")
     cdef int lvl = level
     pool = _cctx_pools.get(lvl)
     if pool is None:
@@ -103,6 +103,9 @@ def compress(data, compression_type, level=None):
       9 = the fast compressor, anything else = LZ4 HC at that level (capped at 16).
     * 4 zstd: one standard frame, ``level`` default 3 (Kafka's default). The frame records the content size
       (zstd-jni's streaming writer leaves it out; every reader accepts both).
+
+    A level out of its codec's range (or any level for none/snappy) raises InvalidConfigError (INVALID_CONFIG),
+    as Kafka refuses it when the client is configured.
     """
     cdef int ctype = _compression_type(compression_type)
     cdef Py_buffer view
@@ -110,7 +113,7 @@ def compress(data, compression_type, level=None):
     try:
         if ctype == 0 or ctype == 2:
             if level is not None:
-                raise ValueError(f"{'none' if ctype == 0 else 'snappy'} compression takes no level")
+                raise InvalidConfigError(f"{'none' if ctype == 0 else 'snappy'} compression takes no level")
             if ctype == 0:
                 return _copy_out(data, &view)
             return _xerial_compress(data, &view)

@@ -245,6 +245,8 @@ cdef int kw_utf8(KWriter* w, object s, bint flexible, bint nullable, str what) e
         else:
             kw_i16(w, -1)
         return 0
+    if not isinstance(s, str):
+        raise TypeError(f"{what} must be str, not {type(s).__name__}")
     data = PyUnicode_AsUTF8AndSize(s, &n)
     if n > 32767:  # Kafka's writers refuse it in both forms ("field is too long to be serialized")
         raise ValueError(f"{what} is longer than 32767 bytes")
@@ -263,6 +265,8 @@ cdef inline int kw_array_len(KWriter* w, object seq, bint flexible) except -1:
         else:
             kw_i32(w, -1)
         return 0
+    if isinstance(seq, (str, bytes)):   # a bare string would be written one character per element
+        raise TypeError(f"an array field takes a list, not {type(seq).__name__} {seq!r:.40}")
     cdef Py_ssize_t n = len(seq)
     if flexible:
         kw_uvarint(w, <uint32_t>(n + 1))
@@ -320,6 +324,16 @@ cdef int kw_tags(KWriter* w, object tags) except -1:
         finally:
             PyBuffer_Release(&view)
     return 0
+
+
+cdef list _as_list(object value, str what):
+    """An array field's value as a list; a bare str or bytes (which ``list()`` would split into characters)
+    is refused."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"{what} takes a list, not {type(value).__name__} {value!r:.40}")
+    return list(value)
 
 
 cdef object _merge_tags(object known, object unknown):
@@ -706,11 +720,11 @@ cdef class GetTelemetrySubscriptionsResponse(_InstanceMessage):
         _uuid_halves(client_instance_id, &self._msb, &self._lsb)
         self._uuid = None
         self.subscription_id = subscription_id
-        self.accepted_compression_types = list(accepted_compression_types or ())
+        self.accepted_compression_types = _as_list(accepted_compression_types, "accepted_compression_types")
         self.push_interval_ms = push_interval_ms
         self.telemetry_max_bytes = telemetry_max_bytes
         self.delta_temporality = delta_temporality
-        self.requested_metrics = list(requested_metrics or ())
+        self.requested_metrics = _as_list(requested_metrics, "requested_metrics")
         self.unknown_tagged_fields = unknown_tagged_fields
 
     cdef int _write(self, KWriter* w, int version) except -1:
@@ -1266,8 +1280,12 @@ def split_frames(buf, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES, *, bint copy=True
 
 
 def message_class(int api_key, bint is_request):
-    """The message class for (api_key, request or response)."""
-    return _CLASSES[(api_key, is_request)]
+    """The message class for (api_key, request or response); UnsupportedApiKeyError for a key kip714 does
+    not model."""
+    try:
+        return _CLASSES[(api_key, is_request)]
+    except KeyError:
+        raise UnsupportedApiKeyError(f"kip714 does not decode API key {api_key}") from None
 
 
 _CLASSES = {

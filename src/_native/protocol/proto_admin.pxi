@@ -137,11 +137,11 @@ cdef class ApiVersionsResponse(Message):
                  finalized_features_epoch=-1, finalized_features=None, zk_migration_ready=False,
                  unknown_tagged_fields=None):
         self.error_code = error_code
-        self.api_keys = list(api_keys or ())
+        self.api_keys = _as_list(api_keys, "api_keys")
         self.throttle_time_ms = throttle_time_ms
-        self.supported_features = list(supported_features or ())
+        self.supported_features = _as_list(supported_features, "supported_features")
         self.finalized_features_epoch = finalized_features_epoch
-        self.finalized_features = list(finalized_features or ())
+        self.finalized_features = _as_list(finalized_features, "finalized_features")
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -436,9 +436,9 @@ cdef class MetadataResponsePartition(Message):
         self.partition_index = partition_index
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        self.replica_nodes = list(replica_nodes or ())
-        self.isr_nodes = list(isr_nodes or ())
-        self.offline_replicas = list(offline_replicas or ())
+        self.replica_nodes = _as_list(replica_nodes, "replica_nodes")
+        self.isr_nodes = _as_list(isr_nodes, "isr_nodes")
+        self.offline_replicas = _as_list(offline_replicas, "offline_replicas")
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
@@ -463,7 +463,7 @@ cdef class MetadataResponseTopic(Message):
         self.name = name
         self.topic_id = topic_id if topic_id is not None else _make_uuid(0, 0)
         self.is_internal = is_internal
-        self.partitions = list(partitions or ())
+        self.partitions = _as_list(partitions, "partitions")
         self.topic_authorized_operations = topic_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -492,10 +492,10 @@ cdef class MetadataResponse(Message):
                  cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, error_code=0,
                  unknown_tagged_fields=None):
         self.throttle_time_ms = throttle_time_ms
-        self.brokers = list(brokers or ())
+        self.brokers = _as_list(brokers, "brokers")
         self.cluster_id = cluster_id
         self.controller_id = controller_id
-        self.topics = list(topics or ())
+        self.topics = _as_list(topics, "topics")
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields

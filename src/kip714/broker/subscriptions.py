@@ -78,6 +78,8 @@ def kafka_uuid_string(value: uuid.UUID | bytes) -> str:
     """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding (22 characters). Takes a
     :class:`uuid.UUID` or the 16 raw bytes."""
     raw = value.bytes if isinstance(value, uuid.UUID) else bytes(value)
+    if len(raw) != 16:
+        raise ValueError(f"a client instance id is 16 bytes, got {len(raw)}")
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 

@@ -43,6 +43,7 @@ from .._protocol import (
     PushTelemetryResponse,
     Response,
 )
+from ..errors import InvalidConfigError
 from .otlp_encode import MetricSelector
 
 __all__ = [
@@ -127,7 +128,9 @@ def compress_payload(
     """``(compression type, bytes to send)`` for an uncompressed ``payload``: :func:`choose_compression`,
     then ``kip714._codec.compress`` (Java's framings: gzip member, xerial snappy, LZ4 frame with independent
     blocks, zstd frame). If compressing fails the payload goes out uncompressed with NONE, as the Java
-    client does after an ``IOException``.
+    client does after an ``IOException``. A ``level`` the chosen codec does not take is a configuration
+    error, not a compression failure: it raises InvalidConfigError (Kafka refuses such a level when the
+    client is configured).
 
     ``level``: ``None`` for each codec's default (Kafka's: gzip 6, lz4 9 = fast, zstd 3), a mapping
     compression type → level, or one int used for whichever of gzip/lz4/zstd is chosen (snappy and none
@@ -154,6 +157,8 @@ def _compress_or_none(payload: bytes, ct: CompressionType, level: int | Mapping[
         from .._codec import compress
 
         return bytes(compress(payload, int(ct), _level_for(level, ct)))
+    except (InvalidConfigError, TypeError):   # the caller's configuration, not the codec
+        raise
     except Exception as exc:  # any codec failure (Java: IOException): the caller sends it uncompressed
         log.info("compressing the telemetry payload with %s failed (%s); sending it uncompressed", ct.name, exc)
         return None

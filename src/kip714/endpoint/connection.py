@@ -19,6 +19,7 @@ import asyncio
 import itertools
 import logging
 import time
+import weakref
 from collections import Counter, deque
 from typing import Any
 
@@ -85,7 +86,27 @@ class EndpointStats(Counter):
     ``protocol_errors``, ``frames_too_large`` (size prefixes over the frame limit; also protocol errors),
     ``dropped_memory_budget`` (connections dropped by the :class:`BufferBudget`), ``internal_errors``,
     ``idle_closed``, ``instances_dropped_on_disconnect``, ``record_sync_failures`` (pushes never answered
-    because writing their row failed: the connection was closed instead)."""
+    because writing their row failed: the connection was closed instead), ``tls_handshakes_failed``
+    (connections to a TLS listener that never completed the handshake: a client without TLS, or one that
+    refused the certificate; counted when the loop lets go of the connection object, at the next garbage
+    collection; logged at most every 10 s)."""
+
+    _tls_said = -1e9
+
+    def tls_handshake_failed(self) -> None:
+        self["tls_handshakes_failed"] += 1
+        now = time.monotonic()
+        if now - self._tls_said >= 10.0:
+            self._tls_said = now
+            log.warning("event=tls_handshake_failed total=%d (a client that does not speak TLS, or that refused "
+                        "the certificate; said at most every 10 s)", self["tls_handshakes_failed"])
+
+
+def _unmade(made: list, stats: EndpointStats) -> None:
+    """Finalizer of a connection object on a TLS listener: gone without ``connection_made`` means the loop
+    dropped it during the handshake (asyncio and uvloop log that at DEBUG only)."""
+    if not made[0]:
+        stats.tls_handshake_failed()
 
 
 class BufferBudget:
@@ -205,6 +226,9 @@ class EndpointConnection(asyncio.Protocol):
         self.closed_by_endpoint = False   # set when the endpoint closes it (shutdown, idle, protocol error)
         self._held: deque | None = None   # (future or None, frame): answers waiting for the disk, in order
         self.read_block = 0   # bits, one per reason to stop reading from the client (each subclass names its own)
+        self._made = [False]
+        if getattr(endpoint, "ssl", None) is not None:
+            weakref.finalize(self, _unmade, self._made, endpoint.stats)
 
     def block_reading(self, reason: int, blocked: bool) -> None:
         """Set or clear one ``reason`` bit for not reading from the client; the transport pauses while any
@@ -233,6 +257,7 @@ class EndpointConnection(asyncio.Protocol):
 
     def accept(self, transport) -> bool:
         """Take ``transport``; False (and the transport aborted) when the endpoint is at ``max_connections``."""
+        self._made[0] = True
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("", 0)
         self.identity.address, self.identity.port = java_host_address(str(peer[0])), int(peer[1])
