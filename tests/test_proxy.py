@@ -3,6 +3,7 @@ librdkafka (confluent-kafka) producers, consumer groups and transactions, and ka
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -192,15 +193,52 @@ def test_default_port_mapping_is_base_plus_node_id(mock3):
         pt.stop()
 
 
-def test_explicit_broker_ports_and_unmapped_node_closes_the_connection(mock3):
+def _start_fails(upstream: str, **kw) -> Exception:
+    async def run():
+        proxy = kip714.TelemetryProxy(upstream, **kw)
+        try:
+            await proxy.start()
+        finally:
+            await proxy.close()
+    with pytest.raises(kip714.InvalidConfigError) as info:
+        asyncio.run(run())
+    return info.value
+
+
+def test_a_broker_without_a_usable_listener_stops_the_start(mock3):
+    """A node id with no port in --broker-ports, one that maps past 65535, or a port already taken: the
+    proxy refuses to start, naming the broker (it had started with no broker listener, and every client
+    timed out)."""
     ports = {}
     for node in (1, 2):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports[node] = s.getsockname()[1]
-    pt = start_proxy(mock3.bootstraps, broker_ports=ports)
+    err = _start_fails(mock3.bootstraps, port=0, broker_ports=ports)
+    assert "broker node id 3 has no port in --broker-ports" in str(err)
+    assert err.error_code == kip714.ErrorCode.INVALID_CONFIG
+    err = _start_fails(mock3.bootstraps, port=0, broker_port_base=65534)
+    assert "broker node id 2 maps to port 65536, outside 1-65535" in str(err)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        busy = {**ports, 3: taken.getsockname()[1]}
+        err = _start_fails(mock3.bootstraps, port=0, broker_ports=busy)
+    assert f"cannot listen on 127.0.0.1:{busy[3]} for broker node id 3" in str(err)
+
+
+def test_a_broker_added_later_without_a_port_closes_the_connection(mock3):
+    ports = {}
+    for node in (1, 2, 3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports[node] = s.getsockname()[1]
+    pt = start_proxy(mock3.bootstraps, broker_ports=dict(ports))
     try:
-        assert pt.call(lambda: pt.proxy.broker_ports) == ports      # node 3 has no port: no listener
+        assert pt.call(lambda: pt.proxy.broker_ports) == ports
+
+        def forget_node_3():     # as if node 3 had joined the cluster after the start, with no port given
+            pt.proxy.explicit_ports.pop(3)
+            pt.proxy._ports.pop(3)
+        pt.call(forget_node_3)
         with connect(pt.port) as s:
             s.sendall(_metadata_request(7))
             # the answer names node 3, which the proxy cannot map: the connection closes, nothing is sent

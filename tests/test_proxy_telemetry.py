@@ -15,7 +15,7 @@ ck = pytest.importorskip("confluent_kafka")
 
 import kip714  # noqa: E402
 from kip714.otlp import reference as otlp_pb  # noqa: E402
-from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
+from kip714.sinks.recorder import ParquetRecorder, read_closed, read_recording  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
 from rdk_close import AnsweredPushes, await_push_answered  # noqa: E402
 from proxy_helpers import connect, recv_frame, start_proxy, wait  # noqa: E402
@@ -250,6 +250,9 @@ def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path,
         finally:
             pt.stop()
     assert {r["client_instance_id"]: r["node_id"] for r in rows} == sent
+    if mode == "terminate":  # the connection-closed rows name the same broker (they had said node 0)
+        closed = read_closed(recorder.directory).to_pylist()
+        assert {c["client_instance_id"]: c["node_id"] for c in closed} == sent
     assert {r["client_id"] for r in rows} == {f"node-test-{n}" for n in (1, 2, 3)}
     for r in rows:   # what this client was told, by the proxy (terminate) or by the cluster (tap)
         assert r["subscribed_metrics"] == ["org.apache.kafka.producer."] and r["push_interval_ms"] == 1000

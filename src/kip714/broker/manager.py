@@ -275,12 +275,14 @@ class TelemetryBroker:
                 log.warning("telemetry observer %r failed", observer, exc_info=True)
                 self._count("observer-error")
 
-    def connection_closed(self, connection: Hashable, reason: str = "client", now_ms: int | None = None) -> bool:
+    def connection_closed(self, connection: Hashable, reason: str = "client", now_ms: int | None = None, *,
+                          node_id: int | None = None) -> bool:
         """A client connection closed: drop the instance last (re)created on it, as Kafka 4.0+ does.
 
         Returns True if a live instance was removed. Unknown connections are ignored. Receivers with
         ``instance_closed`` hear of every instance that used the connection, with ``reason`` ("client":
-        the peer closed it; "endpoint": the endpoint did) and ``now_ms`` (default: the broker's clock)."""
+        the peer closed it; "endpoint": the endpoint did), ``now_ms`` (default: the broker's clock) and
+        ``node_id``, the broker the connection was to, as :meth:`handle` takes it (default this broker's)."""
         with self._lock:
             id16 = self._by_connection.pop(connection, None)
             if id16 is not None:
@@ -291,7 +293,7 @@ class TelemetryBroker:
             at_ms = self.clock() if now_ms is None else now_ms
             for seen_id, info in seen.items():
                 told = self.told(seen_id, info)
-                ctx = ReceiverContext(info, self.node_id, told.push_interval_ms, told,
+                ctx = ReceiverContext(info, self.node_id if node_id is None else node_id, told.push_interval_ms, told,
                                       self._expiry(told.push_interval_ms))
                 instance = uuid.UUID(bytes=seen_id)
                 for closer in self._closers:

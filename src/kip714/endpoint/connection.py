@@ -217,6 +217,9 @@ class EndpointConnection(asyncio.Protocol):
     its ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
     it)."""
 
+    #: the broker node id of this connection's telemetry (None: the endpoint's broker's own node id)
+    broker_node_id: int | None = None
+
     def __init__(self, endpoint: Any) -> None:
         self.endpoint = endpoint
         self.transport: asyncio.Transport | None = None
@@ -277,7 +280,7 @@ class EndpointConnection(asyncio.Protocol):
         self.endpoint.budget.release(self)
         # Kafka 4.0+: the instance created on this connection goes with it
         reason = "endpoint" if self.closed_by_endpoint else "client"
-        if self.endpoint.broker.connection_closed(self.connection_id, reason):
+        if self.endpoint.broker.connection_closed(self.connection_id, reason, node_id=self.broker_node_id):
             self.endpoint.stats["instances_dropped_on_disconnect"] += 1
         log.debug("event=disconnect peer=%s:%s", self.address, self.port)
 

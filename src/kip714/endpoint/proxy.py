@@ -103,6 +103,17 @@ class _Drop(Exception):
     """Close the client connection (and its upstream connection) for this reason."""
 
 
+def _reason(exc: BaseException) -> str:
+    """An upstream failure in words: ``connection refused``, ``timed out``… (not an exception's repr)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, asyncio.IncompleteReadError):
+        return "closed the connection"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
+
+
 def parse_upstream(spec: str | Iterable[Any]) -> list[tuple[str, int]]:
     """``HOST:PORT[,HOST:PORT…]`` (IPv6 as ``[::1]:9092``) or an iterable of such strings / (host, port)."""
     items = spec.split(",") if isinstance(spec, str) else list(spec)
@@ -123,6 +134,14 @@ def parse_upstream(spec: str | Iterable[Any]) -> list[tuple[str, int]]:
     return out
 
 
+class ListenerError(RewriteError, InvalidConfigError):
+    """A broker the cluster names cannot get its listener (its node id maps to no usable port, or the port is
+    taken): a configuration error when the proxy starts; on a client's connection later (a broker added to
+    the cluster), that connection's error, as any answer the proxy cannot rewrite."""
+
+    error_code = InvalidConfigError.error_code
+
+
 def parse_broker_ports(spec: str) -> dict[int, int]:
     """``1=9193,2=9194`` → {1: 9193, 2: 9194}."""
     out = {}
@@ -132,6 +151,8 @@ def parse_broker_ports(spec: str) -> dict[int, int]:
             out[int(node)] = int(port)
         except ValueError:
             raise InvalidConfigError(f"broker port {item!r} is not NODE=PORT") from None
+        if not 0 <= int(node) < 2**31 or not 1 <= int(port) <= 65535:
+            raise InvalidConfigError(f"broker port {item!r}: node ids are 0-{2**31 - 1}, ports 1-65535")
     if len(set(out.values())) != len(out):
         raise InvalidConfigError(f"two brokers share a port in {spec!r}")
     return out
@@ -186,6 +207,10 @@ class _ClientConnection(EndpointConnection):
                                      proxy.max_frame_bytes)
 
     # ------------------------------------------------------------------------------ life cycle
+
+    @property
+    def broker_node_id(self) -> int:
+        return self.node_id
 
     def connection_made(self, transport) -> None:
         if not self.accept(transport):
@@ -605,14 +630,14 @@ class TelemetryProxy:
         if self.explicit_ports is not None:
             port = self.explicit_ports.get(node_id)
             if port is None:
-                raise RewriteError(f"broker node id {node_id} has no port in --broker-ports")
+                raise ListenerError(f"broker node id {node_id} has no port in --broker-ports")
             return port
         base = self.port + 1 if self.broker_port_base is None else self.broker_port_base
         if base == 0:
             return 0
         port = base + node_id
         if node_id < 0 or port > 65535:
-            raise RewriteError(f"broker node id {node_id} maps to port {port}, outside 1-65535 "
+            raise ListenerError(f"broker node id {node_id} maps to port {port}, outside 1-65535 "
                                f"(--broker-port-base {base}); use --broker-ports")
         return port
 
@@ -650,7 +675,7 @@ class TelemetryProxy:
             sock = socket.create_server((self.host, port), backlog=1024)
         except OSError as exc:
             what = "bootstrap" if node_id is None else f"broker node id {node_id}"
-            raise RewriteError(f"cannot listen on {self.host}:{port} for {what}: {exc}") from None
+            raise ListenerError(f"cannot listen on {self.host}:{port} for {what}: {exc}") from None
         sock.setblocking(False)
         port = sock.getsockname()[1]
         loop = asyncio.get_running_loop()
@@ -697,7 +722,7 @@ class TelemetryProxy:
                     host, port, ssl=self.upstream_ssl, server_hostname=host if self.upstream_ssl else None),
                     self.connect_timeout_s)
             except (OSError, asyncio.TimeoutError, _ssl.SSLError) as exc:
-                errors.append(f"{host}:{port}: {exc!r}")
+                errors.append(f"{host}:{port}: {_reason(exc)}")
                 continue
             try:
                 async def call(body, version, corr):
@@ -721,13 +746,17 @@ class TelemetryProxy:
                                                        self.connect_timeout_s)
                         # the brokers as a client's Metadata answer would name them (opens their listeners)
                         rewrite.rewrite_metadata(frame, version, self.advertise)
+                    except ListenerError:
+                        raise           # the proxy's own configuration: refuse to start
                     except (Kip714Error, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
                         # e.g. a SASL listener: Metadata only after authentication; listeners open as
                         # clients' own Metadata answers name the brokers
                         log.warning("event=probe_metadata_failed upstream=%s:%d error=%r", host, port, exc)
                 return
+            except ListenerError:
+                raise
             except (Kip714Error, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
-                errors.append(f"{host}:{port}: {exc!r}")
+                errors.append(f"{host}:{port}: {_reason(exc)}")
             finally:
                 writer.close()
         raise Kip714Error("no upstream bootstrap server answered ApiVersions: " + "; ".join(errors))
