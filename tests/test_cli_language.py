@@ -294,6 +294,11 @@ def test_no_annotations_name_in_the_public_api():
     (["serve", "--node-id", "-5"], "argument --node-id: a node id must be 0-2147483647, got -5"),
     (["proxy", "--upstream", "127.0.0.1:1", "--broker-port-base", "65536"], "argument --broker-port-base"),
     (["simulate", "--node-id", "x"], "argument --node-id: not a whole number: 'x'"),
+    (["proxy", "--upstream", "127.0.0.1:1", "--advertised-host", "proxy.example.com:9999"],
+     "argument --advertised-host: give the host only, without a port"),
+    (["serve", "--advertised-host", "bad host"], "argument --advertised-host: not a host name"),
+    (["proxy", "--upstream", "127.0.0.1:1", "--telemetry", "off", "--record", "rec"],
+     "--telemetry off forwards telemetry untouched: --record would receive nothing"),
 ])
 def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):
     # uvloop took --port 70000 modulo 65536 and listened on 4464; asyncio raised OverflowError (status 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import gc
+import logging
 import time
 import uuid
 
@@ -256,3 +257,18 @@ def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path,
     assert {r["client_id"] for r in rows} == {f"node-test-{n}" for n in (1, 2, 3)}
     for r in rows:   # what this client was told, by the proxy (terminate) or by the cluster (tap)
         assert r["subscribed_metrics"] == ["org.apache.kafka.producer."] and r["push_interval_ms"] == 1000
+
+
+@pytest.mark.parametrize("mode", ["auto", "tap"])
+def test_a_mode_that_would_record_nothing_says_so(mode, caplog):
+    """Against a cluster without the telemetry APIs (Kafka before 3.7, or no plugin): auto answers here but
+    nobody is subscribed, tap can never see a push: both are said at start, not left silent."""
+    with MockCluster(1, disable_apis=(71, 72)) as mc, caplog.at_level(logging.WARNING, logger="kip714"):
+        pt = start_proxy(mc.bootstraps, telemetry=mode)
+        try:
+            assert pt.proxy.mode == ("terminate" if mode == "auto" else "tap")
+        finally:
+            pt.stop()
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert ("event=no_subscription" in said) == (mode == "auto")
+    assert ("event=no_telemetry_upstream" in said) == (mode == "tap")

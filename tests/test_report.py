@@ -13,6 +13,7 @@ import gzip
 import json
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -433,3 +434,51 @@ def test_a_dataframe_source_and_a_push_without_an_instance_id(recording, spark):
     assert len(clients) == len(set(table.column("client_instance_id").to_pylist())) + 1
     assert [c["pushes"] for c in clients if c["client_instance_id"] is None] == [1]
     assert all(None not in r["examples"] for r in rep.conformance.collect())
+
+
+def test_a_live_recording_is_reported_with_its_open_parts(recording, spark, tmp_path):
+    """The parts of the file being filled (``_open/``, which Spark's listing skips) are read, as
+    read_recording reads them: a report during the first minute of a recording, or after a kill -9, is not
+    empty (found by a review: it said 0 pushes)."""
+    import pyarrow.parquet as pq
+
+    from kip714.spark.decode import recording_paths
+    from kip714.sinks.recorder import OPEN_DIR
+
+    rec, _ = recording
+    table = read_recording(rec)
+    live = tmp_path / "live"
+    (live / OPEN_DIR).mkdir(parents=True)
+    half = table.num_rows // 2
+    pq.write_table(table.slice(0, half), live / "rolled-0001.parquet")
+    pq.write_table(table.slice(half), live / OPEN_DIR / "part-000001.parquet")
+    assert read_recording(live).num_rows == table.num_rows
+    assert len(recording_paths(str(live))) == 2
+    got = {r["client_instance_id"]: r["pushes"] for r in report(str(live), spark).clients.collect()}
+    want = {r["client_instance_id"]: r["pushes"] for r in report(str(rec), spark).clients.collect()}
+    assert got == want and sum(got.values()) > 0
+    # nothing rolled yet: the open parts alone
+    only_open = tmp_path / "first-minute"
+    (only_open / OPEN_DIR).mkdir(parents=True)
+    pq.write_table(table, only_open / OPEN_DIR / "part-000001.parquet")
+    assert sum(r["pushes"] for r in report(str(only_open), spark).clients.collect()) == sum(want.values())
+
+
+def test_a_path_that_holds_no_recording_says_so(tmp_path):
+    from kip714.spark.decode import recording_paths
+
+    with pytest.raises(FileNotFoundError):
+        recording_paths(str(tmp_path / "missing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no recording"):
+        recording_paths(str(tmp_path / "empty"))
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match="is not a recording"):
+        recording_paths(str(tmp_path / "notes.txt"))
+    (tmp_path / "parent" / "rec").mkdir(parents=True)
+    (tmp_path / "parent" / "rec" / "a.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match="folders below it with Parquet files: rec"):
+        recording_paths(str(tmp_path / "parent"))
+    proc = subprocess.run([sys.executable, "-m", "kip714", "report", str(tmp_path / "empty")], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "holds no recording" in proc.stderr and "Traceback" not in proc.stderr

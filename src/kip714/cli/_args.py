@@ -95,6 +95,22 @@ def node_id(text: str) -> int:
     return _int_in(text, 0, 2**31 - 1, "a node id")
 
 
+def host(text: str) -> str:
+    """argparse type: a host name or address without a port (IPv6 bare or in brackets)."""
+    import ipaddress
+
+    value = text.strip()
+    if not value or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError(f"not a host name: {text!r}")
+    if ":" in value:
+        try:
+            ipaddress.IPv6Address(value.strip("[]"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"give the host only, without a port: {text!r}") from None
+        return value.strip("[]")
+    return value
+
+
 def format_duration(seconds: float) -> str:
     """A duration as the options take it (``60s``, ``10m``, ``1.5s``), for help texts and messages."""
     for unit, scale in (("h", 3600), ("m", 60)):

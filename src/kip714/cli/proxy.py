@@ -9,7 +9,7 @@ from typing import Any
 
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
-from ._args import duration, port
+from ._args import duration, host, port
 from ._sinks import add_sink_options
 from .serve import (
     add_run_options,
@@ -20,7 +20,6 @@ from .serve import (
     recorder_of,
     run_endpoint,
     server_tls,
-    warn_if_no_subscription,
     setup_logging,
 )
 
@@ -54,13 +53,13 @@ def add_parser(sub) -> None:
     g = p.add_argument_group("upstream and listeners")
     g.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                    help="the cluster's bootstrap servers (the proxy connects nowhere a client names)")
-    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    g.add_argument("--host", type=host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     g.add_argument("--port", type=port, default=9092, help="bootstrap listener port (default 9092)")
     g.add_argument("--broker-port-base", type=port, metavar="BASE",
                    help="broker listener port = BASE + node id (default --port + 1)")
     g.add_argument("--broker-ports", metavar="ID=PORT[,ID=PORT...]",
                    help="explicit broker listener ports, e.g. 1=9193,2=9194 (instead of --broker-port-base)")
-    g.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
+    g.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
     g.add_argument("--telemetry", choices=TELEMETRY_MODES, default="auto",
                    help="auto (default), terminate, tap or off (see above)")
     g.add_argument("--connect-timeout", type=duration, default=10.0, metavar="DURATION",
@@ -94,6 +93,12 @@ def run(args: Any) -> int:
     setup_logging(args)
     if args.broker_ports and args.broker_port_base is not None:
         raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")
+    if args.telemetry == "off":
+        given = [opt for opt, on in (("--record", args.record), ("--prometheus", args.prometheus),
+                                     ("--otlp-endpoint", args.otlp_endpoint)) if on]
+        if given:
+            raise InvalidConfigError(f"--telemetry off forwards telemetry untouched: {', '.join(given)} would "
+                                     "receive nothing (use auto, terminate or tap)")
     broker, watcher = build_broker(args)
     recorder = recorder_of(args)
     sinks = add_sinks(args, broker, recorder)
@@ -104,7 +109,5 @@ def run(args: Any) -> int:
                            max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
                            connect_timeout_s=args.connect_timeout, max_frame_bytes=args.max_frame_bytes,
                            max_buffered_bytes=args.max_buffered_bytes, summary_interval_s=args.summary_interval)
-    if args.telemetry == "terminate":
-        warn_if_no_subscription(broker)
     run_endpoint(proxy, args, watcher, sinks)  # the final summary is the proxy's "event=stopped" log line
     return 0

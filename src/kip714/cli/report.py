@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import pathlib
 import sys
 
 from ..spark.report import ReportOptions, options_from
@@ -35,8 +36,10 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     import json
 
-    from ..spark.decode import local_session
+    from ..spark.decode import local_session, recording_paths
 
+    if "://" not in args.source and not (pathlib.Path(args.source) / "points").is_dir():
+        recording_paths(args.source)     # a missing or empty input says so before Spark starts
     spark = local_session(args.master, app_name="kip714-report")
     rep = build_report(args.source, spark, options=options_from(args), closed=args.closed)
     data = rep.write(args.out)

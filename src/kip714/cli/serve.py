@@ -18,12 +18,13 @@ from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEF
                       DEFAULT_TELEMETRY_MAX_BYTES, SERVE_FRAME_HEADROOM, compression_type_from_name,
                       serve_max_frame_bytes)
 from ..broker import SubscriptionRegistry, TelemetryBroker
+from ..endpoint.connection import warn_if_no_subscription
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
 from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
-from ._args import DURATION_HELP, advertised_port, duration, format_duration, format_size, node_id, port, size
+from ._args import DURATION_HELP, advertised_port, duration, format_duration, format_size, host, node_id, port, size
 from ._sinks import add_sink_options, build_sinks
 
 log = logging.getLogger("kip714.serve")
@@ -119,9 +120,9 @@ def add_parser(sub) -> None:
                     "support. Subscription options follow kafka-client-metrics.sh. Without --metrics, --match, "
                     "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
                     "one and never push: serve says so at start-up.")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--host", type=host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=port, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
-    p.add_argument("--advertised-host", help="host clients are told to connect to (for clients behind NAT)")
+    p.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
     p.add_argument("--advertised-port", type=advertised_port, help="port clients are told to connect to")
     p.add_argument("--node-id", type=node_id, default=1, help="this endpoint's node id (default 1)")
     add_subscription_options(p, "kip714-serve")
@@ -152,13 +153,6 @@ def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, Subscrip
                              accepted_compression_types=accepted, max_instances=args.max_instances,
                              node_id=node_id)
     return broker, watcher
-
-
-def warn_if_no_subscription(broker: TelemetryBroker) -> None:
-    """Say at start-up that nobody is subscribed (clients then never push, as with Kafka)."""
-    if not len(broker.registry):
-        log.warning("event=no_subscription clients get an empty subscription and will not push (as with Kafka "
-                    "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE")
 
 
 def recorder_of(args: Any) -> ParquetRecorder | None:

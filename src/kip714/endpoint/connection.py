@@ -81,6 +81,13 @@ class ClientIdentity:
         return info
 
 
+def warn_if_no_subscription(broker: Any) -> None:
+    """Say at start-up that nobody is subscribed (clients then never push, as with Kafka)."""
+    if not len(broker.registry):
+        log.warning("event=no_subscription clients get an empty subscription and will not push (as with Kafka "
+                    "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE")
+
+
 class EndpointStats(Counter):
     """Connection-level counters of an endpoint: ``connections``, ``connections_refused``,
     ``protocol_errors``, ``frames_too_large`` (size prefixes over the frame limit; also protocol errors),

@@ -59,7 +59,7 @@ from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import FrameTooLargeError, InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
 from .connection import (BufferBudget, EndpointConnection, EndpointStats, RecordGate, connection_ids, log_summaries,
-                         reap_idle, serve_until)
+                         reap_idle, serve_until, warn_if_no_subscription)
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -762,8 +762,15 @@ class TelemetryProxy:
         raise Kip714Error("no upstream bootstrap server answered ApiVersions: " + "; ".join(errors))
 
     def _resolve_mode(self) -> None:
+        offered = _GTS in self.upstream_apis and _PUSH in self.upstream_apis
         if self.telemetry == "auto":
-            self.mode = "tap" if _GTS in self.upstream_apis and _PUSH in self.upstream_apis else "terminate"
+            self.mode = "tap" if offered else "terminate"
+        if self.mode == "tap" and not offered:
+            log.warning("event=no_telemetry_upstream the cluster does not advertise GetTelemetrySubscriptions and "
+                        "PushTelemetry (API keys 71, 72): with --telemetry tap its clients never push; auto or "
+                        "terminate answers them here")
+        if self.mode == "terminate":
+            warn_if_no_subscription(self.broker)
         self._configure_mode()
 
     async def close(self) -> None:

@@ -26,6 +26,8 @@ enough.
 
 
 
+import errno
+import pathlib
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import pyarrow as pa
@@ -94,6 +96,39 @@ def _to_spark_schema(schema: pa.Schema):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
+
+
+def recording_paths(path: str) -> list[str]:
+    """The files Spark reads for the recording at ``path``. For a local folder, those
+    :func:`kip714.sinks.recorder.recording_files` lists: the rolled files and the parts of the file being
+    filled (``_open/``, which Spark's own listing skips, as it skips every ``_`` folder) — a live or killed
+    endpoint's last rows included. A URL (``hdfs://``, ``s3a://``…) or a single file: ``[path]``, read as Spark
+    lists it. FileNotFoundError when ``path`` does not exist; ValueError when a local folder holds no
+    recording (naming the folders below it that do)."""
+    from ..sinks.recorder import recording_files
+
+    if "://" in path:
+        return [path]
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "does not exist", path)
+    if p.is_file():
+        if p.suffix != ".parquet":
+            raise ValueError(f"{path} is not a recording (a folder written by --record, or one of its .parquet files)")
+        return [path]
+    files = recording_files(p)
+    if not files:
+        below = sorted({str(f.parent.relative_to(p)) for f in p.rglob("*.parquet")
+                        if not any(part.startswith("_") for part in f.relative_to(p).parts[:-1])})[:3]
+        hint = f"; folders below it with Parquet files: {', '.join(below)}" if below else ""
+        raise ValueError(f"{path} holds no recording (no *.parquet files in it or in its _open/){hint}")
+    return [str(f) for f in files]
+
+
+def read_recording_df(spark, path: str):
+    """A recording (``kip714 serve/proxy --record``) as a Spark DataFrame in the recording schema (columns a
+    recording by an older kip714 lacks are null), read from :func:`recording_paths`."""
+    return spark.read.schema(_to_spark_schema(record_schema())).parquet(*recording_paths(path))
 
 
 # ------------------------------------------------------------------------------ the Arrow workers

@@ -126,7 +126,7 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
     else:
         # decode_payloads keeps the broker's answer to each push as push_error_code: rejected pushes still
         # carry real telemetry, so they are decoded too
-        df = spark.read.parquet(input_path)
+        df = kspark.read_recording_df(spark, input_path)   # with the _open/ parts of a live or killed endpoint
     if partitions:
         df = df.repartition(partitions)
     else:

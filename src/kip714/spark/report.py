@@ -228,9 +228,9 @@ _CLIENT_SCHEMA = _schema("client_instance_id:s", "client_id:s", "client_software
 # ------------------------------------------------------------------------------------------ inputs
 
 def _spark_schema(arrow_schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from .decode import _to_spark_schema
 
-    return from_arrow_schema(arrow_schema)
+    return _to_spark_schema(arrow_schema)
 
 
 def _with_columns(df, arrow_schema):
@@ -303,7 +303,9 @@ def _load(spark, source, closed, opts: ReportOptions):
                 closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(local / name))
         return pushes, rows, closed_df
     if path is not None:
-        rec = spark.read.schema(_spark_schema(rec_schema)).parquet(path)
+        from .decode import read_recording_df
+
+        rec = read_recording_df(spark, path)     # the rolled files and the _open/ parts of a live recording
         if closed_df is None and (local is None or (local / CLOSED_DIR).is_dir()):
             try:
                 closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(
