@@ -49,6 +49,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -270,6 +271,26 @@ def _run_python(block: Block, ws: pathlib.Path, spark) -> None:
         os.chdir(old)
 
 
+def _left_running(pgid: int, grace_s: float = 2.0) -> str:
+    """The command lines of the processes of group ``pgid`` still running ``grace_s`` after the block ended
+    (Linux /proc), or ''."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        left.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:120])
+            except (OSError, IndexError, ValueError):
+                continue
+        if not left or time.monotonic() > deadline:
+            return "; ".join(left)
+        time.sleep(0.1)
+
+
 def _run_shell(block: Block, ws: pathlib.Path) -> None:
     script = "set -e\n" + _rewrite(block.text)
     # output to files, not pipes: a background helper the block leaves behind (a user's shell would just
@@ -278,8 +299,10 @@ def _run_shell(block: Block, ws: pathlib.Path) -> None:
     with open(out_path, "w") as out, open(err_path, "w") as err:
         proc = subprocess.Popen(["bash", "-c", script], cwd=ws, env=_env(), stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        left = ""
         try:
             returncode = proc.wait(timeout=BLOCK_TIMEOUT_S)
+            left = _left_running(proc.pid)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -287,6 +310,8 @@ def _run_shell(block: Block, ws: pathlib.Path) -> None:
     stdout, stderr = out_path.read_text(), err_path.read_text()
     shown = f"\n--- script\n{script}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-3000:]}"
     assert returncode == 0, f"{block.id} exited {returncode}{shown}"
+    # an example that starts helpers stops them: a user copying it must not be left with stray processes
+    assert not left, f"{block.id} left processes running: {left}{shown}"
     assert "Traceback (most recent call last)" not in stderr, f"{block.id} printed a traceback{shown}"
 
 
