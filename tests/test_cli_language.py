@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import uuid
@@ -328,3 +329,13 @@ def test_tls_files_are_named_in_errors(tmp_path):
     one_line_error(kip714_cli("proxy", "--upstream", "127.0.0.1:1", "--port", "0", "--upstream-tls",
                               "--upstream-ca", str(tmp_path / "ca.pem"), "--duration", "1"), 2,
                    "--upstream-ca", "ca.pem: no such file")
+
+
+def test_a_busy_port_names_the_listener():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        one_line_error(kip714_cli("serve", "--metrics", "*", "--port", str(port), "--duration", "1"), 2,
+                       f"kip714 serve: cannot listen on 127.0.0.1:{port}: address already in use")
+        one_line_error(kip714_cli("serve", "--metrics", "*", "--port", "0", "--prometheus", f"127.0.0.1:{port}",
+                                  "--duration", "1"), 2,
+                       f"kip714 serve: --prometheus 127.0.0.1:{port}: cannot listen: address already in use")

@@ -118,6 +118,8 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
             hint = "" if args.prometheus_tls_key else " (without --prometheus-tls-key, the key must be in the same file)"
             raise InvalidConfigError(f"--prometheus-tls-cert {args.prometheus_tls_cert}: cannot load a certificate "
                                      f"chain and its private key: {exc.reason or exc}{hint}") from None
+        except OSError as exc:
+            raise OSError(f"--prometheus {host}:{port}: cannot listen: {(exc.strerror or str(exc)).lower()}") from None
         scheme = "https" if args.prometheus_tls_cert else "http"
         log.info("event=prometheus url=%s://%s:%d/metrics", scheme, host, bound)
         exporter.url = f"{scheme}://{host}:{bound}/metrics"

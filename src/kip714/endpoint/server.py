@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import Counter
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode, serve_max_frame_bytes
@@ -176,8 +177,12 @@ class TelemetryServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
-                                                reuse_address=True, backlog=1024, ssl=self.ssl)
+        try:
+            self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
+                                                    reuse_address=True, backlog=1024, ssl=self.ssl)
+        except OSError as exc:
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise OSError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(reap_idle(self, self._stats)))
         if self.summary_interval_s > 0:
