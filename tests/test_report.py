@@ -482,3 +482,29 @@ def test_a_path_that_holds_no_recording_says_so(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kip714", "report", str(tmp_path / "empty")], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "holds no recording" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_instance_id_two_clients_push_under_is_reported(recording, spark):
+    """Two clients under one ClientInstanceId (a client that reuses or hard-codes its id; librdkafka's mock
+    cluster hands every client the same one) are one instance to a broker: one_client_per_instance fails for
+    it and names both clients; every other instance passes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rec, _ = recording
+    table = read_recording(rec)
+    producer = table.filter(pc.equal(table.column("client_id"), "rdk-producer"))
+    iid = producer.column("client_instance_id")[0].as_py()
+    impostor = producer.slice(0, 2)
+    impostor = impostor.set_column(impostor.schema.get_field_index("client_id"), "client_id",
+                                   pa.array(["impostor"] * 2, pa.string()))
+    t = impostor.column("received_at_ms").to_pylist()
+    impostor = impostor.set_column(impostor.schema.get_field_index("received_at_ms"), "received_at_ms",
+                                   pa.array([x + 1 for x in t], impostor.schema.field("received_at_ms").type))
+    rep = report(spark.createDataFrame(pa.concat_tables([table, impostor])), spark)
+    rows = {(r["client_software_name"], r["check"]): r.asDict() for r in rep.conformance.collect()}
+    shared = rows[("confluent-kafka-python", "one_client_per_instance")]
+    assert shared["status"] == "fail" and shared["failures"] == 1 and shared["examples"] == [iid]
+    assert "impostor" in shared["detail"] and "rdk-producer" in shared["detail"]
+    others = [r for (sw, check), r in rows.items() if check == "one_client_per_instance" and sw != "confluent-kafka-python"]
+    assert others and all(r["status"] == "pass" for r in others)

@@ -109,6 +109,11 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "terminating_push": (
         "terminating push before leaving", "Client termination: a client sends a final PushTelemetry with "
         "Terminating=true before it closes", "instances"),
+    "one_client_per_instance": (
+        "one client per instance id", "ClientInstanceId: a UUID4 the broker generates for one client instance, "
+        "which the client keeps for its lifetime whichever broker it talks to; pushes under one id from several "
+        "clients (client id, software name and version) are one instance to the broker (one subscription, one "
+        "push-interval clock) and cannot be told apart in the collected metrics", "instances"),
     "error_responses": (
         "no error responses", "PushTelemetry error codes: a conforming client is not answered INVALID_REQUEST, "
         "INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, TELEMETRY_TOO_LARGE, nor UNKNOWN_SUBSCRIPTION_ID twice in a "
@@ -444,6 +449,7 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         left = [r for r in rs if r["terminated"] or r["left"]]
         term_bad = [r for r in rs if departed(r)]
         running = sum(1 for r in rs if not r["terminated"] and not r["left"])
+        with_id = [r for r in rs if r["client_instance_id"] is not None]
         cov_checked, cov_bad, cov_ex, cov_why = 0, 0, [], []
         for group, standard, label in ((is_p, STANDARD_PRODUCER_METRICS, "producer"),
                                        (is_c, STANDARD_CONSUMER_METRICS, "consumer")):
@@ -489,6 +495,9 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
             "compression_accepted": (total("compression_bad"), total("compression_checked"), failing("compression_bad"),
                                      f"compression types used: {comp_why}" if comp_why else None),
             "terminating_push": (len(term_bad), len(left), ex(departed), term_note),
+            "one_client_per_instance": (sum(1 for r in with_id if (r["clients"] or 0) > 1), len(with_id),
+                                        ex(lambda r: (r["clients"] or 0) > 1), names("client_names")
+                                        if any((r["clients"] or 0) > 1 for r in rs) else None),
             "error_responses": (total("error_faults"), total("pushes"), failing("error_faults"),
                                 f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None),
         }

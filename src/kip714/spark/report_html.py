@@ -24,7 +24,8 @@ INSIGHT_FIELDS = ("client_instance_id", "client_id", "insight", "metric", "value
 _SHORT = {"payload_decodes": "decodes", "metric_naming": "naming", "subscribed_only": "subscribed",
           "temporality": "temporal", "start_time_stable": "start", "no_duplicate_series": "no-dup",
           "standard_coverage": "coverage", "resource_labels": "labels", "push_interval": "interval",
-          "compression_accepted": "compress", "terminating_push": "terminate", "error_responses": "errors"}
+          "compression_accepted": "compress", "terminating_push": "terminate", "one_client_per_instance": "one-client",
+          "error_responses": "errors"}
 
 
 def _rows(df, order=()) -> list[dict[str, Any]]:

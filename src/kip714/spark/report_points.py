@@ -47,6 +47,8 @@ _PUSH_FIELDS = [
     ("earliest_gap_ms", pa.int64()), ("compression_checked", pa.int64()), ("compression_bad", pa.int64()),
     ("compression_bad_types", _STR_LIST), ("error_responses", pa.int64()), ("error_faults", pa.int64()),
     ("error_codes", _STR_LIST),
+    # inst: the clients (client id, software name and version) that pushed under the instance id
+    ("clients", pa.int64()), ("client_names", _STR_LIST),
     # inst: payloads that did not decompress or decode
     ("decode_failed", pa.int64()), ("decode_error", pa.string()),
 ]
@@ -278,6 +280,14 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
         vals = p.column(name).to_pylist()
         out[name] = _first_by(groups, starts, ends, n_inst, lambda a, b, v=vals: v[a] if v[a] is not None
                               else "unknown")
+    who = list(zip(*(p.column(c).to_pylist() for c in ("client_id", "client_software_name",
+                                                        "client_software_version"))))
+
+    def clients(a, b):     # distinct (client id, software, version) in the order they pushed
+        return list(dict.fromkeys(who[a:b]))
+    out["clients"] = _first_by(groups, starts, ends, n_inst, lambda a, b: len(clients(a, b)), 0)
+    out["client_names"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
+        f"{c or '?'} ({n or 'unknown'} {v or ''})".replace(" )", ")") for c, n, v in clients(a, b)), [])
     ctype_s, code_s = ctype.tolist(), code.tolist()
     out["compression_bad_types"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
         str(ctype_s[i]) for i in range(a, b) if comp_bad[i]), [])

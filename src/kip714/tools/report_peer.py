@@ -119,11 +119,13 @@ def report_pandas(recording, options=None):
     p["err_fault"] = (code != 0) & (code != throttled) & ((code != unknown) | ((prev_err == unknown) &
                                                                               (prev_sid == p["subscription_id"])))
     p["has_payload"] = p["payload_bytes"].notna()
+    p["who"] = list(zip(p["client_id"], p["client_software_name"], p["client_software_version"]))
     pi = p.groupby("client_instance_id").agg(
         pushes=("received_at_ms", "size"), payload_pushes=("has_payload", "sum"),
         last=("received_at_ms", "max"), terminated=("terminating", "any"),
         interval_checked=("interval_checked", "sum"), early=("early", "sum"), comp_checked=("comp_checked", "sum"),
-        comp_bad=("comp_bad", "sum"), err_fault=("err_fault", "sum"), decode_failed=("decode_failed", "sum"))
+        comp_bad=("comp_bad", "sum"), err_fault=("err_fault", "sum"), decode_failed=("decode_failed", "sum"),
+        clients=("who", "nunique"))
     closed = read_closed(recording).to_pandas()
     closed = closed[closed["reason"].fillna("client") != "endpoint"].groupby("client_instance_id")["closed_at_ms"].max()
     pi["left"] = (closed.reindex(pi.index) >= pi["last"]).fillna(False).astype(bool)
@@ -175,6 +177,7 @@ def report_pandas(recording, options=None):
             "push_interval": (grp["early"].sum(), grp["interval_checked"].sum()),
             "compression_accepted": (grp["comp_bad"].sum(), grp["comp_checked"].sum()),
             "terminating_push": ((~grp["terminated"] & grp["left"]).sum(), term_checked.sum()),
+            "one_client_per_instance": ((grp["clients"] > 1).sum(), len(grp)),
             "error_responses": (grp["err_fault"].sum(), grp["pushes"].sum()),
         }
         for check in CHECKS:
