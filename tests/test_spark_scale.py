@@ -176,6 +176,25 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
     other = failure_line(Py4JError("com.example.Missing does not exist in the JVM"), {}, "local[1]")
     assert other.startswith("kip714 pipeline: Spark job failed: com.example.Missing")
 
+    # another variant (seen in CI): the converter's isInstanceOf call itself fails, raised while the gateway's
+    # connection was being lost (Python chains the Py4JNetworkError and the ConnectionResetError under it)
+    class Py4JNetworkError(Exception):
+        pass
+
+    def broken():
+        try:
+            try:
+                raise ConnectionResetError(104, "Connection reset by peer")
+            except ConnectionResetError:
+                raise Py4JNetworkError("Error while sending or receiving")
+        except Py4JNetworkError:
+            raise Py4JError("An error occurred while calling z:py4j.reflection.TypeUtil.isInstanceOf")
+    try:
+        broken()
+    except Py4JError as exc:
+        line = failure_line(exc, {"spark.driver.memory": "512m"}, "local[1]")
+    assert line.startswith("kip714 pipeline: the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
+
 
 def test_conf_option_reaches_spark(base_recording, tmp_path):
     proc = _pipeline([str(base_recording), str(tmp_path / "out"), "--quiet", "--conf", "bad"])

@@ -788,7 +788,8 @@ class TelemetryProxy:
             await server.wait_closed()
         if self.recorder is not None:
             self.recorder.close()
-        log.info("event=stopped %s", self.summary())
+        if self._ready is not None and self._ready.is_set():   # a start that failed has no summary to give
+            log.info("event=stopped %s", self.summary())
 
     async def serve(self, duration_s: float | None = None, stop: asyncio.Event | None = None) -> None:
         """Run until ``stop`` is set or ``duration_s`` passes (forever when neither is given)."""

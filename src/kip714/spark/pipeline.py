@@ -200,12 +200,28 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     # Py4J's own classes unreachable ("py4j.reflection… does not exist in the JVM"): the gateway broke while the
     # JVM was failing (seen when an OutOfMemoryError hits the thread describing the error)
     gateway_broken = re.search(r"\bpy4j\.\S* does not exist in the JVM", text) is not None
+    # the gateway's connection broke while the error was being described (pyspark's converter calls
+    # py4j.reflection.TypeUtil.isInstanceOf on a JVM already gone): the exceptions Python chained on the way
+    lost = _chain_has(exc, ("Py4JNetworkError", "ConnectionResetError", "ConnectionRefusedError", "BrokenPipeError"))
     if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
-            or "SparkContext was shut down" in text or no_details or gateway_broken:  # a Java error it can no longer describe
+            or "SparkContext was shut down" in text or no_details or gateway_broken or lost:  # a Java error it can no longer describe
         return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     return f"kip714 pipeline: Spark job failed: {first[:300]} (--verbose shows the traceback)"
+
+
+def _chain_has(exc: BaseException, names: tuple[str, ...]) -> bool:
+    """Whether ``exc`` or an exception it was raised from or during (``__cause__``/``__context__``) is of a
+    type named in ``names`` (bounded walk)."""
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            return False
+        if type(seen).__name__ in names:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _failure_text(exc: BaseException) -> str:
