@@ -173,6 +173,8 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
     line = failure_line(Py4JError("py4j.reflection.TypeUtil.isInstanceOf does not exist in the JVM"),
                         {"spark.driver.memory": "512m"}, "local[1]")
     assert line.startswith("kip714 pipeline: the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
+    line = failure_line(Py4JError("py4j does not exist in the JVM"), {"spark.driver.memory": "512m"}, "local[1]")
+    assert line.startswith("kip714 pipeline: the Spark JVM died")      # the package itself (seen in CI)
     other = failure_line(Py4JError("com.example.Missing does not exist in the JVM"), {}, "local[1]")
     assert other.startswith("kip714 pipeline: Spark job failed: com.example.Missing")
 

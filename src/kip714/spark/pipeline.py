@@ -199,7 +199,7 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     no_details = type(exc).__name__ == "Py4JJavaError" and sum(1 for line in text.splitlines() if line.strip()) <= 1
     # Py4J's own classes unreachable ("py4j.reflection… does not exist in the JVM"): the gateway broke while the
     # JVM was failing (seen when an OutOfMemoryError hits the thread describing the error)
-    gateway_broken = re.search(r"\bpy4j\.\S* does not exist in the JVM", text) is not None
+    gateway_broken = re.search(r"\bpy4j(\.\S*)? does not exist in the JVM", text) is not None
     # the gateway's connection broke while the error was being described (pyspark's converter calls
     # py4j.reflection.TypeUtil.isInstanceOf on a JVM already gone): the exceptions Python chained on the way
     lost = _chain_has(exc, ("Py4JNetworkError", "ConnectionResetError", "ConnectionRefusedError", "BrokenPipeError"))
