@@ -473,7 +473,8 @@ def decode_metrics_batch(payloads, labels=None, errors="raise", *, max_rows=MAX_
     :data:`COLUMNS`, says which payload each row came from, and label columns follow it.
 
     ``labels``: None, one dict for every payload, or a list of dicts (or None) with one per payload; a
-    label missing for a payload is null on its rows.
+    label missing for a payload is null on its rows. A label that is an int in every payload is an int64
+    column; one that is a str in any payload is a string column, its int values written as decimal text.
 
     ``errors="raise"`` (the default) raises :class:`~kip714.errors.CorruptPayloadError` at the first
     bad payload (None counts as bad). ``errors="collect"`` skips bad payloads and returns
