@@ -118,6 +118,12 @@ def test_compression_levels():
             compress_payload(PAYLOAD, accepted, level=level)
     with pytest.raises(kip714.InvalidConfigError, match="snappy compression takes no level"):
         kip714.compress(PAYLOAD, 2, level=1)
+    # a client configured with such a level is refused when it is made, not at a push (where the error had left
+    # its telemetry state stuck in PUSH_IN_PROGRESS)
+    with pytest.raises(kip714.InvalidConfigError, match="gzip level must be in"):
+        kip714.ClientTelemetry(None, compression_level=99)
+    assert kip714.ClientTelemetry(None, compression_level=99, supported_compression=[0, 2]).compression_level == 99
+    assert kip714.ClientTelemetry(None, compression_level={CompressionType.ZSTD: 19}).compression_level
 
 
 def test_compress_empty_payload_and_fallback(monkeypatch):

@@ -258,7 +258,7 @@ def test_an_unreachable_collector_is_said_once_and_so_is_its_return(receiver, ca
         r.close()                     # gone again: said again, once
         push(fwd, data)
         assert wait(lambda: fwd.dropped.get("retries-exhausted") == 4)
-        assert len(said("failed:")) == 2
+        assert len(said("failed:")) == 2 and len(said("given up after")) == 2   # again after a delivery
     finally:
         fwd.max_elapsed_s = 60        # what is queued at close stays queued
         for _ in range(3):

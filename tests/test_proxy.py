@@ -217,6 +217,8 @@ def test_a_broker_without_a_usable_listener_stops_the_start(mock3):
     err = _start_fails(mock3.bootstraps, port=0, broker_ports=ports)
     assert "broker node id 3 has no port in --broker-ports" in str(err)
     assert err.error_code == kip714.ErrorCode.INVALID_CONFIG
+    for port in ports.values():       # the listeners opened before the failure were let go
+        socket.create_server(("127.0.0.1", port)).close()
     err = _start_fails(mock3.bootstraps, port=0, broker_port_base=65534)
     assert "broker node id 2 maps to port 65536, outside 1-65535" in str(err)
     with socket.create_server(("127.0.0.1", 0)) as taken:

@@ -462,6 +462,17 @@ def test_a_live_recording_is_reported_with_its_open_parts(recording, spark, tmp_
     (only_open / OPEN_DIR).mkdir(parents=True)
     pq.write_table(table, only_open / OPEN_DIR / "part-000001.parquet")
     assert sum(r["pushes"] for r in report(str(only_open), spark).clients.collect()) == sum(want.values())
+    # the recorder rolls while Spark works: the parts it deletes were read when the DataFrame was made
+    from kip714.spark.decode import read_recording_df
+
+    df = read_recording_df(spark, str(live))
+    (live / OPEN_DIR / "part-000001.parquet").unlink()
+    assert df.count() == table.num_rows and df.count() == table.num_rows
+    # clients that connected but never pushed: connection-closed rows only, an empty report (not an error)
+    quiet = tmp_path / "quiet"
+    (quiet / "_closed").mkdir(parents=True)
+    pq.write_table(read_closed(rec), quiet / "_closed" / "closed-1.parquet")
+    assert recording_paths(str(quiet)) == [] and report(str(quiet), spark).clients.count() == 0
 
 
 def test_a_path_that_holds_no_recording_says_so(tmp_path):
@@ -506,5 +517,6 @@ def test_an_instance_id_two_clients_push_under_is_reported(recording, spark):
     shared = rows[("confluent-kafka-python", "one_client_per_instance")]
     assert shared["status"] == "fail" and shared["failures"] == 1 and shared["examples"] == [iid]
     assert "impostor" in shared["detail"] and "rdk-producer" in shared["detail"]
+    assert "rdk-consumer" not in shared["detail"]     # only the clients of the shared id are named
     others = [r for (sw, check), r in rows.items() if check == "one_client_per_instance" and sw != "confluent-kafka-python"]
     assert others and all(r["status"] == "pass" for r in others)

@@ -305,3 +305,8 @@ def test_a_bad_subscription_file_changes_nothing_and_its_fix_is_applied(tmp_path
     with pytest.raises(kip714.InvalidConfigError):
         watcher.reload()
     assert [s.name for s in reg.subscriptions()] == ["prod2"]
+    # a .json file caught empty mid-save (truncated, not yet written) is an error, not "no subscriptions"
+    empty = tmp_path / "subs.json"
+    empty.write_text("")
+    with pytest.raises(ValueError):
+        SubscriptionFileWatcher(SubscriptionRegistry(), empty)

@@ -65,6 +65,8 @@ def _describe(exc: BaseException) -> tuple[str, int]:
         return f"{exc} (error code {exc.error_code.value} {exc.error_code.name})", 2
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}", 2
+    if isinstance(exc, OSError) and exc.strerror:     # the words, not "[Errno 98] …"
+        return exc.strerror, 2
     if isinstance(exc, (OSError, ValueError)):
         return str(exc) or type(exc).__name__, 2
     # anything else (a Spark job failure, a bug): its first line

@@ -337,6 +337,11 @@ class ClientTelemetry:
         self.collector = collector
         self.supported_compression = tuple(CompressionType(int(c)) for c in supported_compression)
         self.compression_level = compression_level
+        for ct in self.supported_compression:   # a level a codec does not take: refused now, not at a push
+            if ct != CompressionType.NONE and _level_for(compression_level, ct) is not None:
+                from .._codec import compress
+
+                compress(b"", int(ct), _level_for(compression_level, ct))
         self.rng = rng if rng is not None else random.Random()
         self.disconnect_backoff_ms = disconnect_backoff_ms
         self.state = ClientTelemetryState.SUBSCRIPTION_NEEDED
@@ -445,10 +450,10 @@ class ClientTelemetry:
                 self.last_request_ms = now_ms
                 return None
             payload = b""
+        ctype = choose_compression(sub.accepted_compression_types, self.supported_compression, len(payload))
+        data = _compress_or_none(payload, ctype, self.compression_level)   # before the state moves
         if not self._set_state(_S.TERMINATING_PUSH_IN_PROGRESS if terminating else _S.PUSH_IN_PROGRESS):
             return None
-        ctype = choose_compression(sub.accepted_compression_types, self.supported_compression, len(payload))
-        data = _compress_or_none(payload, ctype, self.compression_level)
         if data is None:
             self.stats.compression_fallbacks += 1
             ctype, data = CompressionType.NONE, payload

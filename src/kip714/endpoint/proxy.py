@@ -549,8 +549,9 @@ class TelemetryProxy:
     ``upstream``: the cluster's bootstrap servers (``"host:port,host:port"`` or a list). ``port``: the
     bootstrap listener; each broker gets ``broker_port_base + node_id`` (default base ``port + 1``; base
     ``0`` picks free ports, for tests — not stable across restarts) or its port in ``broker_ports``
-    ({node_id: port}); a node id without a valid port is an error on the connection whose response named
-    it. ``advertised_host``: the host clients are told (default ``host``). ``telemetry``: ``auto``,
+    ({node_id: port}); a broker of the cluster without a usable port (none in ``broker_ports``, past 65535, or
+    taken) makes ``start()`` raise :class:`ListenerError` (INVALID_CONFIG), and one that appears later is an
+    error on the connection whose response named it. ``advertised_host``: the host clients are told (default ``host``). ``telemetry``: ``auto``,
     ``terminate``, ``tap`` or ``off``. ``broker`` answers (terminate) or records (tap) telemetry;
     ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it; with a
     synchronous recorder (``sync=True``, ``--record-sync``) a push's answer, the proxy's own or the
@@ -682,6 +683,7 @@ class TelemetryProxy:
         factory = (lambda: _ClientConnection(self, node_id))
         task = loop.create_task(loop.create_server(factory, sock=sock, ssl=self.ssl, backlog=1024))
         task.add_done_callback(self._server_started)
+        task.sock = sock          # closed by close() if the server never started (a failed start)
         self._pending_servers.append(task)
         if node_id is not None:
             self._ports[node_id] = port
@@ -692,6 +694,8 @@ class TelemetryProxy:
         self._pending_servers.remove(task)
         if not task.cancelled() and task.exception() is None:
             self._servers.append(task.result())
+        else:
+            task.sock.close()     # no server took it over
 
     # ---------------------------------------------------------------------------- life cycle
 

@@ -19,10 +19,10 @@ log = logging.getLogger("kip714.endpoint")
 
 def load_subscription_file(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     """Subscriptions from a file: JSON ``{"name": {"metrics": "...", "interval.ms": "...", "match": "..."}}``
-    (a file whose first non-blank character is ``{``, whatever its name) or lines
+    (a file named ``*.json``, or whose first non-blank character is ``{``) or lines
     ``name metrics=[a,b],interval.ms=1000,match=[client_id=x]`` (``#`` starts a comment)."""
     text = pathlib.Path(path).read_text()
-    if text.lstrip().startswith("{"):
+    if str(path).endswith(".json") or text.lstrip().startswith("{"):   # an empty .json file is an error
         data = json.loads(text)
         if not isinstance(data, dict) or not all(isinstance(cfg, dict) for cfg in data.values()):
             raise InvalidConfigError("a JSON subscription file maps each name to an object of configs")

@@ -14,7 +14,8 @@ waiting ``Retry-After`` when the server sends one, otherwise an exponential back
 dropped and counted (``retries-exhausted``). Other statuses are not retried (``rejected``). While a batch
 is being retried the queue keeps absorbing pushes up to ``max_queue``. What :meth:`close` cannot deliver in its
 timeout is dropped and counted (``shutdown``). A collector that cannot be reached is logged once when it goes
-away (with the first batch given up) and once when it answers again, with what the outage cost.
+away and once when it answers again, with what the outage cost; the first batch given up after a delivery
+is logged with its count (whatever the failure: no connection, 429/5xx, TLS).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class OtlpForwarder:
         self.retries = 0
         self._tls_warned = False
         self._outage: dict | None = None       # while the collector cannot be reached: failed requests, drops
+        self._gave_up_said = False             # a batch given up was logged; reset when one is delivered
         self._thread = threading.Thread(target=self._run, name="kip714-otlp", daemon=True)
         self._thread.start()
 
@@ -194,6 +196,7 @@ class OtlpForwarder:
             if status is not None and 200 <= status < 300:
                 with self._lock:
                     self.forwarded += len(parts)
+                self._gave_up_said = False
                 return
             if status is not None and status not in RETRYABLE_STATUSES:
                 log.warning("OTLP export refused with HTTP %s: %d payloads dropped", status, len(parts))
@@ -210,12 +213,11 @@ class OtlpForwarder:
                 self._count("retries-exhausted", len(parts))
                 if self._outage is not None:
                     self._outage["dropped"] += len(parts)
-                if self._outage is None or not self._outage["gave_up"]:
+                if not self._gave_up_said:
+                    self._gave_up_said = True
                     log.warning("OTLP export to %s given up after %.0f s of retries: %d payloads dropped (counted "
-                                "as kip714_otlp_dropped_total{reason=\"retries-exhausted\"}; said once per outage)",
-                                self.url, time.monotonic() - started, len(parts))
-                    if self._outage is not None:
-                        self._outage["gave_up"] = True
+                                "as kip714_otlp_dropped_total{reason=\"retries-exhausted\"}; said again only after "
+                                "a batch is delivered)", self.url, time.monotonic() - started, len(parts))
                 return
             with self._lock:
                 self.retries += 1
@@ -238,7 +240,7 @@ class OtlpForwarder:
         except urllib3.exceptions.HTTPError as exc:
             self._status("error")
             if self._outage is None:    # said once when the collector goes away, once when it is back
-                self._outage = {"since": time.monotonic(), "failed": 0, "dropped": 0, "gave_up": False}
+                self._outage = {"since": time.monotonic(), "failed": 0, "dropped": 0}
                 log.warning("OTLP export to %s failed: %s (retried with backoff; counted as "
                             "kip714_otlp_requests_total{status=\"error\"})", self.url, exc)
             else:

@@ -509,10 +509,16 @@ def read_recording(directory: str | os.PathLike):
     are null. It reads what a killed recorder left (its parts in ``_open/``; a part a roll had already merged
     is read once); a part there that cannot be read (only possible after a host crash of a recorder without
     ``sync``) is skipped with a warning."""
+    return read_recording_files(recording_files(directory))
+
+
+def read_recording_files(files: list[pathlib.Path]):
+    """The rows of these recording files (as :func:`recording_files` lists them) as one ``pyarrow.Table`` in
+    :func:`record_schema`. A part in ``_open/`` that cannot be read is skipped with a warning; one that is gone
+    was merged by a roll since it was listed (a live recording) and is skipped too."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    files = recording_files(directory)
     schema = record_schema()
     if not files:
         return schema.empty_table()
@@ -523,7 +529,8 @@ def read_recording(directory: str | os.PathLike):
         except Exception as exc:
             if f.parent.name != OPEN_DIR:
                 raise
-            log.warning("event=recording_part_unreadable part=%s error=%r (skipped)", f, exc)
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("event=recording_part_unreadable part=%s error=%r (skipped)", f, exc)
             continue
         tables.append(pa.table([t.column(c).cast(schema.field(c).type) if c in t.column_names
                                 else pa.nulls(t.num_rows, schema.field(c).type) for c in schema.names],

@@ -99,13 +99,14 @@ def _to_spark_schema(schema: pa.Schema):
 
 
 def recording_paths(path: str) -> list[str]:
-    """The files Spark reads for the recording at ``path``. For a local folder, those
+    """The files of the recording at ``path``. For a local folder, those
     :func:`kip714.sinks.recorder.recording_files` lists: the rolled files and the parts of the file being
     filled (``_open/``, which Spark's own listing skips, as it skips every ``_`` folder) — a live or killed
-    endpoint's last rows included. A URL (``hdfs://``, ``s3a://``…) or a single file: ``[path]``, read as Spark
-    lists it. FileNotFoundError when ``path`` does not exist; ValueError when a local folder holds no
-    recording (naming the folders below it that do)."""
-    from ..sinks.recorder import recording_files
+    endpoint's last rows included; a recording with connection-closed rows only (clients that never pushed)
+    has none. A URL (``hdfs://``, ``s3a://``…) or a single file: ``[path]``, read as Spark lists it.
+    FileNotFoundError when ``path`` does not exist; ValueError when a local folder holds no recording (naming
+    the folders below it that hold Parquet files)."""
+    from ..sinks.recorder import CLOSED_DIR, recording_files
 
     if "://" in path:
         return [path]
@@ -117,7 +118,7 @@ def recording_paths(path: str) -> list[str]:
             raise ValueError(f"{path} is not a recording (a folder written by --record, or one of its .parquet files)")
         return [path]
     files = recording_files(p)
-    if not files:
+    if not files and not (p / CLOSED_DIR).is_dir():
         below = sorted({str(f.parent.relative_to(p)) for f in p.rglob("*.parquet")
                         if not any(part.startswith("_") for part in f.relative_to(p).parts[:-1])})[:3]
         hint = f"; folders below it with Parquet files: {', '.join(below)}" if below else ""
@@ -127,8 +128,21 @@ def recording_paths(path: str) -> list[str]:
 
 def read_recording_df(spark, path: str):
     """A recording (``kip714 serve/proxy --record``) as a Spark DataFrame in the recording schema (columns a
-    recording by an older kip714 lacks are null), read from :func:`recording_paths`."""
-    return spark.read.schema(_to_spark_schema(record_schema())).parquet(*recording_paths(path))
+    recording by an older kip714 lacks are null), of the files :func:`recording_paths` lists. The parts of the
+    file being filled (``_open/``) are read now, on the driver (they hold at most one roll interval): a live
+    recorder merges and deletes them when it rolls, which would fail a Spark job that reads them later."""
+    from ..sinks.recorder import OPEN_DIR, read_recording_files
+
+    schema = _to_spark_schema(record_schema())
+    files = recording_paths(path)
+    local = "://" not in path
+    parts = [f for f in files if local and pathlib.Path(f).parent.name == OPEN_DIR]
+    rolled = [f for f in files if f not in parts]
+    df = spark.read.schema(schema).parquet(*rolled) if rolled else None
+    if parts or df is None:
+        now = spark.createDataFrame(read_recording_files([pathlib.Path(f) for f in parts]), schema=schema)
+        df = now if df is None else df.unionByName(now)
+    return df
 
 
 # ------------------------------------------------------------------------------ the Arrow workers

@@ -450,6 +450,7 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         term_bad = [r for r in rs if departed(r)]
         running = sum(1 for r in rs if not r["terminated"] and not r["left"])
         with_id = [r for r in rs if r["client_instance_id"] is not None]
+        shared = [r for r in with_id if (r["clients"] or 0) > 1]     # several clients under one instance id
         cov_checked, cov_bad, cov_ex, cov_why = 0, 0, [], []
         for group, standard, label in ((is_p, STANDARD_PRODUCER_METRICS, "producer"),
                                        (is_c, STANDARD_CONSUMER_METRICS, "consumer")):
@@ -495,9 +496,8 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
             "compression_accepted": (total("compression_bad"), total("compression_checked"), failing("compression_bad"),
                                      f"compression types used: {comp_why}" if comp_why else None),
             "terminating_push": (len(term_bad), len(left), ex(departed), term_note),
-            "one_client_per_instance": (sum(1 for r in with_id if (r["clients"] or 0) > 1), len(with_id),
-                                        ex(lambda r: (r["clients"] or 0) > 1), names("client_names")
-                                        if any((r["clients"] or 0) > 1 for r in rs) else None),
+            "one_client_per_instance": (len(shared), len(with_id), ex(lambda r: (r["clients"] or 0) > 1),
+                                        joined(r["client_names"] for r in shared) or None),
             "error_responses": (total("error_faults"), total("pushes"), failing("error_faults"),
                                 f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None),
         }
