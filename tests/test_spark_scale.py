@@ -175,6 +175,10 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
     assert line.startswith("kip714 pipeline: the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
     line = failure_line(Py4JError("py4j does not exist in the JVM"), {"spark.driver.memory": "512m"}, "local[1]")
     assert line.startswith("kip714 pipeline: the Spark JVM died")      # the package itself (seen in CI)
+    # whatever message reached Python, a driver JVM that has exited died (its out-of-memory handler exits it)
+    vague = Py4JError("An error occurred while calling o168.parquet.")
+    assert failure_line(vague, {}, "local[1]").startswith("kip714 pipeline: Spark job failed")
+    assert failure_line(vague, {}, "local[1]", jvm_gone=True).startswith("kip714 pipeline: the Spark JVM died")
     other = failure_line(Py4JError("com.example.Missing does not exist in the JVM"), {}, "local[1]")
     assert other.startswith("kip714 pipeline: Spark job failed: com.example.Missing")
 

@@ -54,6 +54,8 @@ def run(args) -> int:
         return _follow(args)
     conf = dict(args.conf)
     _pipeline.detect_input(args.input)  # a missing or unreadable input is bad input (exit 2), not a Spark failure
+    if not args.verbose:
+        _pipeline.quiet_gateway_errors()
     try:
         summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
                                max_output=args.max_output, progress=not args.quiet, conf=conf,
@@ -64,7 +66,8 @@ def run(args) -> int:
     except Exception as exc:  # a Spark/Py4J failure: one line, not a 60-line traceback (--verbose shows it)
         if args.verbose:
             raise
-        print(failure_line(exc, conf, args.master), file=sys.stderr)
+        local = args.master is None or args.master.startswith("local")
+        print(failure_line(exc, conf, args.master, jvm_gone=local and _pipeline.jvm_exited()), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({**asdict(summary), "points_per_second": summary.points_per_second}))

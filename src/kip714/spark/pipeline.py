@@ -20,6 +20,7 @@ and what to raise (--verbose shows Spark's log and the traceback).
 """
 
 import errno
+import os
 import pathlib
 import re
 import sys
@@ -172,8 +173,41 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
     return summary
 
 
-def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master: str | None = None) -> str:
-    """One line saying why a Spark job failed and which setting to raise (for the command line)."""
+def quiet_gateway_errors() -> None:
+    """Drop the log records Py4J writes from its own modules (through the root logger, with a traceback) when
+    its connection to a dying JVM breaks: the command line says what happened in one line instead
+    (:func:`failure_line`; ``--verbose`` shows everything)."""
+    import logging
+
+    def not_py4j(record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in (record.pathname or "")
+
+    logging.getLogger().addFilter(not_py4j)
+
+
+def jvm_exited(wait_s: float = 2.0) -> bool:
+    """Whether this process's Spark JVM (the one pyspark launched) has exited, or does within ``wait_s``: after
+    a failure, the sure sign that it died (its out-of-memory handler exits it), whatever message reached Python."""
+    import subprocess
+
+    try:
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)
+        if proc is None:
+            return False
+        proc.wait(timeout=wait_s)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+    except Exception:  # no pyspark, no gateway: nothing to tell
+        return False
+
+
+def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master: str | None = None,
+                 jvm_gone: bool = False) -> str:
+    """One line saying why a Spark job failed and which setting to raise (for the command line).
+    ``jvm_gone``: the driver's JVM is known to have exited (:func:`jvm_exited`)."""
     from .decode import default_driver_memory
 
     conf = conf or {}
@@ -204,7 +238,8 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     # py4j.reflection.TypeUtil.isInstanceOf on a JVM already gone): the exceptions Python chained on the way
     lost = _chain_has(exc, ("Py4JNetworkError", "ConnectionResetError", "ConnectionRefusedError", "BrokenPipeError"))
     if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
-            or "SparkContext was shut down" in text or no_details or gateway_broken or lost:  # a Java error it can no longer describe
+            or "SparkContext was shut down" in text or no_details or gateway_broken or lost or jvm_gone:
+        # a Java error it can no longer describe
         return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
