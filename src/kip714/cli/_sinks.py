@@ -9,6 +9,8 @@ import os
 import ssl
 from typing import Any
 
+from ..endpoint.connection import os_error_words
+from ..errors import InvalidConfigError
 from ..sinks.prometheus import BROKER_LABELS, DEFAULT_LABELS
 from ._args import duration
 
@@ -31,6 +33,23 @@ def _header(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def require_files(*options: tuple[str, str | None]) -> None:
+    """Each given ``(option, path)`` names a file that exists (InvalidConfigError naming both otherwise)."""
+    for option, path in options:
+        if path and not os.path.isfile(path):
+            raise InvalidConfigError(f"{option} {path}: no such file")
+
+
+def cert_chain_error(exc: BaseException, cert_option: str, cert: str, key_option: str,
+                     key: str | None) -> InvalidConfigError:
+    """The error for a certificate chain ``ssl`` could not load, naming the options and files (ssl's own
+    says "PEM lib" without either)."""
+    where = f"{cert_option} {cert}" + (f" / {key_option} {key}" if key else "")
+    hint = "" if key else f" (without {key_option}, the private key must be in the same PEM file)"
+    return InvalidConfigError(f"{where}: cannot load a certificate chain and its private key: "
+                              f"{getattr(exc, 'reason', None) or exc}{hint}")
 
 
 def add_sink_options(parser: argparse.ArgumentParser) -> None:
@@ -79,8 +98,6 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
     from ..sinks.otlp_forward import OtlpForwarder
     from ..sinks.prometheus import PrometheusExporter, parse_labels
 
-    from ..errors import InvalidConfigError
-
     for key, cert in (("prometheus_tls_key", "prometheus_tls_cert"), ("otlp_client_key", "otlp_client_cert")):
         if getattr(args, key, None) and not getattr(args, cert, None):
             raise InvalidConfigError(f"--{key.replace('_', '-')} needs --{cert.replace('_', '-')}")
@@ -88,10 +105,9 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
                           ("otlp_ca", "otlp_endpoint")):
         if getattr(args, option, None) and not getattr(args, needs, None):     # never silently ignored
             raise InvalidConfigError(f"--{option.replace('_', '-')} needs --{needs.replace('_', '-')}")
-    for option in ("prometheus_tls_cert", "prometheus_tls_key", "otlp_ca", "otlp_client_cert", "otlp_client_key"):
-        path = getattr(args, option, None)
-        if path and not os.path.isfile(path):
-            raise InvalidConfigError(f"--{option.replace('_', '-')} {path}: no such file")
+    require_files(*((f"--{option.replace('_', '-')}", getattr(args, option, None))
+                    for option in ("prometheus_tls_cert", "prometheus_tls_key", "otlp_ca", "otlp_client_cert",
+                                   "otlp_client_key")))
     sinks: list[Any] = []
     exporter = forwarder = None
     if getattr(args, "otlp_endpoint", None):
@@ -115,11 +131,10 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
             bound = exporter.start_http_server(host, port, certfile=args.prometheus_tls_cert,
                                                keyfile=args.prometheus_tls_key)
         except ssl.SSLError as exc:
-            hint = "" if args.prometheus_tls_key else " (without --prometheus-tls-key, the key must be in the same file)"
-            raise InvalidConfigError(f"--prometheus-tls-cert {args.prometheus_tls_cert}: cannot load a certificate "
-                                     f"chain and its private key: {exc.reason or exc}{hint}") from None
+            raise cert_chain_error(exc, "--prometheus-tls-cert", args.prometheus_tls_cert, "--prometheus-tls-key",
+                                   args.prometheus_tls_key) from None
         except OSError as exc:
-            raise OSError(f"--prometheus {host}:{port}: cannot listen: {(exc.strerror or str(exc)).lower()}") from None
+            raise OSError(f"--prometheus {host}:{port}: cannot listen: {os_error_words(exc)}") from None
         scheme = "https" if args.prometheus_tls_cert else "http"
         log.info("event=prometheus url=%s://%s:%d/metrics", scheme, host, bound)
         exporter.url = f"{scheme}://{host}:{bound}/metrics"

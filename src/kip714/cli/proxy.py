@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import ssl
 from typing import Any
 
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
 from ._args import duration, host, port
-from ._sinks import add_sink_options
+from ._sinks import add_sink_options, require_files
 from .serve import (
     add_run_options,
     add_sinks,
@@ -80,8 +79,7 @@ def upstream_tls(args: Any) -> ssl.SSLContext | None:
         if args.upstream_ca:
             raise InvalidConfigError("--upstream-ca needs --upstream-tls")
         return None
-    if args.upstream_ca and not os.path.isfile(args.upstream_ca):
-        raise InvalidConfigError(f"--upstream-ca {args.upstream_ca}: no such file")
+    require_files(("--upstream-ca", args.upstream_ca))
     try:
         return ssl.create_default_context(cafile=args.upstream_ca)
     except ssl.SSLError as exc:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import ssl
 from typing import Any
@@ -25,7 +24,7 @@ from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
 from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
 from ._args import DURATION_HELP, advertised_port, duration, format_duration, format_size, host, node_id, port, size
-from ._sinks import add_sink_options, build_sinks
+from ._sinks import add_sink_options, build_sinks, cert_chain_error, require_files
 
 log = logging.getLogger("kip714.serve")
 _ACCEPTED = ",".join(COMPRESSION_NAMES[c] for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
@@ -186,16 +185,11 @@ def server_tls(args: Any) -> ssl.SSLContext | None:
 def load_cert_chain(ctx: ssl.SSLContext, cert: str, key: str | None, cert_option: str, key_option: str) -> None:
     """``ctx.load_cert_chain`` with an error that names the option and the file (ssl's own says "PEM lib"
     or "[Errno 2] No such file or directory" without either)."""
-    for option, path in ((cert_option, cert), (key_option, key)):
-        if path is not None and not os.path.isfile(path):
-            raise InvalidConfigError(f"{option} {path}: no such file")
+    require_files((cert_option, cert), (key_option, key))
     try:
         ctx.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:
-        where = f"{cert_option} {cert}" + (f" / {key_option} {key}" if key else "")
-        hint = "" if key else f" (without {key_option}, the private key must be in the same PEM file)"
-        raise InvalidConfigError(f"{where}: cannot load a certificate chain and its private key: "
-                                 f"{getattr(exc, 'reason', None) or exc}{hint}") from None
+        raise cert_chain_error(exc, cert_option, cert, key_option, key) from None
 
 
 def run_endpoint(endpoint: Any, args: Any, watcher: SubscriptionFileWatcher | None, sinks=()) -> None:

@@ -337,11 +337,12 @@ class ClientTelemetry:
         self.collector = collector
         self.supported_compression = tuple(CompressionType(int(c)) for c in supported_compression)
         self.compression_level = compression_level
-        for ct in self.supported_compression:   # a level a codec does not take: refused now, not at a push
-            if ct != CompressionType.NONE and _level_for(compression_level, ct) is not None:
-                from .._codec import compress
+        from .._codec import compress
 
-                compress(b"", int(ct), _level_for(compression_level, ct))
+        for ct in self.supported_compression:   # a level a codec does not take: refused now, not at a push
+            level = _level_for(compression_level, ct)
+            if ct != CompressionType.NONE and level is not None:
+                compress(b"", int(ct), level)
         self.rng = rng if rng is not None else random.Random()
         self.disconnect_backoff_ms = disconnect_backoff_ms
         self.state = ClientTelemetryState.SUBSCRIPTION_NEEDED

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import socket
 import time
 import weakref
 from collections import Counter, deque
@@ -79,6 +81,17 @@ class ClientIdentity:
                               client_source_port=self.port, principal=self.principal)
             self._infos[key] = info
         return info
+
+
+def os_error_words(exc: BaseException) -> str:
+    """An OS error in words, lower case: ``address already in use``, ``connection refused``, ``name or service
+    not known``… — not ``[Errno 98] …`` nor asyncio's text that repeats the address."""
+    if isinstance(exc, OSError) and not isinstance(exc, socket.gaierror) and isinstance(exc.errno, int) \
+            and exc.errno > 0:
+        return os.strerror(exc.errno).lower()
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
 
 
 def warn_if_no_subscription(broker: Any) -> None:

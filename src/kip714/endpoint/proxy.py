@@ -59,7 +59,7 @@ from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import FrameTooLargeError, InvalidConfigError, Kip714Error, UnsupportedVersionError
 from . import rewrite
 from .connection import (BufferBudget, EndpointConnection, EndpointStats, RecordGate, connection_ids, log_summaries,
-                         reap_idle, serve_until, warn_if_no_subscription)
+                         os_error_words, reap_idle, serve_until, warn_if_no_subscription)
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -109,9 +109,7 @@ def _reason(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, asyncio.IncompleteReadError):
         return "closed the connection"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return str(exc) or type(exc).__name__
+    return os_error_words(exc)
 
 
 def parse_upstream(spec: str | Iterable[Any]) -> list[tuple[str, int]]:
@@ -676,7 +674,7 @@ class TelemetryProxy:
             sock = socket.create_server((self.host, port), backlog=1024)
         except OSError as exc:
             what = "bootstrap" if node_id is None else f"broker node id {node_id}"
-            raise ListenerError(f"cannot listen on {self.host}:{port} for {what}: {exc}") from None
+            raise ListenerError(f"cannot listen on {self.host}:{port} for {what}: {os_error_words(exc)}") from None
         sock.setblocking(False)
         port = sock.getsockname()[1]
         loop = asyncio.get_running_loop()

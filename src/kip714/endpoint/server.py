@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from collections import Counter
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode, serve_max_frame_bytes
@@ -34,7 +32,7 @@ from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
 from .connection import (BufferBudget, EndpointStats, FramedConnection, RecordGate, connection_ids, log_summaries,
-                         reap_idle, serve_until)
+                         os_error_words, reap_idle, serve_until)
 
 __all__ = ["TelemetryServer", "ADVERTISED_APIS"]
 
@@ -182,10 +180,7 @@ class TelemetryServer:
             self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
                                                     reuse_address=True, backlog=1024, ssl=self.ssl)
         except OSError as exc:
-            # asyncio's text repeats the address ("error while attempting to bind on address (…): …")
-            reason = (os.strerror(exc.errno) if isinstance(exc.errno, int) and exc.errno > 0 and
-                      not isinstance(exc, socket.gaierror) else exc.strerror or str(exc)).lower()
-            raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port}: {reason}") from None
+            raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port}: {os_error_words(exc)}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(reap_idle(self, self._stats)))
         if self.summary_interval_s > 0:
