@@ -41,6 +41,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export PYTHONPATH=$TREE/src
 export KIP714_SANITIZED=1 KIP714_SKIP_SDIST=1
+# the thread stress tests (tests/test_threads.py) run ten times longer here
+export KIP714_STRESS_SCALE=${KIP714_STRESS_SCALE:-10}
 cd "$TREE"
 "$PY" -c 'import kip714._protocol as p, sys; assert p.__file__.startswith(sys.argv[1]), p.__file__' "$TREE"
 echo "== test suite under ASan + UBSan"

@@ -374,3 +374,57 @@ def test_push_path_keeps_the_instance_id_as_16_bytes(monkeypatch):
     again = type(payload)(inst, payload.terminating, payload.content_type, payload.data, payload.labels,
                           payload.compression_type, payload.subscription_id, payload.received_at_ms)
     assert again == payload and hash(again) == hash(payload)
+
+
+def test_an_instance_evicted_before_its_push_is_answered_as_an_unknown_instance():
+    """Kafka answers a push from an instance it no longer holds by creating it afresh, then validating: the
+    same SubscriptionId (same configuration, same id) is accepted as the first push of a new instance."""
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "60000"})
+    broker = make_broker(registry, max_instances=1, telemetry_max_bytes=1 << 20)
+    sub, _ = broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 1000)
+    broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 1001)   # evicts the first
+    assert broker.instances.get_state(sub.client_instance_id.bytes) is None
+    push = PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, False, 0, b"\x0a\x00")
+    assert broker.handle(push, CLIENT, T0 + 1002)[0].error_code == E.NONE
+    # and a second push right after it is held to the new instance's interval
+    assert broker.handle(push, CLIENT, T0 + 1003)[0].error_code == E.THROTTLING_QUOTA_EXCEEDED
+
+
+def test_an_instance_evicted_while_its_push_is_exported_keeps_the_answer():
+    """The window the thread-safety regression was in: other requests evict the instance after its push was
+    decided and before its export ended, and even bring its id back as a new instance. The push keeps its
+    answer (the receiver failed: INVALID_RECORD), nothing raises, and the new incarnation's last error is
+    left alone, as Kafka sets lastKnownError on the instance object it decided with, no longer cached."""
+    registry = SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "100"})
+    box = {}
+
+    class EvictingThenFailing:
+        def export_metrics(self, context, payload):
+            broker = box["broker"]
+            broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 2001)  # evicts it
+            assert broker.instances.get_state(payload.client_instance_id_bytes) is None
+            resp, _ = broker.handle(GetTelemetrySubscriptionsRequest(payload.client_instance_id), CLIENT, T0 + 2002)
+            assert resp.error_code == 0                                                          # back, anew
+            raise RuntimeError("receiver failure")
+
+    broker = box["broker"] = make_broker(registry, max_instances=1, telemetry_max_bytes=1 << 20,
+                                         receivers=[EvictingThenFailing()])
+    sub, _ = broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 2000)
+    push = PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, False, 0, b"\x0a\x00")
+    resp, payload = broker.handle(push, CLIENT, T0 + 2000)
+    assert resp.error_code == E.INVALID_RECORD and payload is None
+    assert broker.instances.get_state(sub.client_instance_id.bytes)["last_known_error"] == E.NONE
+    assert broker.metrics()["push-results"] == {"INVALID_RECORD": 1}
+
+
+def test_a_delivered_push_that_fails_to_export_is_not_counted_as_this_brokers_answer():
+    """deliver() feeds a push someone else answered: a payload that then fails to decompress is counted as a
+    plugin error, and push-results (this broker's own answers, by code) stay as they were."""
+    broker = make_broker(telemetry_max_bytes=1 << 20)
+    body = PushTelemetryRequest(uuid.uuid4(), 1, False, 4, b"not zstd")
+    assert broker.deliver(body, CLIENT, 0, T0) is None
+    m = broker.metrics()
+    assert m["push-results"] == {} and m["push-request-count"] == 0
+    assert m["plugin-error-count"] == 1

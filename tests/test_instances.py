@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kip714._instances import LOOKUP_ABSENT, LOOKUP_LIVE, LOOKUP_STALE, InstanceTable, Outcome, java_uuid_hash
+from kip714._instances import (LOOKUP_ABSENT, LOOKUP_LIVE, LOOKUP_STALE, TICKET_BASE, InstanceTable, Outcome,
+                               java_uuid_hash)
 
 NONE = 0
 INVALID_REQUEST = 42
@@ -1160,8 +1161,8 @@ def test_reinit_resets():
 def test_try_push_request_answers_as_try_push_on_decoded_requests():
     """try_push_request reads a decoded PushTelemetryRequest's fields in C: on twin tables fed the same
     history (reserved ids, absent, stale, throttled, wrong SubscriptionId, bad compression, too large,
-    terminating, accepted with and without a payload), it answers as try_push (None for an accepted push
-    with a payload) and leaves the same instance state."""
+    terminating, accepted with and without a payload), it answers as try_push (a ticket for an accepted push
+    with a payload, which finish_push takes back) and leaves the same instance state."""
     import kip714
     from kip714 import ErrorCode, PushTelemetryRequest
 
@@ -1188,9 +1189,9 @@ def test_try_push_request_answers_as_try_push_on_decoded_requests():
         want = a.try_push(cid, now, version, sid, terminating, ctype, len(payload), max_bytes)
         got = b.try_push_request(body, now, version, max_bytes)
         if want is ErrorCode.NONE and payload:
-            assert got is None
+            assert got >= TICKET_BASE
             a.set_last_error(cid, NONE)
-            b.set_last_error(cid, NONE)
+            assert b.finish_push(cid, got, NONE) is True
         else:
             assert got is want, (want, got)
         if want is Outcome.ABSENT or want is Outcome.STALE:  # the caller creates it, as the broker does
@@ -1206,3 +1207,77 @@ def test_try_push_request_answers_as_try_push_on_decoded_requests():
         b.try_push_request(kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(bytes=ids[0])), now, 1, MAX_BYTES)
     with pytest.raises(TypeError):
         b.try_push_request(ids[0], now, 1, MAX_BYTES)
+
+
+def _push_body(cid: bytes, sid: int = SID, payload: bytes = b"x" * 10, terminating: bool = False):
+    import kip714
+
+    frame = kip714.encode_request(kip714.PushTelemetryRequest(cid, sid, terminating, 0, payload), 7, "c")[4:]
+    return kip714.decode_request(frame).body
+
+
+def test_create_push_request_creates_and_decides_in_one_call():
+    """An absent instance is created with the given subscription and its push decided under one hold of the
+    lock: the first push after creation is accepted (a ticket), the instance carries the new SubscriptionId."""
+    t = InstanceTable()
+    cid = uid(1)
+    ticket = t.create_push_request(_push_body(cid), T0, 3, SID, INTERVAL, MAX_BYTES)
+    assert ticket >= TICKET_BASE
+    state = t.get_state(cid)
+    assert (state["subscription_id"], state["push_interval_ms"], state["subscription_version"]) == (SID, INTERVAL, 3)
+    assert t.finish_push(cid, ticket, INVALID_RECORD) is True
+    assert t.get_state(cid)["last_known_error"] == INVALID_RECORD
+    # an empty push is decided with NONE, and sets the last error itself
+    assert t.create_push_request(_push_body(uid(2), payload=b""), T0, 3, SID, INTERVAL, MAX_BYTES) == NONE
+    # the reserved ids are answered RESERVED, nothing created
+    assert t.create_push_request(_push_body(bytes(16)), T0, 3, SID, INTERVAL, MAX_BYTES) is Outcome.RESERVED
+    assert len(t) == 2
+
+
+def test_create_push_request_keeps_what_another_thread_created():
+    """Two requests that both found the instance absent: the second one's create_push_request decides
+    against the instance the first created (same or newer version), as Kafka's clientInstance() does; only
+    an instance older than the caller's version is rebuilt."""
+    t = InstanceTable()
+    cid = uid(1)
+    assert t.create_get(cid, T0, 5, SID, INTERVAL) == NONE
+    # a push resolved at an older version (4) finds it current: decided as it is, so the Get counts
+    assert t.create_push_request(_push_body(cid, sid=SID + 9), T0 + 1, 4, SID + 9, 100, MAX_BYTES) == \
+        UNKNOWN_SUBSCRIPTION_ID
+    assert t.get_state(cid)["subscription_id"] == SID
+    # one resolved at a newer version (6) rebuilds it
+    assert t.create_push_request(_push_body(cid, sid=SID + 9), T0 + 2, 6, SID + 9, 100, MAX_BYTES) >= TICKET_BASE
+    assert t.get_state(cid)["subscription_id"] == SID + 9
+
+
+def test_create_get_creates_and_decides_in_one_call():
+    t = InstanceTable()
+    cid = uid(1)
+    assert t.create_get(cid, T0, 0, SID, INTERVAL) == NONE
+    assert t.get_state(cid)["last_get_ms"] == T0
+    assert t.create_get(cid, T0 + 1, 0, SID, INTERVAL) == THROTTLING_QUOTA_EXCEEDED  # live: decided as is
+    assert t.create_get(cid, T0 + 2, 1, SID + 1, INTERVAL) == NONE                   # stale: rebuilt
+    assert t.get_state(cid)["subscription_id"] == SID + 1
+
+
+def test_finish_push_leaves_a_later_incarnation_alone():
+    """A push ticket names the incarnation that accepted the push: once that instance was evicted, expired,
+    removed or re-created, finish_push changes nothing and says so (Kafka drops its evicted instance object)."""
+    t = InstanceTable(max_instances=1)
+    cid = uid(1)
+    ticket = t.create_push_request(_push_body(cid), T0, 0, SID, INTERVAL, MAX_BYTES)
+    assert t.try_push(uid(2), T0, 0, SID, False, 0, 0, MAX_BYTES) is Outcome.ABSENT
+    t.create(uid(2), T0, 0, SID, INTERVAL)              # evicts cid
+    assert t.finish_push(cid, ticket, INVALID_RECORD) is False
+    assert t.get_state(cid) is None
+    again = t.create_push_request(_push_body(cid), T0, 0, SID, INTERVAL, MAX_BYTES)  # back, a new incarnation
+    assert again != ticket
+    assert t.finish_push(cid, ticket, INVALID_RECORD) is False
+    assert t.get_state(cid)["last_known_error"] == NONE
+    assert t.finish_push(cid, again, INVALID_RECORD) is True
+    t.remove(cid)
+    assert t.finish_push(cid, again, NONE) is False
+    with pytest.raises(ValueError):
+        t.finish_push(cid, 5, NONE)      # an ErrorCode is not a ticket
+    with pytest.raises(ValueError):
+        t.finish_push(cid, again, 1 << 20)

@@ -20,6 +20,8 @@ LOOKUP_LIVE: Final = Outcome.LIVE
 LOOKUP_ABSENT: Final = Outcome.ABSENT
 LOOKUP_STALE: Final = Outcome.STALE
 LOOKUP_RESERVED: Final = Outcome.RESERVED
+#: try_push_request / create_push_request answer an accepted push with a payload to export with a ticket >= this
+TICKET_BASE: Final[int]
 
 class DecisionCounts(TypedDict):
     push: dict[int, int]
@@ -94,7 +96,20 @@ class InstanceTable:
         now_ms: int,
         subscription_version: int,
         telemetry_max_bytes: int,
-    ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE, Outcome.RESERVED] | None: ...
+    ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE, Outcome.RESERVED] | int: ...
+    def create_push_request(
+        self,
+        body: PushTelemetryRequest,
+        now_ms: int,
+        subscription_version: int,
+        subscription_id: int,
+        push_interval_ms: int,
+        telemetry_max_bytes: int,
+    ) -> ErrorCode | Literal[Outcome.RESERVED] | int: ...
+    def finish_push(self, id16: bytes, ticket: int, code: int) -> bool: ...
+    def create_get(
+        self, id16: bytes, now_ms: int, subscription_version: int, subscription_id: int, push_interval_ms: int
+    ) -> ErrorCode: ...
     def try_get(
         self, id16: bytes, now_ms: int, subscription_version: int
     ) -> ErrorCode | Literal[Outcome.ABSENT, Outcome.STALE]: ...

@@ -66,7 +66,7 @@ import enum as _enum
 from kip714._enums import ErrorCode as _ErrorCode
 
 __all__ = ["InstanceTable", "Outcome", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE",
-           "LOOKUP_RESERVED"]
+           "LOOKUP_RESERVED", "TICKET_BASE"]
 
 # Kafka error codes this module produces.
 from kafka_constants cimport *  # Kafka's error codes (one home: kip714._enums)
@@ -84,7 +84,12 @@ cdef enum:
     O_ABSENT = -2
     O_STALE = -3
     O_RESERVED = -4
-    O_EXPORT = -5    # accepted, a payload to export follows (try_push_request)
+
+# try_push_request / create_push_request: an accepted push with a payload to export answers TICKET_BASE plus
+# the instance's incarnation (Entry.gen), above every ErrorCode and Outcome; finish_push takes it back.
+cdef enum:
+    T_BASE = 65536
+TICKET_BASE = T_BASE
 
 
 class Outcome(_enum.IntEnum):
@@ -151,6 +156,7 @@ cdef struct Entry:
     int16_t last_error
     uint8_t terminating
     uint8_t used
+    uint32_t gen              # incarnation: a table-wide count at (re)creation (push tickets, finish_push)
 
 
 cdef struct TtlClass:
@@ -183,6 +189,7 @@ cdef struct Table:
     uint64_t k1
     uint64_t evictions
     uint64_t expirations
+    uint32_t gen_next         # the next incarnation number (wraps; a ticket lives for one export)
     uint64_t push_codes[128]  # decisions by result code (all Kafka codes used here are < 128)
     uint64_t get_codes[128]
 
@@ -478,6 +485,8 @@ cdef uint32_t _create(Table* t, uint64_t msb, uint64_t lsb, uint64_t h, int64_t 
     ep.sub_id = sub_id
     ep.terminating = 0
     ep.last_error = E_NONE
+    ep.gen = t.gen_next
+    t.gen_next += 1
     ep.cls = c
     ep.deadline = k714i_sat_add(t.clock, ttl)
     _ttl_append(t, i)
@@ -885,15 +894,21 @@ cdef class InstanceTable:
             raise KeyError(id16)
         return _answer(r)
 
-    cdef int _push_at(self, uint64_t msb, uint64_t lsb, int64_t now_ms, int64_t subscription_version,
-                      int32_t subscription_id, bint terminating, int64_t compression_type, int64_t wire_size,
-                      int64_t telemetry_max_bytes, bint export_follows):
-        """The push decision of ``try_push``/``try_push_request`` (the table is ready, the id not reserved).
-        ``export_follows``: an accepted push with a payload answers ``O_EXPORT`` and leaves the last error
-        to the caller; otherwise an accepted push with ``wire_size == 0`` sets it to NONE."""
+    cdef int64_t _push_at(self, uint64_t msb, uint64_t lsb, int64_t now_ms, int64_t subscription_version,
+                          int32_t subscription_id, bint terminating, int64_t compression_type, int64_t wire_size,
+                          int64_t telemetry_max_bytes, bint export_follows, bint create, int32_t new_sub_id,
+                          int32_t new_interval) except? -9:
+        """The push decision of ``try_push``/``try_push_request``/``create_push_request`` under one hold of the
+        lock (the table is ready, the id not reserved): lookup, (with ``create``) the (re)creation of an
+        absent or stale instance from ``new_sub_id``/``new_interval``, rate check, state update, last error.
+        ``export_follows``: an accepted push with a payload answers its ticket (``TICKET_BASE`` + the
+        instance's incarnation) and leaves the last error to ``finish_push``; otherwise an accepted push with
+        ``wire_size == 0`` sets it to NONE. Without ``create`` an absent or stale instance answers
+        ``O_ABSENT``/``O_STALE`` and nothing is touched."""
         cdef uint64_t h = _hash(&self.t, msb, lsb)
         cdef uint32_t i
-        cdef int r
+        cdef int64_t r
+        cdef bint oom = False
         with self._lock:
             _advance(&self.t, now_ms)
             _reclaim(&self.t, RECLAIM_PER_OP)
@@ -903,13 +918,23 @@ cdef class InstanceTable:
             elif self.t.e[i].sub_version < subscription_version:
                 r = O_STALE
             else:
+                r = O_LIVE
+            if r != O_LIVE and create:
+                i = _create(&self.t, msb, lsb, h, subscription_version, new_sub_id, new_interval)
+                if i == NIL:
+                    oom = True
+                else:
+                    r = O_LIVE
+            if r == O_LIVE and not oom:
                 r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
                                wire_size, telemetry_max_bytes)
                 if r == E_NONE:
                     if wire_size > 0 and export_follows:
-                        r = O_EXPORT
+                        r = T_BASE + <int64_t>self.t.e[i].gen
                     elif wire_size == 0:
                         self.t.e[i].last_error = E_NONE
+        if oom:
+            raise MemoryError("cannot grow the instance table")
         return r
 
     def try_push(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
@@ -924,18 +949,34 @@ cdef class InstanceTable:
         if msb == 0 and lsb <= 1:
             return _OUTCOMES[-O_RESERVED]
         self._need()
-        return _answer(self._push_at(msb, lsb, now_ms, subscription_version, subscription_id, terminating,
-                                     compression_type, wire_size, telemetry_max_bytes, False))
+        return _answer(<int>self._push_at(msb, lsb, now_ms, subscription_version, subscription_id, terminating,
+                                          compression_type, wire_size, telemetry_max_bytes, False, False, 0, 0))
 
     def try_push_request(self, body, int64_t now_ms, int64_t subscription_version, int64_t telemetry_max_bytes):
         """``try_push`` with the fields read from a decoded ``PushTelemetryRequest`` in C (its 16-byte id,
         SubscriptionId, flags and wire size; no Python object is made for them). The same answers and
         effects as ``try_push``, except that an accepted push with a payload (``wire_size > 0``, an
-        export follows) answers ``None`` instead of ``ErrorCode.NONE``: what is left to do is then the
-        caller's (its last error is not set). TypeError for anything that is not a PushTelemetryRequest."""
+        export follows) answers a *ticket* instead of ``ErrorCode.NONE``: an int >= ``TICKET_BASE`` (never
+        an ErrorCode or an Outcome) naming this incarnation of the instance. Its last error is then left to
+        :meth:`finish_push`. TypeError for anything that is not a PushTelemetryRequest."""
+        return self._push_request(body, now_ms, subscription_version, telemetry_max_bytes, False, 0, 0)
+
+    def create_push_request(self, body, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
+                            int64_t push_interval_ms, int64_t telemetry_max_bytes):
+        """``try_push_request`` for an instance the caller found absent or stale, under the same hold of the
+        lock as its decision: an instance still absent, or still older than ``subscription_version``, is
+        (re)created with ``subscription_id`` and ``push_interval_ms`` (``create``); one another thread has
+        (re)created meanwhile at this version or later is decided as it is. Answers an ErrorCode, a ticket,
+        or ``Outcome.RESERVED`` for the ids ZERO and ONE (nothing touched); never ABSENT or STALE."""
+        return self._push_request(body, now_ms, subscription_version, telemetry_max_bytes, True, subscription_id,
+                                  _check_interval(push_interval_ms))
+
+    cdef object _push_request(self, object body, int64_t now_ms, int64_t subscription_version,
+                              int64_t telemetry_max_bytes, bint create, int32_t new_sub_id, int32_t new_interval):
         cdef uint64_t msb, lsb
         cdef int32_t sid
-        cdef int terminating, ctype, r
+        cdef int terminating, ctype
+        cdef int64_t r
         cdef Py_ssize_t size
         if _push_fields(body, &msb, &lsb, &sid, &terminating, &ctype, &size) != 1:
             raise TypeError(f"expected a PushTelemetryRequest, got {type(body).__name__}")
@@ -943,8 +984,33 @@ cdef class InstanceTable:
             return _OUTCOMES[-O_RESERVED]
         self._need()
         r = self._push_at(msb, lsb, now_ms, subscription_version, sid, terminating, ctype, size,
-                          telemetry_max_bytes, True)
-        return None if r == O_EXPORT else _answer(r)
+                          telemetry_max_bytes, True, create, new_sub_id, new_interval)
+        return r if r >= T_BASE else _answer(<int>r)
+
+    def finish_push(self, bytes id16 not None, ticket, code):
+        """Set the last error of the instance a push ticket was given for, once its export is done (Kafka sets
+        ``lastKnownError`` on the instance object it decided the push with). True if set; False when that
+        incarnation has left the table meanwhile (expired, evicted, removed or re-created): then, as in
+        Kafka, whose evicted instance object is simply dropped, nothing else changes."""
+        cdef uint64_t msb, lsb, h
+        cdef uint32_t i
+        cdef int64_t c = code
+        cdef int64_t tk = ticket
+        cdef bint ok = False
+        if c < -32768 or c > 32767:
+            raise ValueError(f"an error code is an int16, got {code}")
+        if tk < T_BASE or tk > T_BASE + <int64_t>0xFFFFFFFF:
+            raise ValueError(f"not a push ticket: {ticket}")
+        _key(id16, &msb, &lsb)
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            i = _find(&self.t, msb, lsb, h)
+            if (i != NIL and self.t.e[i].deadline > self.t.clock
+                    and self.t.e[i].gen == <uint32_t>(tk - T_BASE)):
+                self.t.e[i].last_error = <int16_t>c
+                ok = True
+        return ok
 
     def try_get(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version):
         """The broker's one-call Get path: ``Outcome.ABSENT`` (absent/expired) or ``Outcome.STALE``
@@ -965,6 +1031,30 @@ cdef class InstanceTable:
                 r = O_STALE
             else:
                 r = _get_core(&self.t, i, now_ms)
+        return _answer(r)
+
+    def create_get(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version, int32_t subscription_id,
+                   int64_t push_interval_ms):
+        """``try_get`` for an instance the caller found absent or stale, under the same hold of the lock as its
+        decision: an instance still absent, or still older than ``subscription_version``, is (re)created with
+        ``subscription_id`` and ``push_interval_ms``; one another thread has (re)created meanwhile at this
+        version or later is decided as it is. Answers ``decide_get``'s ErrorCode (never KeyError)."""
+        cdef uint64_t msb, lsb, h
+        cdef uint32_t i
+        cdef int r
+        cdef int32_t interval = _check_interval(push_interval_ms)
+        _key(id16, &msb, &lsb)
+        self._need()
+        h = _hash(&self.t, msb, lsb)
+        with self._lock:
+            _advance(&self.t, now_ms)
+            _reclaim(&self.t, RECLAIM_PER_OP)
+            i = _find(&self.t, msb, lsb, h)
+            if i == NIL or self.t.e[i].deadline <= self.t.clock or self.t.e[i].sub_version < subscription_version:
+                i = _create(&self.t, msb, lsb, h, subscription_version, subscription_id, interval)
+            r = -1 if i == NIL else _get_core(&self.t, i, now_ms)
+        if r < 0:
+            raise MemoryError("cannot grow the instance table")
         return _answer(r)
 
     def decision_counts(self):

@@ -31,7 +31,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 from .._codec import decompress
 from .._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, CompressionType, ErrorCode
-from .._instances import InstanceTable, Outcome
+from .._instances import TICKET_BASE, InstanceTable, Outcome
 from .._protocol import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
@@ -77,7 +77,11 @@ class TelemetryBroker:
 
     ``handle(body, client_info, now_ms=None, connection=None)`` returns ``(response, payload)`` where
     ``payload`` is a :class:`TelemetryPayload` for an accepted non-empty push and ``None`` otherwise.
-    Thread-safe: the instance table is native and locked; counters are updated under a lock.
+    Thread-safe (docs/threads.md): every decision on one instance (lookup, creation, rate check, state
+    update, last error) is one native call under the instance table's lock, and the broker's own maps and
+    counters are updated under its lock. Any interleaving of ``handle``, ``deliver`` and
+    ``connection_closed`` from threads answers each request with a Kafka error code; an instance evicted
+    while its push is exported is left alone, as Kafka drops its evicted instance object.
 
     Connections (Kafka 4.0+, KAFKA-17778): pass a hashable ``connection`` id with each request and call
     :meth:`connection_closed` when that connection closes; like Kafka, the broker remembers, per
@@ -127,8 +131,11 @@ class TelemetryBroker:
         self._try_push_request = self.instances.try_push_request   # bound once: called for every push
         self._lock = threading.Lock()
         # Decisions are counted natively by the instance table; these count what happens around them.
+        # A push fed through deliver() was answered by someone else: its export failures are counted apart
+        # ("delivered-…"), so that push_results() stays this broker's own answers.
         self._counts = dict.fromkeys(("invalid-request", "plugin-export", "plugin-error", "decompression-error",
-                                      "decompressed-too-large", "observer-error"), 0)
+                                      "decompressed-too-large", "observer-error", "delivered-plugin-error",
+                                      "delivered-decompression-error", "delivered-decompressed-too-large"), 0)
         self._export_time_total = 0.0
         self._export_time_max = 0.0
         self._by_connection: dict[Any, bytes] = {}   # connection id → instance (re)created on it last
@@ -156,16 +163,14 @@ class TelemetryBroker:
             # work is kept to the minimum: the registry's version is read from its attribute (a property
             # call costs as much as the rest of this path) and nothing else is looked up unless needed.
             code = self._try_push_request(body, now_ms, self.registry._version, self.telemetry_max_bytes)
-            if code is not None and code >= 0:  # an ErrorCode, and no payload to export
+            if 0 <= code < TICKET_BASE:  # an ErrorCode, and no payload to export
                 response = PushTelemetryResponse(0, code)
                 if not self._observers and not self._closers:
                     return response, None
                 result = response, None
-            else:  # accepted with a payload to export (None), or an Outcome: no decision was made
-                id16, _, _, _, size = body.decision_fields()
+            else:  # a ticket (accepted, a payload to export) or an Outcome: no decision was made
                 result = self._push(body, client_info, now_ms, connection,
-                                    self.node_id if node_id is None else node_id, id16,
-                                    _NONE if code is None else code, size)
+                                    self.node_id if node_id is None else node_id, code)
             if self._observers:
                 self._observe(body, client_info, result[0].error_code, now_ms,
                               self.node_id if node_id is None else node_id)
@@ -252,7 +257,7 @@ class TelemetryBroker:
         payload = None
         if error_code == 0 and body.metrics_size:
             payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node,
-                                      subscription)
+                                      subscription, counted="delivered-")
         if self._observers:
             self._observe(body, client_info, error_code, now_ms, node, subscription, resolve=False)
         return payload
@@ -312,11 +317,13 @@ class TelemetryBroker:
             return None
         return self._metadata.get(id16)
 
-    def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, now_ms: int,
+    def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None,
                 connection: Hashable | None, stale: bool):
-        """Kafka's clientInstance() for an absent (``stale`` False) or stale instance: resolve the
-        subscriptions against the instance's metadata and (re)create it. An absent instance captures the
-        request's ClientInfo; a stale one keeps what it captured when it was created."""
+        """Kafka's clientInstance() for an absent (``stale`` False) or stale instance: capture its metadata and
+        resolve the subscriptions against it. An absent instance captures the request's ClientInfo; a stale
+        one keeps what it captured when it was created. The caller (re)creates it in the table with the
+        result, in the same native call that decides the request (``create_get``/``create_push_request``):
+        another thread's request can then neither evict it in between nor find it half made."""
         with self._lock:
             info = self._metadata.get(id16) if stale else None
             if info is None:
@@ -326,9 +333,7 @@ class TelemetryBroker:
                     self._sweep_metadata()
             if connection is not None:
                 self._by_connection[connection] = id16
-        res = self.registry.resolve(info, instance)
-        self.instances.create(id16, now_ms, res.version, res.subscription_id, res.push_interval_ms)
-        return res
+        return self.registry.resolve(info, instance)
 
     def _sweep_metadata(self) -> None:
         """Drop the captured metadata of instances no longer in the table (called under the lock)."""
@@ -344,8 +349,8 @@ class TelemetryBroker:
         res = None
         code = self.instances.try_get(id16, now_ms, self.registry._version)
         if code is Outcome.ABSENT or code is Outcome.STALE:
-            res = self._create(id16, instance, client_info, now_ms, connection, code is Outcome.STALE)
-            code = self.instances.decide_get(id16, now_ms)
+            res = self._create(id16, instance, client_info, connection, code is Outcome.STALE)
+            code = self.instances.create_get(id16, now_ms, res.version, res.subscription_id, res.push_interval_ms)
         if code:
             return GetTelemetrySubscriptionsResponse(0, code)
         if res is None:
@@ -356,24 +361,27 @@ class TelemetryBroker:
             self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
 
     def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int,
-              connection: Hashable | None, node_id: int, id16: bytes, code: int, size: int):
-        """The rest of a push after ``try_push`` answered ``code``: an Outcome (reserved id, or an instance
-        to create first) or an accepted push with a payload to export."""
+              connection: Hashable | None, node_id: int, code: int):
+        """The rest of a push after ``try_push_request`` answered ``code``: an Outcome (reserved id, or an
+        instance to create first) or a ticket (accepted, a payload to export). Each step on the instance is
+        one native call under the table's lock; after the export, :meth:`InstanceTable.finish_push` sets the
+        last error of the incarnation that accepted the push, or nothing if it has left the table since."""
         table = self.instances
         if code < 0:  # an Outcome: no decision was made
             if code is Outcome.RESERVED:  # ZERO or ONE: INVALID_REQUEST before any instance is touched
                 self._count("invalid-request")
                 return PushTelemetryResponse(0, _INVALID_REQUEST), None
-            # ABSENT or STALE (a rebuild keeps the captured client metadata)
-            self._create(id16, uuid.UUID(bytes=id16), client_info, now_ms, connection, code is Outcome.STALE)
-            code = table.decide_push(id16, now_ms, body.subscription_id, body.terminating, body.compression_type,
-                                     size, self.telemetry_max_bytes)
-            if code == 0 and size == 0:
-                table.set_last_error(id16, _NONE)
-        if code or size == 0:
-            return PushTelemetryResponse(0, code), None
+            # ABSENT or STALE (a rebuild keeps the captured client metadata): (re)create and decide at once
+            id16 = body.client_instance_id_bytes
+            res = self._create(id16, uuid.UUID(bytes=id16), client_info, connection, code is Outcome.STALE)
+            code = table.create_push_request(body, now_ms, res.version, res.subscription_id, res.push_interval_ms,
+                                             self.telemetry_max_bytes)
+            if code < TICKET_BASE:
+                return PushTelemetryResponse(0, code), None
+        ticket = code
+        id16 = body.client_instance_id_bytes
         payload, code = self._export(body, id16, client_info or _ANONYMOUS, now_ms, node_id)
-        table.set_last_error(id16, code)
+        table.finish_push(id16, ticket, code)
         if code:
             return PushTelemetryResponse(0, code), None
         return PushTelemetryResponse(0, 0), payload
@@ -398,7 +406,9 @@ class TelemetryBroker:
         return subscription.push_interval_ms, self._expiry(subscription.push_interval_ms)
 
     def _export(self, body: PushTelemetryRequest, id16: bytes, client_info: ClientInfo, now_ms: int,
-                node_id: int, subscription: ClientSubscription | None = None):
+                node_id: int, subscription: ClientSubscription | None = None, counted: str = ""):
+        """Decompress and hand an accepted push to the receivers: ``(payload, NONE)`` or ``(None, the
+        error code)``. Failures are counted under ``counted`` + their name ("delivered-" for deliver())."""
         started = time.perf_counter()
         ctype = body.compression_type
         try:
@@ -407,10 +417,10 @@ class TelemetryBroker:
             else:
                 data = bytes(body.metrics)
         except TelemetryTooLargeError:
-            self._count("decompressed-too-large")
+            self._count(counted + "decompressed-too-large")
             return None, _TOO_LARGE
         except Kip714Error:
-            self._count("decompression-error")
+            self._count(counted + "decompression-error")
             return None, _INVALID_RECORD
         payload = TelemetryPayload(
             client_instance_id=id16, terminating=body.terminating, content_type="OTLP", data=data,
@@ -425,7 +435,7 @@ class TelemetryBroker:
                     receiver.export_metrics(ctx, payload)
                 except Exception:
                     log.warning("telemetry receiver %r failed", receiver, exc_info=True)
-                    self._count("plugin-error")
+                    self._count(counted + "plugin-error")
                     return None, _INVALID_RECORD
         elapsed = (time.perf_counter() - started) * 1000.0
         with self._lock:
@@ -477,7 +487,8 @@ class TelemetryBroker:
             "plugin-export-count": exports,
             "plugin-export-time-avg": export_total / exports if exports else 0.0,
             "plugin-export-time-max": export_max,
-            "plugin-error-count": counts["plugin-error"] + counts["decompression-error"],
+            "plugin-error-count": (counts["plugin-error"] + counts["decompression-error"]
+                                   + counts["delivered-plugin-error"] + counts["delivered-decompression-error"]),
             "observer-error-count": counts["observer-error"],
             "get-request-count": sum(get.values()),
             "push-request-count": sum(push.values()),

@@ -185,6 +185,7 @@ class BackgroundReceiver:
         self.receiver = receiver
         self.dropped = 0
         self.failed = 0
+        self._count_lock = threading.Lock()   # the request path counts drops from many threads
         self._queue: queue.Queue[tuple[ReceiverContext, TelemetryPayload] | None] = queue.Queue(max_queue)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -193,7 +194,8 @@ class BackgroundReceiver:
         try:
             self._queue.put_nowait((context, payload))
         except queue.Full:
-            self.dropped += 1
+            with self._count_lock:
+                self.dropped += 1
             raise Kip714Error("receiver queue is full", ErrorCode.INVALID_RECORD) from None
 
     def _run(self) -> None:

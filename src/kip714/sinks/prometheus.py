@@ -281,6 +281,7 @@ class PrometheusExporter:
         self.max_buckets = int(max_buckets)
         self.clock = clock
         self._lock = threading.RLock()
+        self._count_lock = threading.Lock()
         # sources: one per (instance, broker labels, OTLP series); key text → id
         self._sources: dict[str, int] = {}
         self._src_key: list[str | None] = []
@@ -415,9 +416,11 @@ class PrometheusExporter:
 
     # ------------------------------------------------------------------ absorbing
 
-    @staticmethod
-    def _count(table: dict, reason: str, n: int = 1) -> None:
-        table[reason] = table.get(reason, 0) + n
+    def _count(self, table: dict, reason: str, n: int = 1) -> None:
+        """Count ``n`` under ``reason`` (its own lock: the request path's drops come from many threads and
+        must not wait for an absorb holding the exporter's lock)."""
+        with self._count_lock:
+            table[reason] = table.get(reason, 0) + n
 
     def absorb(self, items: list) -> None:
         """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)`` (see :meth:`_absorb`);

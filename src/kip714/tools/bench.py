@@ -52,6 +52,7 @@ from typing import Any, Callable, Sequence
 
 import kip714
 from kip714._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, compression_type_from_name
+from kip714.tools import SAMPLES
 
 ACCEPTED = tuple(int(c) for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
 #: The source checkout this module sits in (src/kip714/tools/bench.py), when it runs from one.
@@ -107,6 +108,55 @@ def inner_loop_size(f: Callable, args: tuple = (), target_ns: int = 1_000_000) -
             break
         n *= 8 if dt < target_ns // 64 else 2
     return max(1, round(target_ns * n / max(dt, 1)))
+
+
+def _capture_payload(compression_type: int) -> bytes:
+    """The compressed OTLP payload of a real librdkafka push with this codec (the package's samples)."""
+    import kip714
+
+    for path in sorted(SAMPLES.glob(f"*_{kip714.CompressionType(compression_type).name.lower()}.bin")):
+        body = kip714.decode_request(path.read_bytes()[4:]).body
+        if type(body) is kip714.PushTelemetryRequest and body.metrics is not None and len(body.metrics):
+            return bytes(body.metrics)
+    raise LookupError(f"no sample push with compression type {compression_type}")
+
+
+def threaded_handle_rate(threads: int, rounds: int, payload: bytes, max_instances: int = 16384) -> tuple[float, int]:
+    """Requests per second through one TelemetryBroker shared by ``threads`` threads, each doing ``rounds`` Gets
+    for a new client and a zstd push from it; and how many requests raised (anything but an answer)."""
+    import threading
+    import uuid
+
+    from .. import (ClientInfo, GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry,
+                    TelemetryBroker)
+
+    reg = SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    broker = TelemetryBroker(reg, max_instances=max_instances)
+    zero = uuid.UUID(int=0)
+    errors = [0] * threads
+    start = threading.Barrier(threads + 1)
+
+    def run(k: int) -> None:
+        info = ClientInfo(client_id=f"bench-{k}")
+        handle = broker.handle
+        start.wait()
+        for _ in range(rounds):
+            try:
+                sub, _ = handle(GetTelemetrySubscriptionsRequest(zero), info)
+                handle(PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, False, 4, payload), info)
+            except Exception:
+                errors[k] += 1
+
+    workers = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - t0
+    return 2 * threads * rounds / elapsed, sum(errors)
 
 
 def summarise(samples: Sequence[float]) -> dict:
@@ -1030,6 +1080,19 @@ class Bench:
             del broker, ids, sids
         self.curve("broker", "TelemetryBroker.handle, empty pushes", "live instances", "decisions per second",
                    sizes, {"TelemetryBroker.handle": rates}, goal_rate=1e6, logy=False)
+        # 8 threads on one broker (docs/threads.md): each thread's rounds are a Get for a new client and a zstd
+        # push from it, on Kafka's default 16 384-instance table, so evictions run all the time
+        payload = _capture_payload(4)
+        rounds8 = 500 if self.quick else 3_000
+        samples8 = []
+        for _ in range(3 if self.quick else 5):
+            rate, errors = threaded_handle_rate(8, rounds8, payload)
+            assert not errors, f"{errors} requests raised"
+            samples8.append(1e9 / rate)
+        st = summarise(samples8)
+        st.update(threads=8, rounds_per_thread=rounds8)
+        self.add_row(G, "handle-8-threads", "TelemetryBroker.handle, 8 threads × (Get + zstd push of a new client), "
+                     "16 384-instance table (requests/s, all threads)", st, None, "—", unit="rate")
 
     # ============================================================== otlp
     def group_otlp(self) -> None:
