@@ -161,3 +161,29 @@ def test_quick_record_group_measures_record_sync_against_plain_recording(tmp_pat
     row = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}["record.sync.8x4"]
     assert row["peer_name"] == "without --record-sync" and row["unit"] == "rate"
     assert row["kip714"]["median"] > 0 and row["peer"]["median"] > 0 and row["ratio"] > 0
+
+
+def test_the_pyarrow_floor_row_keeps_its_c_struct_alive(tmp_path):
+    """The otlp group's floor row exports a batch into a C ArrowArray it allocates: the buffer must live as long
+    as the call that writes into it (it was freed when the helper returned, and `kip714 bench --quick` died of a
+    segmentation fault in the next group). Run in a child: a use after free kills the process."""
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent("""
+        import gc
+        from kip714 import decode_metrics
+        from kip714.tools.bench import KB, _pyarrow_round_trip, otlp_like
+        round_trip = _pyarrow_round_trip(decode_metrics(otlp_like(KB, seed=KB + 11)))
+        gc.collect()
+        junk = [bytearray(80) for _ in range(20000)]      # reuse whatever memory was freed
+        for _ in range(2000):
+            round_trip()
+        del junk
+        gc.collect()
+        import json, email.mime.text, xml.dom.minidom    # allocations and imports after the writes
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

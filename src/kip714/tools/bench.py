@@ -374,7 +374,7 @@ def _pyarrow_round_trip(table) -> Callable[[], Any]:
     ptr = ctypes.addressof(struct)
     import_batch, from_batches = pa.RecordBatch._import_from_c, pa.Table.from_batches
 
-    def round_trip():
+    def round_trip(_keep=struct):  # the closure holds the buffer: ptr must not outlive it
         batch._export_to_c(ptr)
         return from_batches([import_batch(ptr, schema)], schema)
     return round_trip
