@@ -10,7 +10,7 @@ from ._enums import ErrorCode
 
 __all__ = ["decode_metrics", "decode_metrics_batch", "output_schema", "COLUMNS", "MAX_ROWS", "MAX_AMPLIFIED_BYTES"]
 
-COLUMNS: Final[tuple[str, ...]]  # == kip714.otlp_pb.COLUMNS
+COLUMNS: Final[tuple[str, ...]]  # == kip714.otlp.schema.COLUMNS
 MAX_ROWS: Final[int]  # 10_000_000 data points per payload
 MAX_AMPLIFIED_BYTES: Final[int]  # 2**30: metric/scope/resource bytes copied onto a payload's rows
 

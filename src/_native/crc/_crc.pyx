@@ -12,7 +12,7 @@ before import forces the tables everywhere.
     bytes = (set.toString() + pushIntervalMs).getBytes(UTF_8)   # "[m1, m2]300000"
     return (int) Crc32C.compute(bytes) ^ clientInstanceId.hashCode()
 
-for a list that is already in Java ``HashSet`` iteration order (see ``kip714.javaorder``).
+for a list that is already in Java ``HashSet`` iteration order (see ``kip714.broker.javaorder``).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer

@@ -28,8 +28,8 @@ _ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)\s*(?:<[^>]*>)?`")
 
 
 def plain(doc: str | None) -> str:
-    """A docstring as plain text for ``--help``: reST roles (``:class:`~kip714.x.Y``` → ``Y``) and inline
-    literals (````x```` → ``x``) without their markup."""
+    """A docstring as plain text for ``--help``: reST roles (``:class:`~kip714.wire.Request``` →
+    ``Request``) and inline literals (````x```` → ``x``) without their markup."""
     if not doc:
         return ""
 

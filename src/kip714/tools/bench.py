@@ -19,7 +19,7 @@ How it times:
 
 The Spark group starts a ``local[2]`` session (seconds) and decodes the same cached input DataFrame with
 ``kip714.spark.decode_payloads`` and with the best protobuf-based approach (``mapInArrow`` whose Python
-function decompresses with the codec package and flattens with protobuf + Python, ``kip714.otlp_pb``),
+function decompresses with the codec package and flattens with protobuf + Python, ``kip714.otlp.reference``),
 each materialised with ``write.format("noop")``, interleaved, the first run of each discarded.
 """
 

@@ -241,7 +241,7 @@ class JobRun:
 
 def run_job(job: str, recording: str, output: str, *, master: str = "local[2]", conf: dict | None = None,
             timeout_s: float = 1800, env: dict | None = None) -> JobRun:
-    """Run ``job`` (``kip714``: :func:`kip714.pipeline.run_pipeline`; ``peer``: read the recording, the
+    """Run ``job`` (``kip714``: :func:`kip714.spark.pipeline.run_pipeline`; ``peer``: read the recording, the
     protobuf mapInArrow peer, write the points to Parquet by date as the pipeline does) in a fresh Python
     process with its own Spark session, sampling its memory. The child is killed after ``timeout_s``."""
     conf = dict(conf or {})
