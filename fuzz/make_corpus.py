@@ -19,7 +19,7 @@ CAPTURES = ROOT / "tests" / "data" / "captures"
 sys.path.insert(0, str(HERE))
 
 import kip714  # noqa: E402
-from kip714 import (  # noqa: E402
+from kip714.wire import (  # noqa: E402
     ApiVersion, ApiVersionsRequest, ApiVersionsResponse, FinalizedFeature, GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse, MetadataRequest, MetadataRequestTopic, MetadataResponse,
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, PushTelemetryRequest,

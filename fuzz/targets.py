@@ -35,7 +35,8 @@ import uuid
 import zlib
 
 import kip714
-from kip714 import Kip714Error, TelemetryTooLargeError
+from kip714 import Kip714Error
+from kip714.errors import TelemetryTooLargeError
 from kip714.otlp import reference as otlp_pb
 from kip714.errors import MalformedFrameError
 
@@ -100,7 +101,7 @@ def frames(data: bytes) -> None:
         return
     mode, body = data[0] % 4, data[1:]
     if mode == 0:
-        h = _expect_kip714(kip714.decode_request_header, body)
+        h = _expect_kip714(kip714.wire.decode_request_header, body)
         req = _expect_kip714(kip714.decode_request, body)
         if req is not None:
             assert h is not None
@@ -144,7 +145,7 @@ def frames(data: bytes) -> None:
         api_key = _API_KEYS[body[0] % 4]
         version = body[1] % (_MAX_VERSION[api_key] + 1)
         is_request = bool(body[2] & 1)
-        cls = kip714.message_class(api_key, is_request)
+        cls = kip714.wire.message_class(api_key, is_request)
         msg = _expect_kip714(cls.decode, body[3:], version)
         if msg is not None:
             try:

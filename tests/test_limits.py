@@ -31,8 +31,8 @@ import pytest
 from server_thread import ServerThread
 
 import kip714
-from kip714 import (ErrorCode, FrameTooLargeError, MalformedFrameError, SubscriptionRegistry,
-                    TelemetryBroker)
+from kip714 import ErrorCode, SubscriptionRegistry, TelemetryBroker
+from kip714.errors import FrameTooLargeError, MalformedFrameError
 from kip714.broker.patterns import MAX_PATTERN_PROGRAM, SafePattern, UnsafePatternError
 
 

@@ -69,7 +69,7 @@ import uuid
 import pytest
 
 import kip714
-from kip714 import MalformedFrameError
+from kip714.errors import MalformedFrameError
 
 kio_serial = pytest.importorskip("kio.serial")
 from kio.schema.errors import ErrorCode as KioErrorCode  # noqa: E402

@@ -16,14 +16,14 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio_bridge import from_kio, kio_class, kio_decode, kio_encode, ours_as_dict, to_kio
 
 import kip714
-from kip714 import (
+from kip714 import Kip714Error
+from kip714.wire import (
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
     FinalizedFeature,
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
-    Kip714Error,
     MetadataRequest,
     MetadataRequestTopic,
     MetadataResponse,

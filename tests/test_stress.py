@@ -22,8 +22,8 @@ import pytest
 from server_thread import ServerThread
 
 import kip714
-from kip714 import (ApiVersionsRequest, GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry,
-                    TelemetryBroker)
+from kip714 import GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry, TelemetryBroker
+from kip714.wire import ApiVersionsRequest
 from kip714.sinks.recorder import ParquetRecorder, read_recording
 from kip714.endpoint.server import TelemetryServer
 

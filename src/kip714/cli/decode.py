@@ -27,7 +27,7 @@ def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int):
             raise type(exc)(f"{path}: not a file of size-prefixed Kafka request frames: {exc}") from None
         if consumed != len(data):
             what = ("a truncated frame" if frames or len(data) >= 4 else "too short for a frame")
-            raise kip714.MalformedFrameError(f"{path}: {len(data) - consumed} bytes after the last whole frame "
+            raise kip714.errors.MalformedFrameError(f"{path}: {len(data) - consumed} bytes after the last whole frame "
                                              f"({what})")
         for i, frame in enumerate(frames):
             yield path, i, frame
@@ -102,6 +102,6 @@ def add_parser(sub) -> None:
     p.add_argument("--max-output", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"largest decompressed payload accepted (default {DEFAULT_TELEMETRY_MAX_BYTES}, Kafka's "
                         "telemetry.max.bytes)")
-    p.add_argument("--max-frame-bytes", type=size, default=kip714.DEFAULT_MAX_FRAME_BYTES,
-                   help=f"largest frame accepted (default {kip714.DEFAULT_MAX_FRAME_BYTES})")
+    p.add_argument("--max-frame-bytes", type=size, default=kip714.wire.DEFAULT_MAX_FRAME_BYTES,
+                   help=f"largest frame accepted (default {kip714.wire.DEFAULT_MAX_FRAME_BYTES})")
     p.set_defaults(func=run)

@@ -26,7 +26,7 @@ def captures(args: argparse.Namespace) -> int:
     print(f"kip714 {kip714.__version__}: decoding {len(paths)} real PushTelemetry frames captured from "
           f"librdkafka 2.16 (confluent-kafka) clients\n")
     summary, latency = [], []
-    for path, _, frame in iter_frames(paths, kip714.DEFAULT_MAX_FRAME_BYTES):
+    for path, _, frame in iter_frames(paths, kip714.wire.DEFAULT_MAX_FRAME_BYTES):
         req, payload, rows = decode_push(frame, DEFAULT_TELEMETRY_MAX_BYTES)
         body = req.body
         summary.append((path.stem, req.header.client_id, _codec_name(body.compression_type), body.metrics_size,

@@ -11,8 +11,6 @@ import signal
 import ssl
 from typing import Any
 
-import kip714
-
 from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_MAX_BUFFERED_BYTES,
                       DEFAULT_TELEMETRY_MAX_BYTES, SERVE_FRAME_HEADROOM, compression_type_from_name,
                       serve_max_frame_bytes)
@@ -23,6 +21,7 @@ from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
 from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
+from ..wire import DEFAULT_MAX_FRAME_BYTES
 from ._args import DURATION_HELP, advertised_port, duration, format_duration, format_size, host, node_id, port, size
 from ._sinks import add_sink_options, build_sinks, cert_chain_error, require_files
 
@@ -82,9 +81,9 @@ def add_run_options(p, proxy: bool = False) -> None:
     g.add_argument("--idle-timeout", type=duration, default=600.0, metavar="DURATION",
                    help="close a connection with no complete request for this long (default 10m)")
     if proxy:
-        g.add_argument("--max-frame-bytes", type=size, default=kip714.DEFAULT_MAX_FRAME_BYTES, metavar="SIZE",
+        g.add_argument("--max-frame-bytes", type=size, default=DEFAULT_MAX_FRAME_BYTES, metavar="SIZE",
                        help="largest request/response frame; a larger size prefix closes the connection before "
-                            f"anything is buffered (default {format_size(kip714.DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
+                            f"anything is buffered (default {format_size(DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
                             "socket.request.max.bytes)")
     else:
         g.add_argument("--max-frame-bytes", type=size, metavar="SIZE",

@@ -476,7 +476,7 @@ class ClientTelemetry:
     def handle_response(self, response: GetTelemetrySubscriptionsResponse | PushTelemetryResponse,
                         now_ms: int) -> None:
         """Apply a GetTelemetrySubscriptions or PushTelemetry response body (or a decoded
-        :class:`kip714.Response` holding one)."""
+        :class:`kip714.wire.Response` holding one)."""
         if isinstance(response, Response):
             response = response.body
         if isinstance(response, GetTelemetrySubscriptionsResponse):
@@ -554,8 +554,8 @@ class ClientTelemetry:
     def handle_failed_request(self, now_ms: int, exc: BaseException | None = None) -> None:
         """The in-flight request failed without a response.
 
-        * ``exc`` an UNSUPPORTED_VERSION error (e.g. :class:`kip714.UnsupportedVersionError`, or anything
-          with ``error_code == 35``; the broker does not support the API): wait
+        * ``exc`` an UNSUPPORTED_VERSION error (e.g. :class:`kip714.errors.UnsupportedVersionError`, or
+          anything with ``error_code == 35``; the broker does not support the API): wait
           :data:`DEFAULT_PUSH_INTERVAL_MS`, then subscribe again.
         * anything else, including ``None`` (a disconnect or request timeout): **disable telemetry for
           good**. That is what the Java client does (``handleFailedRequest(shouldWait = exception != null)``

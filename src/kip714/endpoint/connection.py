@@ -328,15 +328,15 @@ class EndpointConnection(asyncio.Protocol):
 
     # telemetry: the one code path of every endpoint
     def telemetry_response(self, request: Any, node_id: int | None = None) -> bytes:
-        """The response frame to a decoded GetTelemetrySubscriptions or PushTelemetry :class:`~kip714.Request`,
-        decided by the endpoint's broker for the client on this connection (``node_id``: the broker the
-        client believes it talks to; default the broker's own)."""
+        """The response frame to a decoded GetTelemetrySubscriptions or PushTelemetry
+        :class:`~kip714.wire.Request`, decided by the endpoint's broker for the client on this connection
+        (``node_id``: the broker the client believes it talks to; default the broker's own)."""
         info = self.identity.client_info(request.client_id)
         response, _ = self.endpoint.broker.handle(request.body, info, None, self.connection_id, node_id=node_id)
         return encode_response(request.correlation_id, response, request.api_version)
 
     def telemetry_tapped(self, request: Any, error_code: int, node_id: int | None = None) -> None:
-        """A PushTelemetry :class:`~kip714.Request` another broker answered with ``error_code``: feed the
+        """A PushTelemetry :class:`~kip714.wire.Request` another broker answered with ``error_code``: feed the
         endpoint broker's receivers (the recording) without deciding anything."""
         info = self.identity.client_info(request.client_id)
         self.endpoint.broker.deliver(request.body, info, error_code, node_id=node_id)

@@ -155,7 +155,7 @@ def hold_connections(port: int, n: int, wave: int = 5) -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n + 200 and (hard == resource.RLIM_INFINITY or hard >= n + 200):
         resource.setrlimit(resource.RLIMIT_NOFILE, (n + 200, hard))
-    req = kip714.encode_request(kip714.MetadataRequest(topics=[]), 1, "bench", 9)
+    req = kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), 1, "bench", 9)
     deadline = time.monotonic() + 120.0
 
     def answer(s: socket.socket) -> bool:
