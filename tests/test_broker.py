@@ -273,7 +273,7 @@ def test_background_receiver_never_blocks_and_never_loses_silently():
             self.seen.append(payload.data)
 
     slow = Slow()
-    bg = kip714.BackgroundReceiver(slow, max_queue=2)
+    bg = kip714.broker.BackgroundReceiver(slow, max_queue=2)
     b = TelemetryBroker(subscribed(), receivers=[bg])
     resp = get(b, now=0)
     inst, sid = resp.client_instance_id, resp.subscription_id

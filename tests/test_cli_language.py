@@ -261,16 +261,16 @@ def test_decode_response_reads_what_encode_response_writes():
     assert kip714.decode_response(wire, 72, 0, size_prefixed=True).body == resp
     frames, _ = kip714.split_frames(wire)
     assert kip714.decode_response(frames[0], 72, 0).body == resp
-    with pytest.raises(kip714.MalformedFrameError, match="size_prefixed=True"):
+    with pytest.raises(kip714.errors.MalformedFrameError, match="size_prefixed=True"):
         kip714.decode_response(wire, 72, 0)
-    with pytest.raises(kip714.MalformedFrameError, match="size prefix says"):
+    with pytest.raises(kip714.errors.MalformedFrameError, match="size prefix says"):
         kip714.decode_response(wire[:-1], 72, 0, size_prefixed=True)
 
 
 @pytest.mark.parametrize("body", [
     kip714.PushTelemetryRequest(client_instance_id=uuid.UUID(int=5), metrics=b"x" * 300),
     kip714.GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)),
-    kip714.ApiVersionsRequest(client_software_name="a", client_software_version="1"),
+    kip714.wire.ApiVersionsRequest(client_software_name="a", client_software_version="1"),
 ])
 def test_decode_request_says_when_a_frame_still_has_its_size_prefix(body):
     wire = kip714.encode_request(body, 9, "client")

@@ -114,13 +114,13 @@ def test_compression_levels():
     # a level the codec does not take is the caller's configuration error (Kafka refuses it when the client is
     # configured), not a compression failure to fall back from
     for accepted, level in (([1], 99), ([3], 0), ([4], 23), ([1], {CompressionType.GZIP: -2})):
-        with pytest.raises(kip714.InvalidConfigError, match="level must be in"):
+        with pytest.raises(kip714.errors.InvalidConfigError, match="level must be in"):
             compress_payload(PAYLOAD, accepted, level=level)
-    with pytest.raises(kip714.InvalidConfigError, match="snappy compression takes no level"):
+    with pytest.raises(kip714.errors.InvalidConfigError, match="snappy compression takes no level"):
         kip714.compress(PAYLOAD, 2, level=1)
     # a client configured with such a level is refused when it is made, not at a push (where the error had left
     # its telemetry state stuck in PUSH_IN_PROGRESS)
-    with pytest.raises(kip714.InvalidConfigError, match="gzip level must be in"):
+    with pytest.raises(kip714.errors.InvalidConfigError, match="gzip level must be in"):
         kip714.ClientTelemetry(None, compression_level=99)
     assert kip714.ClientTelemetry(None, compression_level=99, supported_compression=[0, 2]).compression_level == 99
     assert kip714.ClientTelemetry(None, compression_level={CompressionType.ZSTD: 19}).compression_level
@@ -445,7 +445,7 @@ def test_throttle_time_is_recorded_only():
 def test_unsupported_version_waits_then_resubscribes():
     t = new_client()
     t.create_request(100)
-    t.handle_failed_request(200, kip714.UnsupportedVersionError("no key 71"))
+    t.handle_failed_request(200, kip714.errors.UnsupportedVersionError("no key 71"))
     assert t.state is St.SUBSCRIPTION_NEEDED and t.enabled
     assert t.interval_ms == 300_000 and t.last_request_ms == 200
     assert t.time_to_next_update(TIMEOUT, 200) == 300_000
@@ -453,7 +453,7 @@ def test_unsupported_version_waits_then_resubscribes():
     # also for a push
     t.handle_response(get_response(), 300_200)
     t.create_request(10**7)
-    t.handle_failed_request(10**7, kip714.UnsupportedVersionError())
+    t.handle_failed_request(10**7, kip714.errors.UnsupportedVersionError())
     assert t.state is St.SUBSCRIPTION_NEEDED and t.enabled and t.interval_ms == 300_000
 
 
@@ -476,7 +476,7 @@ def test_disconnect_backoff_option():
 
 def test_failure_outside_in_progress_disables():
     t = subscribed()  # PUSH_NEEDED: nothing in flight
-    t.handle_failed_request(10**6, kip714.UnsupportedVersionError())
+    t.handle_failed_request(10**6, kip714.errors.UnsupportedVersionError())
     assert not t.enabled and t.state is St.PUSH_NEEDED
 
 
@@ -679,7 +679,7 @@ def test_random_driving_keeps_invariants(seed):
         elif op < 0.8:
             t.handle_response(PushTelemetryResponse(error_code=rng.choice([0, 0, 0, 117, 118, 89, 87])), now)
         elif op < 0.87:
-            t.handle_failed_request(now, rng.choice([None, kip714.UnsupportedVersionError()]))
+            t.handle_failed_request(now, rng.choice([None, kip714.errors.UnsupportedVersionError()]))
         elif op < 0.95:
             t.initiate_close(now)
         else:

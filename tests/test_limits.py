@@ -64,8 +64,8 @@ def peak_alloc(fn):
 
 
 def test_split_frames_refuses_a_size_over_the_limit_before_the_bytes_arrive():
-    for limit, size in ((1024, 1025), (kip714.DEFAULT_MAX_FRAME_BYTES, kip714.DEFAULT_MAX_FRAME_BYTES + 1),
-                        (kip714.DEFAULT_MAX_FRAME_BYTES, 2**31 - 1)):
+    for limit, size in ((1024, 1025), (kip714.wire.DEFAULT_MAX_FRAME_BYTES, kip714.wire.DEFAULT_MAX_FRAME_BYTES + 1),
+                        (kip714.wire.DEFAULT_MAX_FRAME_BYTES, 2**31 - 1)):
         buf = struct.pack(">i", size) + b"\x00" * 10      # only the prefix and a few bytes have arrived
         result, peak = peak_alloc(lambda: kip714.split_frames(buf, limit))
         assert isinstance(result, FrameTooLargeError) and result.error_code == ErrorCode.INVALID_REQUEST
@@ -256,7 +256,7 @@ HOSTILE_BODIES = [
 
 @pytest.mark.parametrize("name,api_key,version,is_request,body", HOSTILE_BODIES, ids=[c[0] for c in HOSTILE_BODIES])
 def test_huge_count_or_length_is_refused_without_allocating(name, api_key, version, is_request, body):
-    cls = kip714.message_class(api_key, is_request)
+    cls = kip714.wire.message_class(api_key, is_request)
     started = time.perf_counter()
     result, peak = peak_alloc(lambda: cls.decode(body, version))
     assert isinstance(result, MalformedFrameError), (name, result)
@@ -392,7 +392,7 @@ def test_otlp_nesting_depth_is_bounded(depth):
     try:
         otlp_pb.flatten(data)
         reference = "accepted"
-    except kip714.CorruptPayloadError:
+    except kip714.errors.CorruptPayloadError:
         reference = "refused"
     assert proc.stdout.split()[0] == reference, (depth, proc.stdout, reference)
 
@@ -400,7 +400,7 @@ def test_otlp_nesting_depth_is_bounded(depth):
 def test_otlp_reference_refuses_deep_nesting_cleanly():
     from kip714.otlp import reference as otlp_pb
 
-    with pytest.raises(kip714.CorruptPayloadError):
+    with pytest.raises(kip714.errors.CorruptPayloadError):
         otlp_pb.flatten(_metrics_data(_point_with_attribute(_nested_anyvalue(5_000))))
 
 
@@ -409,7 +409,7 @@ def test_otlp_repeated_data_points_are_bounded_by_max_rows():
     empty_point = b""                                       # an empty NumberDataPoint: 2 bytes each on the wire
     data = _metrics_data(empty_point, n_points=50_000)
     assert otlp.decode_metrics(data).num_rows == 50_000
-    with pytest.raises(kip714.CorruptPayloadError):
+    with pytest.raises(kip714.errors.CorruptPayloadError):
         otlp.decode_metrics(data, max_rows=49_999)
     assert otlp.MAX_ROWS <= 10_000_000
 
@@ -418,10 +418,10 @@ def test_otlp_amplified_bytes_are_bounded():
     otlp = _otlp_native()
     # a 64 KiB metric name repeated onto 20000 data points would copy 1.3 GB into the table
     data = _metrics_data(b"", n_points=20_000, name=b"n" * 65536)
-    with pytest.raises(kip714.CorruptPayloadError):
+    with pytest.raises(kip714.errors.CorruptPayloadError):
         otlp.decode_metrics(data, max_amplified_bytes=64 << 20)
     result, peak = peak_alloc(lambda: otlp.decode_metrics(data))
-    assert isinstance(result, kip714.CorruptPayloadError) or peak < (1 << 30), peak
+    assert isinstance(result, kip714.errors.CorruptPayloadError) or peak < (1 << 30), peak
 
 
 def test_otlp_packed_field_claiming_more_than_the_input_is_refused():
@@ -432,7 +432,7 @@ def test_otlp_packed_field_claiming_more_than_the_input_is_refused():
     metric = _ld(1, b"h") + _ld(9, hist)
     data = _ld(1, _ld(2, _ld(2, metric)))
     result, peak = peak_alloc(lambda: otlp.decode_metrics(data))
-    assert isinstance(result, kip714.CorruptPayloadError)
+    assert isinstance(result, kip714.errors.CorruptPayloadError)
     assert peak < 1 << 20
 
 
@@ -479,7 +479,7 @@ def test_unsafe_constructs_are_refused_at_config_time(pattern, what):
     with pytest.raises(UnsafePatternError, match=what):
         SafePattern(pattern)
     r = SubscriptionRegistry()
-    with pytest.raises(kip714.InvalidConfigError, match="Illegal client matching pattern") as info:
+    with pytest.raises(kip714.errors.InvalidConfigError, match="Illegal client matching pattern") as info:
         r.set("s", {"metrics": "*", "match": f"client_id={pattern}"})
     assert info.value.error_code == ErrorCode.INVALID_CONFIG
     assert "s" not in r
@@ -528,7 +528,7 @@ def test_safe_pattern_agrees_with_re_fullmatch():
 
 
 def test_subscription_built_from_plain_re_patterns_is_still_safe():
-    sub = kip714.Subscription("s", ("*",), 1000, {"client_id": re.compile("(a+)+$")})
+    sub = kip714.broker.Subscription("s", ("*",), 1000, {"client_id": re.compile("(a+)+$")})
     started = time.perf_counter()
     assert not sub.matches(kip714.ClientInfo(client_id="a" * 30000 + "!"))
     assert time.perf_counter() - started < 1.0
@@ -620,7 +620,7 @@ def _closed_by_peer(sock: socket.socket, timeout: float) -> bool:
 
 
 def _api_versions(sock: socket.socket, corr: int = 1):
-    sock.sendall(kip714.encode_request(kip714.ApiVersionsRequest("kip714-test", "1.0"), corr, "t", 3))
+    sock.sendall(kip714.encode_request(kip714.wire.ApiVersionsRequest("kip714-test", "1.0"), corr, "t", 3))
     head = _recv_exact(sock, 4)
     return kip714.decode_response(_recv_exact(sock, struct.unpack(">i", head)[0]), 18, 3)
 
@@ -661,7 +661,7 @@ def test_server_closes_on_oversized_prefix(server_factory):
     assert _closed_by_peer(s, 5)
     assert srv.server.stats["protocol_errors"] == 1
     s2 = srv.connect()                           # a frame exactly at the limit is read normally
-    body = kip714.encode_request(kip714.MetadataRequest([kip714.MetadataRequestTopic("t" * 900)]), 2, "t", 4)
+    body = kip714.encode_request(kip714.wire.MetadataRequest([kip714.wire.MetadataRequestTopic("t" * 900)]), 2, "t", 4)
     assert len(body) - 4 <= 1024
     s2.sendall(body)
     head = _recv_exact(s2, 4)
@@ -752,7 +752,7 @@ def test_server_stops_reading_while_a_client_does_not_read_its_responses(server_
     srv = server_factory()
     s = srv.connect()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    one = kip714.encode_request(kip714.ApiVersionsRequest("kip714-test", "1.0"), 1, "t", 3)
+    one = kip714.encode_request(kip714.wire.ApiVersionsRequest("kip714-test", "1.0"), 1, "t", 3)
     data = memoryview(one * 1_000_000)                            # 35 MB in, ~100 MB of answers out
     s.setblocking(False)
     sent, last_progress = 0, time.monotonic()
@@ -774,12 +774,12 @@ def test_server_metadata_topic_by_id_only(server_factory):
     """Found by the ``stream`` fuzzer: a Metadata v10/v11 request naming a topic by id only (null name)
     made the answer unencodable and the exception escaped into the event loop."""
     srv = server_factory()
-    topic = kip714.MetadataRequestTopic(None, uuid.UUID(int=7))
+    topic = kip714.wire.MetadataRequestTopic(None, uuid.UUID(int=7))
     s = srv.connect()
-    s.sendall(kip714.encode_request(kip714.MetadataRequest([topic]), 1, "t", 10))
+    s.sendall(kip714.encode_request(kip714.wire.MetadataRequest([topic]), 1, "t", 10))
     assert _closed_by_peer(s, 5)                                  # refused, as Kafka refuses it
     s = srv.connect()
-    s.sendall(kip714.encode_request(kip714.MetadataRequest([topic]), 2, "t", 12))
+    s.sendall(kip714.encode_request(kip714.wire.MetadataRequest([topic]), 2, "t", 12))
     head = _recv_exact(s, 4)
     resp = kip714.decode_response(_recv_exact(s, struct.unpack(">i", head)[0]), 3, 12)
     assert [(t.error_code, t.name, t.topic_id) for t in resp.body.topics] == [(100, None, uuid.UUID(int=7))]

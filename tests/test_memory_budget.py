@@ -95,8 +95,8 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 def well_behaved_client(port: int, timeout: float = 30.0) -> None:
     """A client's first requests — ApiVersions v3, Metadata, GetTelemetrySubscriptions — each answered."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        requests = ((kip714.ApiVersionsRequest("kip714-test", "1.0"), 18, 3),
-                    (kip714.MetadataRequest([]), 3, 12),
+        requests = ((kip714.wire.ApiVersionsRequest("kip714-test", "1.0"), 18, 3),
+                    (kip714.wire.MetadataRequest([]), 3, 12),
                     (kip714.GetTelemetrySubscriptionsRequest(bytes(16)), 71, 0))
         for corr, (body, key, version) in enumerate(requests, 1):
             s.sendall(kip714.encode_request(body, corr, "well-behaved", version))

@@ -7,7 +7,7 @@ arrays, ``readUnsignedVarint() - 1`` in Java ``int`` arithmetic for compact ones
 *negative*, either stores null (the field is nullable at that version, ``nullableVersions``) or throws
 ``non-nullable field <name> was serialized as null``. The broker wraps that in an InvalidRequestException
 ("Error getting request for apiKey ...") and closes the connection (SocketServer.processChannelException).
-kip714 raises :class:`kip714.MalformedFrameError` (INVALID_REQUEST) with the same text and ``kip714 serve``
+kip714 raises :class:`kip714.errors.MalformedFrameError` (INVALID_REQUEST) with the same text and ``kip714 serve``
 closes the connection.
 
 Audit of every string, bytes and array field kip714 decodes (both directions where kip714 decodes them;
@@ -293,7 +293,7 @@ def _tagged_null_frame(path: str, version: int, null: bytes | None) -> bytes:
 
 
 def _decode(name: str, body: bytes, version: int):
-    return getattr(kip714, name).decode(body, version)
+    return getattr(kip714.wire, name).decode(body, version)
 
 
 def _get(msg, path: str):
@@ -372,11 +372,11 @@ def test_compact_string_longer_than_0x7fff_is_refused_like_kafka():
     name = b"a" * 0x8000
     body = _uv(len(name) + 1) + name + b"\x02v\x00"
     with pytest.raises(MalformedFrameError, match="^string field clientSoftwareName had invalid length 32768"):
-        kip714.ApiVersionsRequest.decode(body, 3)
-    assert kip714.ApiVersionsRequest.decode(_uv(0x8000) + name[:0x7fff] + b"\x02v\x00", 3) \
+        kip714.wire.ApiVersionsRequest.decode(body, 3)
+    assert kip714.wire.ApiVersionsRequest.decode(_uv(0x8000) + name[:0x7fff] + b"\x02v\x00", 3) \
         .client_software_name == "a" * 0x7fff
     with pytest.raises(ValueError, match="32767"):
-        kip714.ApiVersionsRequest("a" * 0x8000, "1").encode(3)
+        kip714.wire.ApiVersionsRequest("a" * 0x8000, "1").encode(3)
 
 
 def test_serve_closes_the_connection_on_a_null_metrics_push():

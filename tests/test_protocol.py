@@ -337,40 +337,40 @@ def _push_frame():
 def test_unknown_api_key_and_version_carry_the_header():
     frame = bytearray(_push_frame())
     frame[0:2] = (0).to_bytes(2, "big")  # Produce
-    with pytest.raises(kip714.UnsupportedApiKeyError) as e:
+    with pytest.raises(kip714.errors.UnsupportedApiKeyError) as e:
         kip714.decode_request(bytes(frame))
     assert e.value.error_code == kip714.ErrorCode.INVALID_REQUEST
     assert e.value.header.api_key == 0 and e.value.header.correlation_id == 4
     frame = bytearray(_push_frame())
     frame[2:4] = (1).to_bytes(2, "big")
-    with pytest.raises(kip714.UnsupportedVersionError) as e:
+    with pytest.raises(kip714.errors.UnsupportedVersionError) as e:
         kip714.decode_request(bytes(frame))
     assert e.value.error_code == 35 and e.value.header.client_id == "kip714-probe-producer"
-    h = kip714.decode_request_header(bytes(frame))
+    h = kip714.wire.decode_request_header(bytes(frame))
     assert (h.api_key, h.api_version, h.correlation_id) == (72, 1, 4)
 
 
 def test_api_versions_v5_request_is_unsupported_with_header():
     frame = struct.pack(">hhih", 18, 5, 77, 3) + b"abc" + b"\x00" + b"\x01\x01\x00"
-    with pytest.raises(kip714.UnsupportedVersionError) as e:
+    with pytest.raises(kip714.errors.UnsupportedVersionError) as e:
         kip714.decode_request(frame)
     assert e.value.header.correlation_id == 77
 
 
 def test_trailing_bytes_and_bad_tags_are_malformed():
     frame = _push_frame()
-    with pytest.raises(kip714.MalformedFrameError, match="unexpected bytes"):
+    with pytest.raises(kip714.errors.MalformedFrameError, match="unexpected bytes"):
         kip714.decode_request(frame + b"\x00")
     body = GetTelemetrySubscriptionsRequest(client_instance_id=DOC_UUID).encode()
     # two tagged fields out of order
     bad = body[:16] + b"\x02" + b"\x05\x01x" + b"\x03\x01y"
-    with pytest.raises(kip714.MalformedFrameError, match="out of order"):
+    with pytest.raises(kip714.errors.MalformedFrameError, match="out of order"):
         GetTelemetrySubscriptionsRequest.decode(bad)
     good = body[:16] + b"\x02" + b"\x03\x01y" + b"\x05\x01x"
     assert GetTelemetrySubscriptionsRequest.decode(good).unknown_tagged_fields == {3: b"y", 5: b"x"}
     assert GetTelemetrySubscriptionsRequest.decode(good).encode() == good
     # a varint longer than 5 bytes
-    with pytest.raises(kip714.MalformedFrameError):
+    with pytest.raises(kip714.errors.MalformedFrameError):
         GetTelemetrySubscriptionsRequest.decode(body[:16] + b"\xff\xff\xff\xff\xff\x01")
 
 
@@ -380,7 +380,7 @@ def test_counts_larger_than_the_remaining_bytes_are_refused_before_allocating():
     body[-2:] = b"\xff\xff\xff\xff\x07\x00"
     tracemalloc.start()
     try:
-        with pytest.raises(kip714.MalformedFrameError, match="cannot fit"):
+        with pytest.raises(kip714.errors.MalformedFrameError, match="cannot fit"):
             GetTelemetrySubscriptionsResponse.decode(bytes(body))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -393,7 +393,7 @@ def test_null_metrics_is_refused_as_kafka_refuses_it():
     # (tests/test_nullability.py covers every field)
     body = PushTelemetryRequest(client_instance_id=DOC_UUID, metrics=b"").encode()
     assert body[-2:] == b"\x01\x00"
-    with pytest.raises(kip714.MalformedFrameError, match="non-nullable field metrics was serialized as null"):
+    with pytest.raises(kip714.errors.MalformedFrameError, match="non-nullable field metrics was serialized as null"):
         PushTelemetryRequest.decode(body[:-2] + b"\x00\x00")
 
 
@@ -424,18 +424,18 @@ def test_frame_size_limit_raises_without_allocating():
     huge = struct.pack(">i", 2_000_000_000) + b"\x00" * 10
     tracemalloc.start()
     try:
-        with pytest.raises(kip714.FrameTooLargeError) as e:
+        with pytest.raises(kip714.errors.FrameTooLargeError) as e:
             kip714.split_frames(huge)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 64 * 1024
     assert e.value.error_code == kip714.ErrorCode.INVALID_REQUEST
-    assert kip714.DEFAULT_MAX_FRAME_BYTES == 100 * 1024 * 1024
-    with pytest.raises(kip714.FrameTooLargeError):
+    assert kip714.wire.DEFAULT_MAX_FRAME_BYTES == 100 * 1024 * 1024
+    with pytest.raises(kip714.errors.FrameTooLargeError):
         kip714.split_frames(struct.pack(">i", 101) + bytes(101), max_frame_bytes=100)
     assert kip714.split_frames(struct.pack(">i", 100) + bytes(100), max_frame_bytes=100)[1] == 104
-    with pytest.raises(kip714.MalformedFrameError, match="negative"):
+    with pytest.raises(kip714.errors.MalformedFrameError, match="negative"):
         kip714.split_frames(struct.pack(">i", -5))
     assert kip714.split_frames(b"\x00\x00") == ([], 0)
 
@@ -445,7 +445,7 @@ def test_encode_rejects_values_that_do_not_fit():
         GetTelemetrySubscriptionsResponse(subscription_id=2**31)
     with pytest.raises(OverflowError):
         GetTelemetrySubscriptionsResponse(accepted_compression_types=[300]).encode()
-    with pytest.raises(kip714.UnsupportedVersionError):
+    with pytest.raises(kip714.errors.UnsupportedVersionError):
         PushTelemetryResponse().encode(1)
     with pytest.raises(TypeError):
         kip714.encode_request(PushTelemetryResponse(), 1, "x")
@@ -566,8 +566,8 @@ def test_wrong_types_are_refused_with_a_clear_message():
         kip714.encode_request(kip714.PushTelemetryRequest(metrics=b""), 1, client_id=5)
     with pytest.raises(TypeError, match="requested_metrics item must be str, not int"):
         kip714.GetTelemetrySubscriptionsResponse(requested_metrics=[1]).encode()
-    with pytest.raises(kip714.UnsupportedApiKeyError, match="API key 999"):
-        kip714.message_class(999, True)
+    with pytest.raises(kip714.errors.UnsupportedApiKeyError, match="API key 999"):
+        kip714.wire.message_class(999, True)
     with pytest.raises(ValueError, match="16 bytes, got 1"):
         kip714.kafka_uuid_string(b"x")
     assert len(kip714.kafka_uuid_string(bytes(16))) == 22

@@ -167,7 +167,7 @@ def test_kafka_python_through_the_proxy(mock3, proxy3):
 
 
 def _metadata_request(corr: int, version: int = 9) -> bytes:
-    return kip714.encode_request(kip714.MetadataRequest(topics=[]), corr, "raw", version)
+    return kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), corr, "raw", version)
 
 
 def test_default_port_mapping_is_base_plus_node_id(mock3):
@@ -200,7 +200,7 @@ def _start_fails(upstream: str, **kw) -> Exception:
             await proxy.start()
         finally:
             await proxy.close()
-    with pytest.raises(kip714.InvalidConfigError) as info:
+    with pytest.raises(kip714.errors.InvalidConfigError) as info:
         asyncio.run(run())
     return info.value
 

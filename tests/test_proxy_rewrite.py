@@ -70,9 +70,9 @@ def test_metadata_all_versions(version):
 def test_metadata_tagged_fields_survive():
     # a flexible answer with unknown tagged fields in a broker entry and at the top level (kafka-python
     # decodes unknown tags but does not encode them: the frame comes from kip714's encoder)
-    brokers = [kip714.MetadataResponseBroker(1, "b1", 9092, None, {7: b"\x01\x02"}),
-               kip714.MetadataResponseBroker(2, "b2", 9093, "rack", None)]
-    frame = kip714.encode_response(42, kip714.MetadataResponse(brokers=brokers, cluster_id="c", controller_id=1,
+    brokers = [kip714.wire.MetadataResponseBroker(1, "b1", 9092, None, {7: b"\x01\x02"}),
+               kip714.wire.MetadataResponseBroker(2, "b2", 9093, "rack", None)]
+    frame = kip714.encode_response(42, kip714.wire.MetadataResponse(brokers=brokers, cluster_id="c", controller_id=1,
                                                                unknown_tagged_fields={9: b"xyz"}), 12)
     out = rewrite.rewrite_metadata(frame[4:], 12, advertise)
     got = decode(MetadataResponse, out, 12)
@@ -93,7 +93,7 @@ def test_metadata_unmapped_node_is_an_error():
 def test_metadata_truncated_is_malformed(version):
     frame = encode(metadata(version))[4:]
     # cut inside the broker list: the rewrite must fail, never emit a real address
-    with pytest.raises(kip714.MalformedFrameError):
+    with pytest.raises(kip714.errors.MalformedFrameError):
         rewrite.rewrite_metadata(frame[:20], version, advertise)
 
 

@@ -21,7 +21,7 @@ from proxy_helpers import closed_by_peer, connect, recv_exact, recv_frame, start
 
 
 def metadata_request(corr: int, version: int = 9, client_id: str = "robust") -> bytes:
-    return kip714.encode_request(kip714.MetadataRequest(topics=[]), corr, client_id, version)
+    return kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), corr, client_id, version)
 
 
 def corr_of(frame: bytes) -> int:
@@ -74,13 +74,13 @@ def test_frame_stream_any_chunking_forwards_every_byte_and_sees_every_head():
 
 def test_frame_stream_refuses_bad_sizes():
     fs = FrameStream(lambda *a: STREAM, lambda f: None, lambda d: None, 8, 1000)
-    with pytest.raises(kip714.MalformedFrameError):
+    with pytest.raises(kip714.errors.MalformedFrameError):
         fs.feed(struct.pack(">i", -5) + b"\0" * 10)
     fs = FrameStream(lambda *a: STREAM, lambda f: None, lambda d: None, 8, 1000)
-    with pytest.raises(kip714.FrameTooLargeError):
+    with pytest.raises(kip714.errors.FrameTooLargeError):
         fs.feed(struct.pack(">i", 1001) + b"\0" * 10)
     fs = FrameStream(lambda *a: STREAM, lambda f: None, lambda d: None, 8, 1000)
-    with pytest.raises(kip714.MalformedFrameError):
+    with pytest.raises(kip714.errors.MalformedFrameError):
         fs.feed(struct.pack(">i", 3) + b"\0" * 10)
 
 

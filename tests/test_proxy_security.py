@@ -121,7 +121,7 @@ def test_serve_takes_tls_clients(cert, tmp_path, caplog):
         # a client without TLS: refused by the handshake, counted and said (asyncio and uvloop log it at DEBUG)
         with caplog.at_level(logging.WARNING, logger="kip714.endpoint"):
             with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
-                s.sendall(kip714.encode_request(kip714.ApiVersionsRequest(), 1, "plain"))
+                s.sendall(kip714.encode_request(kip714.wire.ApiVersionsRequest(), 1, "plain"))
                 try:
                     assert s.recv(100) == b""          # closed without an answer
                 except ConnectionResetError:
@@ -172,7 +172,7 @@ class SaslBroker:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big")
                 frame = await reader.readexactly(size)
-                h = kip714.decode_request_header(frame)
+                h = kip714.wire.decode_request_header(frame)
                 out = self.answer(h, frame, state)
                 if out is None:
                     break
@@ -187,11 +187,11 @@ class SaslBroker:
         key, version, corr = h.api_key, h.api_version, h.correlation_id
         if key == 18:
             if version > 3:
-                body = kip714.ApiVersionsResponse(35, [kip714.ApiVersion(18, 0, 3)])
+                body = kip714.wire.ApiVersionsResponse(35, [kip714.wire.ApiVersion(18, 0, 3)])
                 return kip714.encode_response(corr, body, 0)
-            apis = [kip714.ApiVersion(3, 0, 12), kip714.ApiVersion(17, 1, 1), kip714.ApiVersion(18, 0, 3),
-                    kip714.ApiVersion(36, 0, 2)]
-            return kip714.encode_response(corr, kip714.ApiVersionsResponse(0, apis), version)
+            apis = [kip714.wire.ApiVersion(3, 0, 12), kip714.wire.ApiVersion(17, 1, 1), kip714.wire.ApiVersion(18, 0, 3),
+                    kip714.wire.ApiVersion(36, 0, 2)]
+            return kip714.encode_response(corr, kip714.wire.ApiVersionsResponse(0, apis), version)
         if key == 17:
             mech = frame[10 + len(h.client_id or "") + 2:].decode()
             state["mechanism"] = mech
@@ -210,8 +210,8 @@ class SaslBroker:
         if not state["authenticated"]:
             return None                                          # as Kafka: no request before SASL
         if key == 3:
-            me = kip714.MetadataResponseBroker(1, "127.0.0.1", self.port, None)
-            return kip714.encode_response(corr, kip714.MetadataResponse(brokers=[me], cluster_id="sasl",
+            me = kip714.wire.MetadataResponseBroker(1, "127.0.0.1", self.port, None)
+            return kip714.encode_response(corr, kip714.wire.MetadataResponse(brokers=[me], cluster_id="sasl",
                                                                         controller_id=1), version)
         return None
 

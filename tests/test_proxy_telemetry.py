@@ -104,7 +104,7 @@ def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
             assert pt.proxy.mode == "terminate"
             # the ApiVersions answer gains GetTelemetrySubscriptions and PushTelemetry v0
             with connect(pt.port) as s:
-                s.sendall(kip714.encode_request(kip714.ApiVersionsRequest("raw", "1.0"), 3, "raw", 3))
+                s.sendall(kip714.encode_request(kip714.wire.ApiVersionsRequest("raw", "1.0"), 3, "raw", 3))
                 resp = kip714.decode_response(recv_frame(s), 18, 3)
             apis = {a.api_key: (a.min_version, a.max_version) for a in resp.body.api_keys}
             assert apis[71] == (0, 0) and apis[72] == (0, 0)
@@ -150,7 +150,7 @@ def test_terminate_answers_in_turn_between_pipelined_requests():
                     body = kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(int=0))
                     frames.append(kip714.encode_request(body, corr, "pipelined", 0))
                 else:
-                    frames.append(kip714.encode_request(kip714.MetadataRequest(topics=[]), corr, "pipelined", 9))
+                    frames.append(kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), corr, "pipelined", 9))
             with connect(pt.port) as s:
                 s.sendall(b"".join(frames))         # all at once, before reading any answer
                 answers = [recv_frame(s) for _ in frames]
@@ -228,7 +228,7 @@ def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path,
                          telemetry=mode)
         try:
             with connect(pt.port) as s:     # the bootstrap's Metadata makes the per-broker listeners
-                s.sendall(kip714.encode_request(kip714.MetadataRequest(topics=[]), 1, "node-test", 9))
+                s.sendall(kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), 1, "node-test", 9))
                 recv_frame(s)
             ports = pt.call(lambda: pt.proxy.broker_ports)
             assert sorted(ports) == [1, 2, 3]

@@ -290,7 +290,7 @@ def test_a_bad_subscription_file_changes_nothing_and_its_fix_is_applied(tmp_path
         os.utime(path, ns=(t, t))
 
     touch("prod2 metrics=[org.apache.kafka.producer.],interval.ms=5\nother metrics=[x.]\n", 10**18)
-    with pytest.raises(kip714.InvalidRequestError):
+    with pytest.raises(kip714.errors.InvalidRequestError):
         watcher.reload()
     assert watcher.reload() is False          # the same bad file is not re-applied (nor logged) every second
     assert [s.name for s in reg.subscriptions()] == ["producers"] and reg.version == version
@@ -302,7 +302,7 @@ def test_a_bad_subscription_file_changes_nothing_and_its_fix_is_applied(tmp_path
     assert [s.name for s in reg.subscriptions()] == ["prod2"]
     assert reg.resolve(kip714.ClientInfo()).push_interval_ms == 500
     touch('{"a": 1}', 4 * 10**18)            # JSON that is not a map of names to configs
-    with pytest.raises(kip714.InvalidConfigError):
+    with pytest.raises(kip714.errors.InvalidConfigError):
         watcher.reload()
     assert [s.name for s in reg.subscriptions()] == ["prod2"]
     # a .json file caught empty mid-save (truncated, not yet written) is an error, not "no subscriptions"

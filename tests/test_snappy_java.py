@@ -218,11 +218,11 @@ def test_the_stray_byte_rules_are_modelled():
     # the end of the payload; met after some output, the broker's next read carries on after it
     for case, want in NOT_A_HEADER.items():
         assert kip714.decompress(case, 2, LIMIT) == want
-    with pytest.raises(kip714.CorruptPayloadError):
+    with pytest.raises(kip714.errors.CorruptPayloadError):
         kip714.decompress(s + MAGIC[:4] + b"short", 2, LIMIT)      # fewer than 12 bytes after the prefix
-    with pytest.raises(kip714.CorruptPayloadError):
+    with pytest.raises(kip714.errors.CorruptPayloadError):
         kip714.decompress(s + header(0) + chunk(b"x"), 2, LIMIT)   # a concatenated header's version 0
     assert kip714.decompress(stream(b"x", version=0), 2, LIMIT) == b"x"   # the first one's is not read
     for bad in (bytes(4), struct.pack(">i", -1), b"\x00\x00\x00\x09abc"):
-        with pytest.raises(kip714.CorruptPayloadError):
+        with pytest.raises(kip714.errors.CorruptPayloadError):
             kip714.decompress(s + bad, 2, LIMIT)

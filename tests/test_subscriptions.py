@@ -109,22 +109,22 @@ def test_kafka_list_parsing_keeps_empty_items(value, items):
 
 
 @pytest.mark.parametrize("config,error", [
-    ({"metrics": "a", "bogus": "1"}, kip714.InvalidRequestError),
-    ({"interval.ms": "99"}, kip714.InvalidRequestError),
-    ({"interval.ms": "3600001"}, kip714.InvalidRequestError),
-    ({"interval.ms": "bbb"}, kip714.InvalidConfigError),
-    ({"interval.ms": "1.5"}, kip714.InvalidConfigError),
-    ({"match": "client_id"}, kip714.InvalidConfigError),
-    ({"match": "client_id="}, kip714.InvalidConfigError),
-    ({"match": "client_id=a=b"}, kip714.InvalidConfigError),
-    ({"match": "=abc"}, kip714.InvalidConfigError),
-    ({"match": "client_rack=abc"}, kip714.InvalidConfigError),
-    ({"match": "client_id=[unclosed"}, kip714.InvalidConfigError),
+    ({"metrics": "a", "bogus": "1"}, kip714.errors.InvalidRequestError),
+    ({"interval.ms": "99"}, kip714.errors.InvalidRequestError),
+    ({"interval.ms": "3600001"}, kip714.errors.InvalidRequestError),
+    ({"interval.ms": "bbb"}, kip714.errors.InvalidConfigError),
+    ({"interval.ms": "1.5"}, kip714.errors.InvalidConfigError),
+    ({"match": "client_id"}, kip714.errors.InvalidConfigError),
+    ({"match": "client_id="}, kip714.errors.InvalidConfigError),
+    ({"match": "client_id=a=b"}, kip714.errors.InvalidConfigError),
+    ({"match": "=abc"}, kip714.errors.InvalidConfigError),
+    ({"match": "client_rack=abc"}, kip714.errors.InvalidConfigError),
+    ({"match": "client_id=[unclosed"}, kip714.errors.InvalidConfigError),
 ])
 def test_invalid_configs_are_refused_with_kafka_error_codes(config, error):
     with pytest.raises(error) as e:
         SubscriptionRegistry().set("s", config)
-    assert e.value.error_code == (42 if error is kip714.InvalidRequestError else 40)
+    assert e.value.error_code == (42 if error is kip714.errors.InvalidRequestError else 40)
 
 
 def test_valid_edge_configs():
@@ -134,7 +134,7 @@ def test_valid_edge_configs():
     r.set("s", {"match": "client_id=a=,client_software_name = apache-kafka-java "})  # Java split drops the trailing ''
     sub = r.subscriptions()[0]
     assert sub.match["client_id"].pattern == "a" and sub.match["client_software_name"].pattern == "apache-kafka-java"
-    with pytest.raises(kip714.InvalidRequestError):
+    with pytest.raises(kip714.errors.InvalidRequestError):
         r.set("", {"metrics": "x"})
 
 
@@ -156,7 +156,7 @@ def test_parse_config_string():
     assert parse_config_string("metrics=[a,b],interval.ms=15000,match=[client_id=x,client_source_port=1]") == {
         "metrics": "a,b", "interval.ms": "15000", "match": "client_id=x,client_source_port=1"}
     assert parse_config_string("metrics=org.apache.kafka.producer.") == {"metrics": "org.apache.kafka.producer."}
-    with pytest.raises(kip714.InvalidConfigError):
+    with pytest.raises(kip714.errors.InvalidConfigError):
         parse_config_string("metrics=[a,b")
 
 
