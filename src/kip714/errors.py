@@ -1,4 +1,4 @@
-"""The kip714 exception hierarchy.
+"""The kip714 exception hierarchy (public; ``Kip714Error`` is also in ``kip714``).
 
 Every exception kip714 raises for bad input is a :class:`Kip714Error` and carries the Kafka error code
 an Apache Kafka broker would answer with (``.error_code``, a :class:`~kip714.ErrorCode`).

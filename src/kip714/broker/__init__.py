@@ -1,7 +1,10 @@
-"""Broker decisions as Apache Kafka 4.1+ makes them: subscriptions (:mod:`.subscriptions`, in Java's
-iteration order, :mod:`.javaorder`), the native per-instance table (``kip714._instances``), the
+"""Broker decisions as Apache Kafka 4.1+ makes them (public): subscriptions (:mod:`.subscriptions`, in
+Java's iteration order, :mod:`.javaorder`), the native per-instance table (``kip714._instances``), the
 ``ClientMetricsManager`` equivalent (:mod:`.manager`) and the receiver contract accepted pushes leave by
-(:mod:`.receivers`)."""
+(:mod:`.receivers`).
+
+``__all__`` is the public part: import these names from ``kip714.broker`` (the registry, the broker and
+the receiver contract are also in ``kip714``), not from the modules below it."""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ from .receivers import BackgroundReceiver, ReceiverContext, TelemetryPayload, Te
 from .subscriptions import ClientInfo, Resolution, Subscription, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = [
-    "BackgroundReceiver", "ClientInfo", "InstanceTable", "ReceiverContext", "Resolution",
-    "Subscription", "SubscriptionRegistry", "TelemetryBroker", "TelemetryPayload", "TelemetryReceiver",
-    "kafka_uuid_string",
+    "SubscriptionRegistry", "Subscription", "Resolution", "ClientInfo", "kafka_uuid_string", "InstanceTable",
+    "TelemetryBroker", "TelemetryReceiver", "ReceiverContext", "TelemetryPayload", "BackgroundReceiver",
 ]

@@ -1,4 +1,6 @@
-"""OTLP MetricsData → Arrow: the native decoder's Python face and its column schema.
+"""OTLP MetricsData → Arrow (public): the native decoder's Python face and its column schema.
+
+``__all__`` is the public part (the decode functions are also in ``kip714``).
 
 :func:`decode_metrics` / :func:`decode_metrics_batch` are implemented in the native ``kip714._otlp``;
 :mod:`kip714.otlp.schema` holds the column contract; :mod:`kip714.otlp.reference` (protobuf + Python) is the

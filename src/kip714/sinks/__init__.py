@@ -1,5 +1,9 @@
-"""Where accepted pushes go: every sink is a :class:`kip714.TelemetryReceiver` (the Parquet recorder, the
-Prometheus exporter, the OTLP forwarder)."""
+"""Where accepted pushes go (public): every sink is a :class:`kip714.TelemetryReceiver`: the Parquet
+recorder (:class:`ParquetRecorder`, read back with :func:`read_recording`), the Prometheus exporter, the
+OTLP forwarder.
+
+``__all__`` is the public part (all four are also in ``kip714``). The exporters need the ``export``
+extra."""
 
 from __future__ import annotations
 
@@ -7,4 +11,4 @@ from .otlp_forward import OtlpForwarder
 from .prometheus import PrometheusExporter
 from .recorder import ParquetRecorder, read_recording
 
-__all__ = ["OtlpForwarder", "ParquetRecorder", "PrometheusExporter", "read_recording"]
+__all__ = ["ParquetRecorder", "read_recording", "PrometheusExporter", "OtlpForwarder"]

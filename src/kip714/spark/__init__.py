@@ -1,5 +1,8 @@
-"""kip714 on Spark: decode recordings and frames into a points table (mapInArrow), SQL functions (Arrow
-UDTF), the ``kip714 pipeline`` job (:mod:`.pipeline`) and the ``kip714 report`` job (:mod:`.report`)."""
+"""kip714 on Spark (public): decode recordings and frames into a points table (mapInArrow), SQL functions
+(Arrow UDTF), the ``kip714 pipeline`` job (:mod:`.pipeline`) and the ``kip714 report`` job (:mod:`.report`).
+
+``__all__`` is the public part. ``import kip714`` does not import this package (it needs pyspark, the
+``spark`` extra): ``import kip714.spark``."""
 
 from __future__ import annotations
 
