@@ -1,43 +1,51 @@
 """Regenerate docs/api.md from the docstrings: ``python docs/gen_api.py > docs/api.md``.
 
-Names are grouped in the order of the data flow; a public name missing from GROUPS is listed under "Other"
-(tests/test_docs.py fails when docs/api.md lacks a name of ``kip714.__all__``)."""
+The page lists ``kip714.__all__`` first, then the ``__all__`` of every public subpackage (SUBPACKAGES, in the
+order of the data flow), the names that left the top level, and the command line. tests/test_docs.py fails
+when docs/api.md lacks one of these names or a public subpackage."""
 
+from __future__ import annotations
+
+import importlib
 import inspect
+import pathlib
 import re
+import textwrap
 
 import kip714
-from kip714 import spark as ks
 from kip714.cli import build_parser
 
-GROUPS = [
-    ("Kafka's numbers and errors", ["ApiKey", "CompressionType", "ErrorCode", "Kip714Error", "CorruptPayloadError",
-                                    "FrameTooLargeError", "InvalidConfigError", "InvalidRequestError",
-                                    "MalformedFrameError", "TelemetryTooLargeError", "UnsupportedApiKeyError",
-                                    "UnsupportedCompressionTypeError", "UnsupportedVersionError"]),
-    ("Wire (`kip714.wire`, native `kip714._protocol`)", [
-        "DEFAULT_MAX_FRAME_BYTES", "split_frames", "decode_request", "decode_request_header", "decode_response",
-        "encode_request", "encode_response", "message_class", "Message", "Request", "Response", "RequestHeader",
-        "ResponseHeader", "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse",
-        "PushTelemetryRequest", "PushTelemetryResponse", "ApiVersionsRequest", "ApiVersionsResponse", "ApiVersion",
-        "SupportedFeature", "FinalizedFeature", "MetadataRequest", "MetadataRequestTopic", "MetadataResponse",
-        "MetadataResponseBroker", "MetadataResponseTopic", "MetadataResponsePartition"]),
-    ("Codecs (`kip714.codec`, native `kip714._codec`, `kip714._crc`)",
-     ["compress", "decompress", "crc32c", "compute_subscription_id", "uuid_hash"]),
-    ("Broker decisions and receivers (`kip714.broker`)", [
-        "SubscriptionRegistry", "Subscription", "Resolution", "ClientInfo", "kafka_uuid_string", "InstanceTable",
-        "TelemetryBroker", "TelemetryReceiver", "ReceiverContext", "TelemetryPayload", "BackgroundReceiver"]),
-    ("Client half (`kip714.client`)", [
-        "ClientTelemetry", "ClientTelemetryState", "ClientTelemetrySubscription", "MetricsCollector", "MetricSelector",
-        "choose_compression", "compress_payload", "telemetry_metric_name", "telemetry_metric_key",
-        "telemetry_attribute_key", "telemetry_attributes"]),
-    ("Endpoints (`kip714.endpoint`)", ["TelemetryServer", "TelemetryProxy"]),
-    ("Sinks (`kip714.sinks`)", ["ParquetRecorder", "PrometheusExporter", "OtlpForwarder"]),
-    ("OTLP → Arrow (`kip714.otlp`, native `kip714._otlp`)", ["decode_metrics", "decode_metrics_batch"]),
-]
+#: The public subpackages (and the errors module), in the order of the data flow.
+SUBPACKAGES = ["kip714.wire", "kip714.codec", "kip714.errors", "kip714.broker", "kip714.client",
+               "kip714.endpoint", "kip714.sinks", "kip714.otlp", "kip714.spark"]
 
 
-def row(n, obj):
+def plain(text: str) -> str:
+    text = re.sub(r":(class|func|data|meth|mod|attr|exc):`~?([^`]+)`", r"`\2`", text)
+    return text.replace("``", "`")
+
+
+def clip(desc: str, width: int = 230) -> str:
+    return desc if len(desc) <= width else desc[:desc.rfind(" ", 0, width)] + " …"
+
+
+def data_doc(package: object, n: str) -> str:
+    """The ``#:`` comment above ``n = ...`` in a module of ``package`` (data have no docstring)."""
+    folder = pathlib.Path(package.__file__).parent
+    files = [pathlib.Path(package.__file__)] if folder.name == "kip714" else sorted(folder.glob("*.py"))
+    for path in files:
+        m = re.search(rf"((?:^#:.*\n)+)^{re.escape(n)}\b\s*(?::[^=\n]*)?=", path.read_text(), flags=re.M)
+        if m:
+            return " ".join(line[2:].strip() for line in m.group(1).splitlines())
+    return ""
+
+
+def row(n: str, obj: object, package: object = kip714) -> str:
+    if not callable(obj):   # data: its #: comment, an int also its value
+        desc = plain(data_doc(package, n))
+        if isinstance(obj, int):
+            desc = f"`{obj}`" + (f": {desc}" if desc else "")
+        return f"| `{n}` | {clip(desc)} |"
     doc = (inspect.getdoc(obj) or "").strip()
     paras = [p.replace("\n", " ").strip() for p in doc.split("\n\n") if p.strip()]
     sig = ""
@@ -48,33 +56,45 @@ def row(n, obj):
             sig = n + str(inspect.signature(obj))
         except (TypeError, ValueError):
             sig = n
-    desc = paras[0] if paras else ""
-    if isinstance(obj, int) and not isinstance(obj, type):
-        desc = f"`{obj}`"
-    desc = re.sub(r":(class|func|data|meth|mod|attr):`~?([^`]+)`", r"`\2`", desc).replace("``", "`")
-    if len(desc) > 230:
-        desc = desc[:desc.rfind(" ", 0, 230)] + " …"
-    return f"| `{sig or n}` | {desc} |"
+    return f"| `{sig or n}` | {clip(plain(paras[0] if paras else ''))} |"
 
 
-def main():
-    print("# kip714 public API\n\nEverything `import kip714` offers, on one page (`kip714.__all__`), plus "
-          "`kip714.spark` and the command\nline. Generated by `docs/gen_api.py` from the docstrings; `.pyi` "
-          "stubs ship for every native module (checked by\n`tests/test_stubs.py`). Module paths under the "
-          "subpackages are internal: import from `kip714` (or\n`kip714.spark`).")
-    public = [n for n in kip714.__all__ if n != "__version__"]
-    seen = set()
-    for title, names in GROUPS + [("Other", [n for n in public if not any(n in g for _, g in GROUPS)])]:
-        names = [n for n in names if n in public]
-        if not names:
-            continue
-        print(f"\n## {title}\n\n| name | what |\n|---|---|")
-        for n in names:
-            seen.add(n)
-            print(row(n, getattr(kip714, n)))
-    print("\n## Spark (`kip714.spark`)\n\n| name | what |\n|---|---|")
-    for n in ks.__all__:
-        print(row(n, getattr(ks, n)))
+def summary(module: object) -> str:
+    """The first paragraph of a module's docstring, on one line."""
+    return plain((inspect.getdoc(module) or "").split("\n\n")[0].replace("\n", " ").strip())
+
+
+def main() -> None:
+    names = ", ".join(f"`{m}`" for m in SUBPACKAGES)
+    print("# kip714 public API\n")
+    print(textwrap.fill(
+        f"`import kip714` offers the names of `kip714.__all__`: what you build with, listed first. Every "
+        f"subpackage below is public as well, with its own `__all__`: {names}. Import a name from the top "
+        "level or from its subpackage, not from the modules inside a subpackage (e.g. "
+        "`kip714.broker.receivers`), whose layout may change. `kip714.spark` needs the `spark` extra and is "
+        "not imported by `import kip714`. `kip714.cli` (the command line) and `kip714.tools` (bench, "
+        "simulate, demo) are not library API.", 110, break_on_hyphens=False) + "\n")
+    print(textwrap.fill("Generated by `docs/gen_api.py` from the docstrings; `.pyi` stubs ship for every "
+                        "native module (checked by `tests/test_stubs.py`).", 110))
+    top = [n for n in kip714.__all__ if n != "__version__"]
+    print("\n## `kip714` (top level)\n\n| name | what |\n|---|---|")
+    for n in top:
+        print(row(n, getattr(kip714, n)))
+    for modname in SUBPACKAGES:
+        mod = importlib.import_module(modname)
+        print(f"\n## `{modname}`\n\n{summary(mod)}\n\n| name | what |\n|---|---|")
+        for n in mod.__all__:
+            obj = getattr(mod, n)
+            if n in top and getattr(kip714, n) is obj:
+                print(f"| `{n}` | also at the top level: `kip714.{n}` |")
+            else:
+                print(row(n, obj, mod))
+    print("\n## Names that left the top level\n")
+    print(textwrap.fill("In 0.1.0 these were in `kip714.__all__` too. They still resolve from `kip714` for one "
+                        "release, with a `DeprecationWarning` naming the new home; import them from there.", 110))
+    print("\n| new home | names |\n|---|---|")
+    for home, moved in kip714._MOVED.items():
+        print(f"| `{home}` | {', '.join(f'`{n}`' for n in moved)} |")
     print("\n## Command line (`kip714 COMMAND --help`)\n\n| command | what |\n|---|---|")
     for action in build_parser()._subparsers._group_actions:
         for choice in action._choices_actions:

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from .._instances import InstanceTable
 from .manager import TelemetryBroker
-from .receivers import BackgroundReceiver, ReceiverContext, TelemetryPayload, TelemetryReceiver
+from .receivers import (
+    BackgroundReceiver,
+    CallbackReceiver,
+    ClientSubscription,
+    InstanceCloseObserver,
+    PushObserver,
+    ReceiverContext,
+    TelemetryPayload,
+    TelemetryReceiver,
+)
 from .subscriptions import ClientInfo, Resolution, Subscription, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = [
     "SubscriptionRegistry", "Subscription", "Resolution", "ClientInfo", "kafka_uuid_string", "InstanceTable",
-    "TelemetryBroker", "TelemetryReceiver", "ReceiverContext", "TelemetryPayload", "BackgroundReceiver",
+    "TelemetryBroker", "ClientSubscription", "TelemetryReceiver", "PushObserver", "InstanceCloseObserver",
+    "ReceiverContext", "TelemetryPayload", "BackgroundReceiver", "CallbackReceiver",
 ]
