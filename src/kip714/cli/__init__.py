@@ -14,16 +14,17 @@ from collections.abc import Sequence
 
 import kip714
 
-from . import bench, decode, demo, pipeline, proxy, report, serve, simulate
+from . import bench, conformance, decode, demo, pipeline, proxy, report, serve, simulate
 
 #: Subcommands in the order ``--help`` lists them (the order of the data flow, then the tools).
-COMMANDS = (serve, proxy, decode, pipeline, report, simulate, bench, demo)
+COMMANDS = (serve, proxy, decode, pipeline, report, conformance, simulate, bench, demo)
 
 #: Exit statuses of every subcommand (``kip714 --help`` shows them).
 EXIT_STATUS = {
     0: "success",
     1: ("the command ran and found problems (decode: undecodable frames; simulate: no push accepted or a "
-        "protocol error answered; bench: a group failed; pipeline: the Spark job failed)"),
+        "protocol error answered; bench: a group failed; pipeline: the Spark job failed; conformance: a scenario "
+        "failed or could not run)"),
     2: ("bad usage or bad input: an unknown option or value, a file that does not exist or does not hold what "
         "the command reads (the message names it)"),
     130: "interrupted (Ctrl-C)",
