@@ -1,0 +1,95 @@
+"""The lab against deliberately broken clients (tests/conformance_broken.py: raw sockets, kafka-python's protocol
+classes, opentelemetry-proto — nothing of kip714's client half): the correct client passes every scenario, and
+each client with one defect fails exactly its own scenario (a later phase it never reaches is n/a)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kip714 import conformance
+
+pytest.importorskip("kafka")
+pytest.importorskip("opentelemetry.proto")
+from conformance_broken import DEFECTS, BrokenClient
+
+#: what a defect leaves unjudgeable elsewhere (n/a, with why), besides failing its own scenario
+NOT_REACHED = {
+    "no_reget_after_unknown_subscription": {"requested_only", "temporality"},
+    "no_terminating_push": {"terminating_resubscribe"},
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    """Every client (the correct one and one per defect) through every scenario, all at once."""
+    results: dict[str | None, list[conformance.Result]] = {}
+
+    def one(defect: str | None) -> None:
+        results[defect] = conformance.run(BrokenClient(defect), jobs=len(conformance.SCENARIO_IDS), startup_s=0.5)
+
+    threads = [threading.Thread(target=one, args=(d,)) for d in [None, *DEFECTS]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return results
+
+
+def test_the_correct_client_passes_everything(verdicts):
+    results = verdicts[None]
+    assert {r.scenario: r.status for r in results} == dict.fromkeys(conformance.SCENARIO_IDS, "pass"), \
+        {r.scenario: r.why for r in results if r.status != "pass"}
+    assert conformance.exit_status(results) == 0
+
+
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_each_defect_fails_only_its_own_scenario(verdicts, defect):
+    own = DEFECTS[defect]
+    expected = {s: "pass" for s in conformance.SCENARIO_IDS}
+    expected[own] = "fail"
+    for s in NOT_REACHED.get(defect, ()):
+        expected[s] = "n/a"
+    got = {r.scenario: r.status for r in verdicts[defect]}
+    assert got == expected, {r.scenario: (r.status, r.why) for r in verdicts[defect]
+                             if r.status != expected[r.scenario]}
+    assert conformance.exit_status(verdicts[defect]) == 1
+
+
+def test_the_verdicts_name_the_defect(verdicts):
+    why = {d: next(r.why for r in verdicts[d] if r.scenario == s) for d, s in DEFECTS.items()}
+    assert "exceeded TelemetryMaxBytes" in why["ignores_max_bytes"]
+    assert "not a Get" in why["no_reget_after_unknown_subscription"]
+    assert "after 87 INVALID_RECORD" in why["pushes_after_invalid_record"]
+    assert "null Metrics field" in why["null_payload_when_nothing_matches"]
+    assert "without a push with Terminating=true" in why["no_terminating_push"]
+    assert "zero (Null) instance id" in why["new_instance_id_per_connection"]
+    assert "0.5–1.5 × PushIntervalMs" in why["first_push_at_once"]
+    # the null push is in the evidence, raw, with the reason the lab (as Kafka) closed the connection
+    frames = next(r for r in verdicts["null_payload_when_nothing_matches"]
+                  if r.scenario == "unmatched_metrics").evidence["frames"]
+    null = [f for f in frames if f.get("request", {}).get("metrics_bytes", 0) is None]
+    assert null and "serialized as null" in null[0]["problem"]
+
+
+def test_terminating_resubscribe_takes_either_choice_of_the_kip_and_nothing_else():
+    """001:1801: after a terminating push answered UNKNOWN_SUBSCRIPTION_ID a client may Get and push once more
+    with Terminating=true (the lab accepts it where a Kafka broker with KAFKA-20898 answers INVALID_REQUEST), or
+    abandon; a second terminating push without a Get fails."""
+    results: dict[str, conformance.Result] = {}
+
+    def one(choice: str) -> None:
+        [results[choice]] = conformance.run(BrokenClient(None, on_terminating_117=choice),
+                                            ["terminating_resubscribe"], startup_s=0.5)
+
+    threads = [threading.Thread(target=one, args=(c,)) for c in ("resubscribe", "repush")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results["resubscribe"].status == "pass", results["resubscribe"].why
+    assert results["resubscribe"].why.startswith("Get, then one push with Terminating=true and the new")
+    lab_notes = [f.get("lab", "") for f in results["resubscribe"].evidence["frames"]]
+    assert any("KAFKA-20898" in n for n in lab_notes)
+    assert results["repush"].status == "fail" and "without a new Get" in results["repush"].why
