@@ -15,7 +15,7 @@ import pytest
 
 import kip714
 from kip714.cli import EXIT_STATUS, build_parser
-from kip714.cli._args import duration, parse_duration, parse_size, size
+from kip714._units import duration, parse_duration, parse_size, size
 from kip714.sinks.recorder import OPEN_DIR, ParquetRecorder, read_recording
 
 DATA = pathlib.Path(__file__).parent / "data" / "captures"

@@ -12,7 +12,7 @@ from typing import Any
 from ..endpoint.connection import os_error_words
 from ..errors import InvalidConfigError
 from ..sinks.prometheus import BROKER_LABELS, DEFAULT_LABELS
-from ._args import duration
+from .._units import duration
 
 log = logging.getLogger("kip714.sinks")
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._args import duration
+from .._units import duration
 from ._text import plain
 
 

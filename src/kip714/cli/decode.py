@@ -11,8 +11,7 @@ from collections.abc import Iterable
 import kip714
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
-
-from ._args import size
+from .._units import size
 from ._text import codec_name as _codec_name
 from ._text import table as _table
 

@@ -12,7 +12,7 @@ from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 
 from ..tools import SAMPLES
 from ..tools import demo as _demo
-from ._args import DURATION_HELP, duration
+from .._units import DURATION_HELP, duration
 from ._text import codec_name as _codec_name
 from ._text import plain
 from ._text import table as _table

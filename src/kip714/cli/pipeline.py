@@ -10,7 +10,7 @@ from dataclasses import asdict
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 from ..spark import pipeline as _pipeline
 from ..spark.pipeline import failure_line, run_pipeline
-from ._args import size
+from .._units import DURATION_HELP, duration, size
 from ._text import plain
 
 
@@ -39,7 +39,8 @@ def add_parser(subparsers) -> None:
                    help="keep following a recording that serve/proxy is still writing (Spark Structured "
                         "Streaming): append each micro-batch to OUTPUT/points and OUTPUT/errors, exactly once "
                         "across restarts (checkpoint in OUTPUT/_checkpoint); stop with Ctrl-C")
-    p.add_argument("--trigger", default="5s", help="--follow: how often to look for new files (default 5s)")
+    p.add_argument("--trigger", type=duration, default="5s", metavar="DURATION",
+                   help=f"--follow: how often to look for new files ({DURATION_HELP}; default 5s)")
     p.add_argument("--checkpoint", help="--follow: checkpoint folder (default OUTPUT/_checkpoint)")
     p.add_argument("--max-files-per-trigger", type=int, help="--follow: at most N new files per micro-batch")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -78,10 +79,8 @@ def run(args) -> int:
 
 def _follow(args) -> int:
     from ..spark.pipeline import follow_pipeline
-    from ..tools.simulate import parse_duration
 
-    trigger_s = parse_duration(args.trigger) / 1000.0
-    running = follow_pipeline(args.input, args.output, trigger_s=trigger_s, master=args.master,
+    running = follow_pipeline(args.input, args.output, trigger_s=args.trigger, master=args.master,
                               partitions=args.partitions, checkpoint=args.checkpoint,
                               max_files_per_trigger=args.max_files_per_trigger, max_output=args.max_output,
                               progress=not args.quiet, conf=dict(args.conf))

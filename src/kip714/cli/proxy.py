@@ -8,7 +8,8 @@ from typing import Any
 
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
-from ._args import duration, host, port
+from .._units import duration
+from ._args import host, port
 from ._sinks import add_sink_options, require_files
 from .serve import (
     add_run_options,

@@ -14,6 +14,7 @@ from typing import Any
 from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_MAX_BUFFERED_BYTES,
                       DEFAULT_TELEMETRY_MAX_BYTES, SERVE_FRAME_HEADROOM, compression_type_from_name,
                       serve_max_frame_bytes)
+from .._units import DURATION_HELP, duration, format_duration, format_size, size
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..endpoint.connection import warn_if_no_subscription
 from ..endpoint.server import TelemetryServer
@@ -22,7 +23,7 @@ from ..errors import InvalidConfigError
 from ..sinks import ParquetRecorder
 from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
 from ..wire import DEFAULT_MAX_FRAME_BYTES
-from ._args import DURATION_HELP, advertised_port, duration, format_duration, format_size, host, node_id, port, size
+from ._args import advertised_port, host, node_id, port
 from ._sinks import add_sink_options, build_sinks, cert_chain_error, require_files
 
 log = logging.getLogger("kip714.serve")

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
-from ._args import DURATION_HELP, duration, node_id
+from .._units import DURATION_HELP, duration
+from ._args import node_id
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -115,8 +115,8 @@ _PARTITION_CHOICES = (6, 12, 12, 24, 24, 32, 48, 64)
 
 def parse_duration(text: str | int | float) -> int:
     """``"10m"``, ``"600s"``, ``"1h30m"``, ``"250ms"``, ``"2d"`` or a plain number of seconds → milliseconds
-    (the command line's one duration syntax, whose home is ``kip714.cli._args``)."""
-    from ..cli._args import parse_duration as parse  # lazily: kip714.cli imports this module
+    (kip714's one duration syntax, whose home is ``kip714._units``)."""
+    from .._units import parse_duration as parse
 
     return parse(text)
 
