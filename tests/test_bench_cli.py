@@ -99,7 +99,7 @@ def test_only_validation(capsys):
 def test_parser_hooks_into_a_cli():
     parser = argparse.ArgumentParser(prog="kip714")
     sub = parser.add_subparsers(dest="command", required=True)
-    bench_cli.add_parser(sub)
+    cli.add_command(sub, "bench")
     args = parser.parse_args(["bench", "--quick", "--only", "codec,otlp", "--json", "f.json", "--plot", "d"])
     assert args.func is bench_cli.run and args.quick and args.only == ["codec", "otlp"]
     assert args.json == "f.json" and args.plot == "d"

@@ -19,7 +19,7 @@ from kip714.otlp import reference as otlp_pb
 from kip714.client.naming import telemetry_metric_name
 from kip714.sinks.recorder import ParquetRecorder, read_recording, record_schema
 from kip714.endpoint.server import TelemetryServer
-from kip714.cli.simulate import add_parser as add_simulate_parser
+from kip714.cli import add_command
 from kip714.tools.simulate import (
     JAVA_CONSUMER_METRICS,
     JAVA_PRODUCER_METRICS,
@@ -294,7 +294,7 @@ def test_on_payload_callback_and_resumed_run():
 
 def test_cli_in_process_with_recording(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="kip714")
-    add_simulate_parser(parser.add_subparsers(dest="command"))
+    add_command(parser.add_subparsers(dest="command"), "simulate")
     rec = tmp_path / "rec"
     args = parser.parse_args(["simulate", "--producers", "3", "--consumers", "2", "--duration", "2m",
                               "--interval-ms", "5000", "--codec", "lz4", "--software", "mix", "--record", str(rec),

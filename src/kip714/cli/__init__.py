@@ -1,5 +1,10 @@
-"""The ``kip714`` command line: one module per subcommand, each with ``add_parser(subparsers)`` and
-``run(args)``.
+"""The ``kip714`` command line.
+
+Subcommands are registered in :data:`COMMANDS` (name, module, one-line help) and loaded lazily: ``kip714
+--help`` lists them all without importing any, and only the module of the subcommand being run is imported
+(``kip714 serve`` never loads the tools or Spark). Each module has ``add_arguments(parser)`` (its options and
+its ``--help`` description) and ``run(args) -> int`` (the exit status). A new subcommand is one line in
+:data:`COMMANDS` plus its module.
 
 Errors are handled here, once for every subcommand: whatever a command raises ends as one line on stderr
 (``kip714 COMMAND: what failed``, naming the input) and the exit status of :data:`EXIT_STATUS`, never a
@@ -10,14 +15,36 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import NamedTuple
 
 import kip714
 
-from . import bench, conformance, decode, demo, pipeline, proxy, report, serve, simulate
+
+class Command(NamedTuple):
+    """A subcommand: its name, its module (relative to this package) and the one line ``--help`` shows."""
+
+    name: str
+    module: str
+    help: str
+
 
 #: Subcommands in the order ``--help`` lists them (the order of the data flow, then the tools).
-COMMANDS = (serve, proxy, decode, pipeline, report, conformance, simulate, bench, demo)
+COMMANDS: tuple[Command, ...] = (
+    Command("serve", ".serve", "run a KIP-714 telemetry endpoint real clients push to (not a Kafka broker)"),
+    Command("proxy", ".proxy", "a Kafka-protocol proxy that collects KIP-714 telemetry from any cluster"),
+    Command("decode", ".decode", "decode size-prefixed request frames (files of one or more frames)"),
+    Command("pipeline", ".pipeline", "bulk-decode frames or a serve recording on Spark into Parquet"),
+    Command("report", ".report", "conformance per client software and misbehaving clients, from a recording (Spark)"),
+    Command("conformance", ".conformance", "the client lab: provoke a client with KIP-714's broker answers and "
+                                           "judge what it does"),
+    Command("simulate", ".simulate", "a simulated fleet of Kafka clients pushing realistic KIP-714 telemetry"),
+    Command("bench", ".bench", "measure kip714 against its peers (kio, codec packages, crc32c, protobuf, Spark)"),
+    Command("demo", ".demo", "real telemetry → kip714 serve → Spark pipeline → table and chart"),
+)
+_BY_NAME = {c.name: c for c in COMMANDS}
+
 
 #: Exit statuses of every subcommand (``kip714 --help`` shows them).
 EXIT_STATUS = {
@@ -40,15 +67,45 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def module_of(name: str) -> ModuleType:
+    """The module of subcommand ``name``, imported on first use (by the import statement's machinery, which
+    ``python -X importtime`` logs; ``importlib.import_module`` bypasses it)."""
+    path = __name__ + _BY_NAME[name].module
+    __import__(path)
+    return sys.modules[path]
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str, arguments: bool = True) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` to ``subparsers``: its help line, and (``arguments``) its module's options and
+    ``run`` as ``func`` (which imports the module)."""
+    command = _BY_NAME[name]
+    parser = subparsers.add_parser(name, help=command.help, description=command.help)
+    if arguments:
+        module = module_of(name)
+        module.add_arguments(parser)
+        parser.set_defaults(func=module.run)
+    return parser
+
+
+def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The ``kip714`` parser: every subcommand listed with its help; the options of those named in ``load``
+    (default: all of them, importing every subcommand module, as the tests and docs want)."""
     parser = argparse.ArgumentParser(prog="kip714", description="kip714 — the wire side of Apache Kafka "
                                      "KIP-714 client telemetry, with a Cython core.", epilog=_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kip714 {kip714.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    loaded = set(_BY_NAME if load is None else load)
     for command in COMMANDS:
-        command.add_parser(sub)
+        add_command(sub, command.name, arguments=command.name in loaded)
     return parser
+
+
+def _command_in(argv: Sequence[str]) -> list[str]:
+    """The subcommand ``argv`` names, if any (the top level has no option that takes a value, so it is the
+    first word that is not an option)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return [word] if word in _BY_NAME else []
 
 
 def _silence_stdout() -> None:
@@ -76,7 +133,8 @@ def _describe(exc: BaseException) -> tuple[str, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command_in(argv)).parse_args(argv)
     prog = f"kip714 {args.command}"
     try:
         status = args.func(args)

@@ -11,13 +11,13 @@ import kip714
 
 from ..tools.bench import GROUPS, Bench, _groups, _json_default, _loadavg, render_markdown, render_table, write_plots
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``bench`` subcommand to an argparse subparsers object (``kip714 bench``)."""
-    p = subparsers.add_parser(
-        "bench", help="measure kip714 against its peers (kio, codec packages, crc32c, protobuf, Spark)",
-        description="Run the benchmarks of bench/ without pytest: kip714 and each peer in alternating rounds, "
-                    "then a table (operation, kip714, peer, ratio, goal, met). Peers that are not installed are "
-                    "skipped with a note. Exit status 0 even when goals are missed; non-zero on errors.")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 bench``."""
+    p.description = (
+        "Run the benchmarks of bench/ without pytest: kip714 and each peer in alternating rounds, "
+        "then a table (operation, kip714, peer, ratio, goal, met). Peers that are not installed are "
+        "skipped with a note. Exit status 0 even when goals are missed; non-zero on errors.")
     p.add_argument("--quick", action="store_true",
                    help="smaller sizes and fewer rounds, Spark skipped unless --only spark (about 10 s of CPU time: "
                         "31 s wall measured on a 2-core machine under a load average of 10)")
@@ -28,8 +28,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--spark-rows", type=int, metavar="K",
                    help="input rows for the Spark group (default 400; 16 with --quick)")
-    p.set_defaults(func=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:

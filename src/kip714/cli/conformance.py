@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from .._units import duration
 from ._text import plain
@@ -52,12 +51,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_parser(sub: Any) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 conformance``."""
     from ..conformance.runner import BUILTIN_CLIENTS, DEFAULT_INTERVAL_MS, DEFAULT_STARTUP_S
     from ..conformance.scenarios import SCENARIO_IDS
 
-    p = sub.add_parser("conformance", help="the client lab: provoke a client with KIP-714's broker answers and "
-                       "judge what it does", description=plain(run.__doc__))
+    p.description = plain(run.__doc__)
     p.add_argument("--client", metavar="CMD",
                    help="the client command, run once per scenario, with {bootstrap} (the lab's address) and "
                         "{seconds} (how long to run before closing normally; {ms} in milliseconds) filled in; or "
@@ -82,4 +81,3 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--startup", type=duration, default=DEFAULT_STARTUP_S, metavar="DURATION",
                    help=f"time a client gets to start and send its first Get (default {DEFAULT_STARTUP_S:g}s); "
                         "{seconds} is this plus what the scenario needs")
-    p.set_defaults(func=run)

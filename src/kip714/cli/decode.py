@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("decode", help="decode size-prefixed request frames (files of one or more frames)",
-                       description=run.__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 decode``."""
+    p.description = run.__doc__
     p.add_argument("files", nargs="+", help="frame files (each holds one or more size-prefixed frames)")
     p.add_argument("--json", action="store_true", help="print JSON lines, one per data point")
     p.add_argument("--summary", action="store_true", help="one line per frame, no data-point table")
@@ -103,4 +103,3 @@ def add_parser(sub) -> None:
                         "telemetry.max.bytes)")
     p.add_argument("--max-frame-bytes", type=size, default=kip714.wire.DEFAULT_MAX_FRAME_BYTES,
                    help=f"largest frame accepted (default {kip714.wire.DEFAULT_MAX_FRAME_BYTES})")
-    p.set_defaults(func=run)

@@ -44,9 +44,9 @@ def captures(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="real telemetry → kip714 serve → Spark pipeline → table and chart",
-                              description=plain(_demo.__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 demo``."""
+    p.description, p.formatter_class = plain(_demo.__doc__), argparse.RawDescriptionHelpFormatter
     p.add_argument("--output", default="demo-output",
                    help="where the recording, points, errors and chart go (default demo-output)")
     p.add_argument("--duration", "--seconds", type=duration, default=8.0, metavar="DURATION",
@@ -55,7 +55,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--captures", action="store_true",
                    help="only decode the bundled librdkafka captures (no Spark, no network)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,9 +21,9 @@ def _conf_pair(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("pipeline", help="bulk-decode frames or a serve recording on Spark into Parquet",
-                              description=plain(_pipeline.__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 pipeline``."""
+    p.description, p.formatter_class = plain(_pipeline.__doc__), argparse.RawDescriptionHelpFormatter
     p.add_argument("input", help="folder of *.bin frame files, or a kip714 serve --record folder (a URL such as "
                                  "hdfs://… is read as a recording)")
     p.add_argument("output", help="output folder: points/ and errors/ are written there")
@@ -47,7 +47,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--verbose", action="store_true",
                    help="Spark's own warnings and, when the job fails, the full traceback")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

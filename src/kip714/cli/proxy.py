@@ -47,9 +47,9 @@ DescribeQuorum), no share groups (ShareFetch/ShareAcknowledge), no SASL GSSAPI/O
 no SaslHandshake v0."""
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("proxy", help="a Kafka-protocol proxy that collects KIP-714 telemetry from any cluster",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 proxy``."""
+    p.description, p.formatter_class = DESCRIPTION, argparse.RawDescriptionHelpFormatter
     g = p.add_argument_group("upstream and listeners")
     g.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                    help="the cluster's bootstrap servers (the proxy connects nowhere a client names)")
@@ -72,7 +72,6 @@ def add_parser(sub) -> None:
     add_tls_options(p)
     add_run_options(p, proxy=True)
     add_sink_options(p)
-    p.set_defaults(func=run)
 
 
 def upstream_tls(args: Any) -> ssl.SSLContext | None:

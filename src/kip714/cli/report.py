@@ -13,10 +13,10 @@ from ._text import plain
 from ..spark.report import report as build_report
 
 
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "report", help="conformance per client software and misbehaving clients, from a recording (Spark)",
-        description=plain(sys.modules["kip714.spark.report"].__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 report``."""
+    p.description = plain(sys.modules["kip714.spark.report"].__doc__)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("source", metavar="RECORDING_OR_POINTS",
                    help="a kip714 serve --record folder, or a kip714 pipeline output folder (points/, errors/)")
     p.add_argument("--out", default="kip714-report",
@@ -30,7 +30,6 @@ def add_parser(subparsers) -> None:
         g.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(getattr(defaults, f.name)),
                        default=None, metavar="N", help=f"default {getattr(defaults, f.name)}")
     p.add_argument("--json", action="store_true", help="print conformance and insights as JSON instead of the summary")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

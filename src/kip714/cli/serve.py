@@ -5,6 +5,7 @@ running; the exporters' are in :mod:`._sinks`) and the helpers that turn them in
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import signal
@@ -110,15 +111,14 @@ def add_run_options(p, proxy: bool = False) -> None:
                         "asyncio's own; auto (default) takes uvloop when it is installed (pip install "
                         "'kip714[fast]')")
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "serve", help="run a KIP-714 telemetry endpoint real clients push to (not a Kafka broker)",
-        description="A KIP-714 telemetry endpoint: answers ApiVersions, Metadata (itself as the only broker, "
-                    "no topics), GetTelemetrySubscriptions and PushTelemetry exactly as Apache Kafka 4.1+ does. "
-                    "It is not a Kafka broker: use it to collect client telemetry or to test a client's KIP-714 "
-                    "support. Subscription options follow kafka-client-metrics.sh. Without --metrics, --match, "
-                    "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
-                    "one and never push: serve says so at start-up.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 serve``."""
+    p.description = ("A KIP-714 telemetry endpoint: answers ApiVersions, Metadata (itself as the only broker, "
+                     "no topics), GetTelemetrySubscriptions and PushTelemetry exactly as Apache Kafka 4.1+ does. "
+                     "It is not a Kafka broker: use it to collect client telemetry or to test a client's KIP-714 "
+                     "support. Subscription options follow kafka-client-metrics.sh. Without --metrics, --match, "
+                     "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
+                     "one and never push: serve says so at start-up.")
     p.add_argument("--host", type=host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=port, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
@@ -128,7 +128,6 @@ def add_parser(sub) -> None:
     add_tls_options(p)
     add_run_options(p)
     add_sink_options(p)
-    p.set_defaults(func=run)
 
 
 def setup_logging(args: Any) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
@@ -14,14 +13,13 @@ from .._units import DURATION_HELP, duration
 from ._args import node_id
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``simulate`` subcommand to an argparse subparsers object (``kip714 simulate``)."""
-    p = subparsers.add_parser(
-        "simulate", help="a simulated fleet of Kafka clients pushing realistic KIP-714 telemetry",
-        description="Simulate producers and consumers (Java and/or librdkafka style) pushing KIP-714 telemetry. "
-                    "By default the fleet runs in-process against a TelemetryBroker on a simulated clock "
-                    "(hours of telemetry in seconds); --connect drives it over TCP against a kip714 serve "
-                    "endpoint in real time.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kip714 simulate``."""
+    p.description = (
+        "Simulate producers and consumers (Java and/or librdkafka style) pushing KIP-714 telemetry. "
+        "By default the fleet runs in-process against a TelemetryBroker on a simulated clock "
+        "(hours of telemetry in seconds); --connect drives it over TCP against a kip714 serve "
+        "endpoint in real time.")
     p.add_argument("--producers", type=int, default=10, help="simulated producers (default 10)")
     p.add_argument("--consumers", type=int, default=10, help="simulated consumers (default 10)")
     p.add_argument("--duration", type=duration, default=600.0, metavar="DURATION",
@@ -49,8 +47,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--node-id", type=node_id, default=1, help="node id of the in-process broker (default 1)")
     p.add_argument("--seed", default="0", help="random seed (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=run)
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
