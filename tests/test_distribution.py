@@ -204,6 +204,7 @@ def check_distribution_from_scratch(root: pathlib.Path, tmp_path: pathlib.Path) 
         assert is_ext and pathlib.Path(path).is_relative_to(env_dir.resolve()), (name, path)
     assert info["otlp_bytes"] > 0 and info["crc"] == 0xE3069283
     assert not problems, "\n".join(problems)
+    check_without_extras(env_dir, tmp_path, env)
 
     # the native test modules against the installed wheel: its files first on sys.path, the oracles
     # (kio, protobuf, crc32c, ...) from this interpreter's environment
@@ -256,3 +257,20 @@ def test_version_agrees_everywhere():
     changelog = (ROOT / "CHANGELOG.md").read_text()
     newest = re.search(r"^## \[?([0-9][^\]\s]*)", changelog, re.M)
     assert newest and newest.group(1) == kip714.__version__, newest
+
+
+def check_without_extras(env_dir: pathlib.Path, tmp_path: pathlib.Path, env: dict[str, str]) -> None:
+    """The wheel installed with no extras: decode works; a command that needs an extra exits 2 with one line
+    naming it."""
+    kip714 = env_dir / ("Scripts/kip714.exe" if sys.platform == "win32" else "bin/kip714")
+    sample = ROOT / "tests" / "data" / "captures" / "producer_zstd_push_01_zstd.bin"
+    hints = {("serve", "--port", "0", "--otlp-endpoint", "http://127.0.0.1:1", "--duration", "0.1"):
+             "kip714 serve: --otlp-endpoint needs the export extra: pip install 'kip714[export]'",
+             ("pipeline", str(sample), str(tmp_path / "out")):
+             "kip714 pipeline: this command needs the spark extra: pip install 'kip714[spark]'"}
+    for argv, hint in hints.items():
+        proc = subprocess.run([kip714, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+        assert (proc.returncode, proc.stderr.splitlines()) == (2, [hint]), proc.stderr[-3000:]
+    proc = subprocess.run([kip714, "decode", "--summary", str(sample)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and "PushTelemetry" in proc.stdout, proc.stderr[-3000:]

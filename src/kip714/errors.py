@@ -19,6 +19,7 @@ __all__ = [
     "UnsupportedCompressionTypeError",
     "CorruptPayloadError",
     "TelemetryTooLargeError",
+    "MissingExtraError",
 ]
 
 
@@ -82,3 +83,14 @@ class TelemetryTooLargeError(Kip714Error):
     """A payload over the size limit (wire or decompressed): TELEMETRY_TOO_LARGE (118)."""
 
     error_code = ErrorCode.TELEMETRY_TOO_LARGE
+
+
+class MissingExtraError(ImportError):
+    """A part of kip714 needs an optional extra that is not installed (not bad input: no Kafka error code).
+    The message names the extra to install, ``extra`` holds it and ``name`` (as for any ImportError) the
+    missing module: ``OtlpForwarder needs the export extra: pip install 'kip714[export]'``."""
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        super().__init__(f"{what} needs the {extra} extra: pip install 'kip714[{extra}]'", name=module)
+        self.what = what
+        self.extra = extra

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import kip714
 
+from ..errors import MissingExtraError
+
 
 class Command(NamedTuple):
     """A subcommand: its name, its module (relative to this package) and the one line ``--help`` shows."""
@@ -53,7 +55,8 @@ EXIT_STATUS = {
         "protocol error answered; bench: a group failed; pipeline: the Spark job failed; conformance: a scenario "
         "failed or could not run)"),
     2: ("bad usage or bad input: an unknown option or value, a file that does not exist or does not hold what "
-        "the command reads (the message names it)"),
+        "the command reads (the message names it), or an option whose extra is not installed (the message says "
+        "what to install)"),
     130: "interrupted (Ctrl-C)",
     141: "the output was closed early (e.g. piped into head), as for a tool stopped by SIGPIPE",
 }
@@ -119,6 +122,8 @@ def _silence_stdout() -> None:
 
 def _describe(exc: BaseException) -> tuple[str, int]:
     """(one line, exit status) for an exception a command raised."""
+    if isinstance(exc, MissingExtraError):     # names the extra to install
+        return str(exc), 2
     if isinstance(exc, kip714.Kip714Error):
         return f"{exc} (error code {exc.error_code.value} {exc.error_code.name})", 2
     if isinstance(exc, OSError) and exc.filename is not None:

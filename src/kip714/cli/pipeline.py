@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from .._extras import require
 from ..spark import pipeline as _pipeline
 from ..spark.pipeline import failure_line, run_pipeline
 from .._units import DURATION_HELP, duration, size
@@ -50,6 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    require("spark", "this command")
     if getattr(args, "follow", False):
         return _follow(args)
     conf = dict(args.conf)

@@ -18,6 +18,7 @@ from .serve import (
     add_tls_options,
     build_broker,
     recorder_of,
+    require_extras,
     run_endpoint,
     server_tls,
     setup_logging,
@@ -88,6 +89,7 @@ def upstream_tls(args: Any) -> ssl.SSLContext | None:
 
 def run(args: Any) -> int:
     """Entry point of ``kip714 proxy``."""
+    require_extras(args)
     setup_logging(args)
     if args.broker_ports and args.broker_port_base is not None:
         raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")

@@ -8,6 +8,7 @@ import dataclasses
 import pathlib
 import sys
 
+from .._extras import require
 from ..spark.report import ReportOptions, options_from
 from ._text import plain
 from ..spark.report import report as build_report
@@ -37,6 +38,7 @@ def run(args) -> int:
 
     from ..spark.decode import local_session, recording_paths
 
+    require("spark", "this command")
     if "://" not in args.source and not (pathlib.Path(args.source) / "points").is_dir():
         recording_paths(args.source)     # a missing or empty input says so before Spark starts
     spark = local_session(args.master, app_name="kip714-report")

@@ -15,6 +15,7 @@ from typing import Any
 from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_MAX_BUFFERED_BYTES,
                       DEFAULT_TELEMETRY_MAX_BYTES, SERVE_FRAME_HEADROOM, compression_type_from_name,
                       serve_max_frame_bytes)
+from .._extras import available, require
 from .._units import DURATION_HELP, duration, format_duration, format_size, size
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..endpoint.connection import warn_if_no_subscription
@@ -228,20 +229,29 @@ def run_endpoint(endpoint: Any, args: Any, watcher: SubscriptionFileWatcher | No
 
 def loop_factory(choice: str):
     """The event-loop factory ``--loop`` names: None (asyncio's default loop) for ``asyncio``, uvloop's for
-    ``uvloop`` (an error when it is missing) and for ``auto`` when uvloop is installed."""
-    if choice == "asyncio":
+    ``uvloop`` (MissingExtraError when it is not installed) and for ``auto`` when uvloop is installed."""
+    if choice == "asyncio" or (choice == "auto" and not available("uvloop")):
         return None
-    try:
-        import uvloop
-    except ImportError:
-        if choice == "uvloop":
-            raise InvalidConfigError("--loop uvloop needs uvloop (pip install 'kip714[fast]')") from None
-        return None
+    require("uvloop", "--loop uvloop")
+    import uvloop
+
     return uvloop.new_event_loop
+
+
+def require_extras(args: Any) -> None:
+    """The extras the options of ``serve``/``proxy`` need are installed (MissingExtraError naming the option
+    and the extra otherwise): checked before anything starts."""
+    if getattr(args, "prometheus", None):
+        require("prometheus", "--prometheus")
+    if getattr(args, "otlp_endpoint", None):
+        require("otlp", "--otlp-endpoint")
+    if getattr(args, "loop", "auto") == "uvloop":
+        require("uvloop", "--loop uvloop")
 
 
 def run(args: Any) -> int:
     """Entry point of ``kip714 serve``."""
+    require_extras(args)
     setup_logging(args)
     broker, watcher = build_broker(args, args.node_id)
     warn_if_no_subscription(broker)

@@ -30,6 +30,7 @@ import urllib.parse
 from collections import deque
 from typing import Any, Iterable, Mapping
 
+from .._extras import require
 from .prometheus import DEFAULT_LABELS, parse_labels
 
 __all__ = ["OtlpForwarder", "RETRYABLE_STATUSES"]
@@ -81,6 +82,7 @@ class OtlpForwarder:
                  initial_backoff_s: float = 1.0, max_backoff_s: float = 30.0, max_elapsed_s: float = 300.0,
                  ca_file: str | None = None, client_cert: str | None = None, client_key: str | None = None,
                  verify: bool = True) -> None:
+        require("otlp", "OtlpForwarder")
         import urllib3
 
         if compression not in ("gzip", "none"):

@@ -44,6 +44,7 @@ import uuid
 from collections import deque
 from typing import Any, Callable, Iterable
 
+from .._extras import require
 from ..broker.subscriptions import ClientInfo
 from .prometheus_names import label_name, merge_labels, metric_name, prometheus_unit
 
@@ -269,6 +270,7 @@ class PrometheusExporter:
                  max_queue: int = 10_000, batch: int = 256, expiry_floor_s: float = 60.0,
                  scope_labels: bool = True, max_buckets: int = 160, background: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        require("prometheus", "PrometheusExporter")
         import numpy as np  # noqa: F401  (fail early: the absorb path is vectorised)
         import pyarrow  # noqa: F401
 

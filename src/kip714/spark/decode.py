@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from .. import _otlp
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, ApiKey, ErrorCode
+from .._extras import require
 from .._codec import decompress
 from .._protocol import PushTelemetryRequest, decode_request, split_frames
 from ..broker.subscriptions import kafka_uuid_string
@@ -380,6 +381,7 @@ def decode_payloads(df, payload_col: str = "payload", compression_col: str | Non
 
     ``compression_col=None`` treats every payload as uncompressed OTLP. The batches handed back to Spark
     hold at most ``max_batch_rows`` rows and about ``max_batch_bytes`` bytes, whatever an input batch holds."""
+    require("spark", "kip714.spark.decode_payloads")
     return _decode_payloads(df, payload_col, compression_col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
 
 
@@ -390,6 +392,7 @@ def decode_frames(df, col: str = "frame", *, max_output: int = DEFAULT_MAX_OUTPU
     ``subscription_id``, ``terminating`` and ``compression_type``, plus the other input columns.
     Frames of other requests (GetTelemetrySubscriptions, ApiVersions…) carry no telemetry and give no rows.
     Output batches are bounded as in :func:`decode_payloads`."""
+    require("spark", "kip714.spark.decode_frames")
     return _decode_frames(df, col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
 
 
@@ -470,6 +473,7 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
     - ``kip714_subscription_id(metrics, interval_ms, client_instance_id)`` → int (Kafka's id; the
       instance id in Kafka's base64 text form or as a UUID string),
     - ``kip714_metric_name(group, name)`` → Kafka's telemetry metric name."""
+    require("spark", "kip714.spark.register")
     import pandas as pd
     from pyspark.sql.functions import arrow_udtf, pandas_udf
 
@@ -691,6 +695,7 @@ def local_session(master: str | None = None, app_name: str = "kip714", partition
     less on a small machine; Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that override those
     (as ``spark-submit --conf``). The driver heap (``spark.driver.memory``) only takes effect when this call
     starts the JVM; under ``spark-submit`` or with a JVM already running, give it there."""
+    require("spark", "kip714.spark.local_session")
     import os
 
     from pyspark.sql import SparkSession

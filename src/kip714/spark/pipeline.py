@@ -26,6 +26,7 @@ import re
 import sys
 import time
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from .._extras import require
 from dataclasses import dataclass
 
 
@@ -107,6 +108,7 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
     its size), the decoders' output batches are bounded in rows and bytes, and nothing is cached: the points
     are written in one decoding pass that also counts the inputs that fail, and the errors pass (decoding
     again, keeping only the failures) runs only when there are some."""
+    require("spark", "kip714.spark.pipeline.run_pipeline")
     from pyspark.sql import functions as F
 
     from . import decode as kspark
@@ -394,6 +396,7 @@ def follow_pipeline(input_path: str, output_path: str, *, trigger_s: float = 5.0
                     progress: bool = True, spark=None, conf: dict[str, str] | None = None) -> FollowingPipeline:
     """Start following ``input_path`` (a recording being written) into ``output_path``; returns the
     :class:`FollowingPipeline` (``stop()`` it; a later call with the same output resumes where it stopped)."""
+    require("spark", "kip714.spark.pipeline.follow_pipeline")
     from .. import spark as kspark
 
     if spark is None:

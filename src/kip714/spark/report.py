@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._enums import COMPRESSION_NAMES, ErrorCode
+from .._extras import require
 from ..sinks.recorder import CLOSED_DIR, closed_schema, record_schema
 
 __all__ = ["CHECKS", "INSIGHTS", "REQUIRED_METRICS", "REQUIRED_METRICS_NOTE", "Report", "ReportOptions",
@@ -340,6 +341,7 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     derives the conformance, insight and client tables from them in Python (a dozen small Spark jobs
     cost more than the rows they would aggregate). The per-minute and per-error-code tables stay lazy
     Spark queries over the pushes."""
+    require("spark", "kip714.spark.report")
     from pyspark.sql import functions as F
 
     from .decode import local_session
