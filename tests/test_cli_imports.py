@@ -19,9 +19,9 @@ from kip714 import cli
 FORBIDDEN = ("kip714.tools", "kip714.spark", "pyspark", "pandas", "matplotlib")
 
 
-def imported_modules(*argv: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """Run ``python -X importtime -m kip714 ARGV``: the process and the modules it imported, in order."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kip714", *argv], capture_output=True,
+def imported_modules(*argv: str, module: str = "kip714") -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run ``python -X importtime -m MODULE ARGV``: the process and the modules it imported, in order."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *argv], capture_output=True,
                           text=True, timeout=120)
     names = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
     return proc, names[1:]  # the first line is the header ("self [us] | cumulative | imported package")
@@ -52,6 +52,14 @@ def test_serve_and_proxy_at_work_import_neither_tools_nor_spark(tmp_path):
                                    "--summary-interval", "0", "--metrics", "*")
     assert proc.returncode == 2 and "no upstream bootstrap server answered" in proc.stderr, proc.stderr[-2000:]
     assert "kip714.endpoint.proxy" in names and forbidden_in(names) == []
+
+
+def test_spark_submit_does_not_go_through_the_command_line():
+    """The job file spark-submit runs has its own parser (the job's arguments, from kip714.spark.pipeline)."""
+    proc, names = imported_modules("--help", module="kip714.spark.submit")
+    assert proc.returncode == 0 and "kip714.spark.pipeline" in names, proc.stderr[-2000:]
+    assert [n for n in names if n == "kip714.cli" or n.startswith(("kip714.cli.", "kip714.tools"))] == []
+    assert "--max-files-per-trigger" in proc.stdout
 
 
 # ------------------------------------------------------------------------------------------ the registry

@@ -137,6 +137,28 @@ def test_pipeline_on_a_missing_folder(tmp_path):
     one_line_error(proc, 2, "kip714 pipeline:", "/nonexistent-kip714", "does not exist")
 
 
+def test_a_failed_spark_job_is_one_line_with_status_1(monkeypatch, capsys, tmp_path):
+    """The job raises SparkJobError (what ran out, what to raise); kip714 pipeline and kip714.spark.submit
+    print it as one line with status 1; with --verbose, the Spark error's traceback instead."""
+    from kip714 import cli
+    from kip714.spark import pipeline, submit
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("boom\nmore detail")
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fail)
+    monkeypatch.setattr(pipeline, "quiet_gateway_errors", lambda: None)
+    monkeypatch.setattr(pipeline, "jvm_exited", lambda: False)
+    argv = [str(PUSH), str(tmp_path / "out"), "--quiet"]
+    line = "Spark job failed: boom (--verbose shows the traceback)"
+    assert cli.main(["pipeline", *argv]) == 1
+    assert capsys.readouterr().err.splitlines() == [f"kip714 pipeline: {line}"]
+    assert submit.run(argv) == 1
+    assert capsys.readouterr().err.splitlines() == [f"kip714.spark.submit: {line}"]
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["pipeline", *argv, "--verbose"])
+
+
 def test_bad_duration_is_a_usage_error():
     proc = kip714_cli("serve", "--duration", "soon")
     assert proc.returncode == 2 and "not a duration: 'soon'" in proc.stderr and "Traceback" not in proc.stderr

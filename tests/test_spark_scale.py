@@ -172,15 +172,15 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
 
     line = failure_line(Py4JError("py4j.reflection.TypeUtil.isInstanceOf does not exist in the JVM"),
                         {"spark.driver.memory": "512m"}, "local[1]")
-    assert line.startswith("kip714 pipeline: the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
+    assert line.startswith("the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
     line = failure_line(Py4JError("py4j does not exist in the JVM"), {"spark.driver.memory": "512m"}, "local[1]")
-    assert line.startswith("kip714 pipeline: the Spark JVM died")      # the package itself (seen in CI)
+    assert line.startswith("the Spark JVM died")      # the package itself (seen in CI)
     # whatever message reached Python, a driver JVM that has exited died (its out-of-memory handler exits it)
     vague = Py4JError("An error occurred while calling o168.parquet.")
-    assert failure_line(vague, {}, "local[1]").startswith("kip714 pipeline: Spark job failed")
-    assert failure_line(vague, {}, "local[1]", jvm_gone=True).startswith("kip714 pipeline: the Spark JVM died")
+    assert failure_line(vague, {}, "local[1]").startswith("Spark job failed")
+    assert failure_line(vague, {}, "local[1]", jvm_gone=True).startswith("the Spark JVM died")
     other = failure_line(Py4JError("com.example.Missing does not exist in the JVM"), {}, "local[1]")
-    assert other.startswith("kip714 pipeline: Spark job failed: com.example.Missing")
+    assert other.startswith("Spark job failed: com.example.Missing")
 
     # another variant (seen in CI): the converter's isInstanceOf call itself fails, raised while the gateway's
     # connection was being lost (Python chains the Py4JNetworkError and the ConnectionResetError under it)
@@ -199,7 +199,7 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
         broken()
     except Py4JError as exc:
         line = failure_line(exc, {"spark.driver.memory": "512m"}, "local[1]")
-    assert line.startswith("kip714 pipeline: the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
+    assert line.startswith("the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
 
 
 def test_conf_option_reaches_spark(base_recording, tmp_path):

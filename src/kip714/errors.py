@@ -20,6 +20,7 @@ __all__ = [
     "CorruptPayloadError",
     "TelemetryTooLargeError",
     "MissingExtraError",
+    "SparkJobError",
 ]
 
 
@@ -94,3 +95,9 @@ class MissingExtraError(ImportError):
         super().__init__(f"{what} needs the {extra} extra: pip install 'kip714[{extra}]'", name=module)
         self.what = what
         self.extra = extra
+
+
+class SparkJobError(Exception):
+    """A Spark job failed (a JVM out of memory or gone, a failed stage): not bad input, so no Kafka error
+    code. The message is one line saying what ran out and which setting to raise; the Spark or Py4J error
+    is its ``__cause__``."""

@@ -8,7 +8,7 @@ its ``--help`` description) and ``run(args) -> int`` (the exit status). A new su
 
 Errors are handled here, once for every subcommand: whatever a command raises ends as one line on stderr
 (``kip714 COMMAND: what failed``, naming the input) and the exit status of :data:`EXIT_STATUS`, never a
-traceback (``KIP714_TRACEBACK=1`` shows it)."""
+traceback (``KIP714_TRACEBACK=1``, or a command's own ``--verbose``, shows it)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import kip714
 
-from ..errors import MissingExtraError
+from ..errors import MissingExtraError, SparkJobError
 
 
 class Command(NamedTuple):
@@ -124,6 +124,8 @@ def _describe(exc: BaseException) -> tuple[str, int]:
     """(one line, exit status) for an exception a command raised."""
     if isinstance(exc, MissingExtraError):     # names the extra to install
         return str(exc), 2
+    if isinstance(exc, SparkJobError):         # says what ran out and what to raise
+        return str(exc), 1
     if isinstance(exc, kip714.Kip714Error):
         return f"{exc} (error code {exc.error_code.value} {exc.error_code.name})", 2
     if isinstance(exc, OSError) and exc.filename is not None:
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if os.environ.get("KIP714_TRACEBACK") == "1":
+        if os.environ.get("KIP714_TRACEBACK") == "1" or getattr(args, "verbose", False):
             raise
         line, status = _describe(exc)
         try:

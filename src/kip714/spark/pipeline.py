@@ -19,15 +19,20 @@ batches of at most 65536 rows / 16 MiB, and nothing is cached. --conf KEY=VALUE 
 and what to raise (--verbose shows Spark's log and the traceback).
 """
 
+import argparse
 import errno
+import json
 import os
 import pathlib
 import re
 import sys
 import time
+from dataclasses import asdict, dataclass
+
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 from .._extras import require
-from dataclasses import dataclass
+from .._units import DURATION_HELP, duration, size
+from ..errors import SparkJobError
 
 
 @dataclass
@@ -208,7 +213,8 @@ def jvm_exited(wait_s: float = 2.0) -> bool:
 
 def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master: str | None = None,
                  jvm_gone: bool = False) -> str:
-    """One line saying why a Spark job failed and which setting to raise (for the command line).
+    """One line saying why a Spark job failed and which setting to raise (the message of
+    :class:`~kip714.errors.SparkJobError`, after ``kip714 pipeline:`` on the command line).
     ``jvm_gone``: the driver's JVM is known to have exited (:func:`jvm_exited`)."""
     from .decode import default_driver_memory
 
@@ -221,15 +227,15 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     where = "the Spark JVM" if local else "a Spark executor JVM"
     if "Java heap space" in text or "GC overhead limit exceeded" in text or \
             "Cannot reserve additional contiguous bytes" in text:
-        return (f"kip714 pipeline: {where} ran out of heap memory ({key}={current}); "
+        return (f"{where} ran out of heap memory ({key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     if "Direct buffer memory" in text or "OutOfDirectMemoryError" in text:
-        return (f"kip714 pipeline: {where} ran out of off-heap (direct) memory for Arrow batches (it is capped at "
+        return (f"{where} ran out of off-heap (direct) memory for Arrow batches (it is capped at "
                 f"the heap, {key}={current}); raise it, e.g. --conf {key}={more}")
     if "OutOfMemoryError" in text:
-        return f"kip714 pipeline: {where} ran out of memory ({key}={current}); raise it, e.g. --conf {key}={more}"
+        return f"{where} ran out of memory ({key}={current}); raise it, e.g. --conf {key}={more}"
     if "MemoryError" in text or "Python worker exited unexpectedly" in text:
-        return ("kip714 pipeline: a Python worker ran out of memory or was killed; give it more with "
+        return ("a Python worker ran out of memory or was killed; give it more with "
                 "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
                 "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024")
     no_details = type(exc).__name__ == "Py4JJavaError" and sum(1 for line in text.splitlines() if line.strip()) <= 1
@@ -242,10 +248,10 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
             or "SparkContext was shut down" in text or no_details or gateway_broken or lost or jvm_gone:
         # a Java error it can no longer describe
-        return (f"kip714 pipeline: the Spark JVM died (most often out of memory: {key}={current}); "
+        return (f"the Spark JVM died (most often out of memory: {key}={current}); "
                 f"raise it, e.g. --conf {key}={more}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return f"kip714 pipeline: Spark job failed: {first[:300]} (--verbose shows the traceback)"
+    return f"Spark job failed: {first[:300]} (--verbose shows the traceback)"
 
 
 def _chain_has(exc: BaseException, names: tuple[str, ...]) -> bool:
@@ -410,3 +416,86 @@ def follow_pipeline(input_path: str, output_path: str, *, trigger_s: float = 5.0
     return FollowingPipeline(spark, input_path, output_path, trigger_s=trigger_s, checkpoint=checkpoint,
                              max_files_per_trigger=max_files_per_trigger, max_output=max_output,
                              progress=show if progress else None)
+
+
+# ------------------------------------------------------------------------------------------ the job as a command
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--conf takes KEY=VALUE (e.g. spark.driver.memory=8g), not {text!r}")
+    return key.strip(), value.strip()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The job's arguments: ``kip714 pipeline`` and :mod:`kip714.spark.submit` (under spark-submit) take the
+    same."""
+    p.add_argument("input", help="folder of *.bin frame files, or a kip714 serve --record folder (a URL such as "
+                                 "hdfs://… is read as a recording)")
+    p.add_argument("output", help="output folder: points/ and errors/ are written there")
+    p.add_argument("--master", help="Spark master URL (default local[*], or the one spark-submit gives)")
+    p.add_argument("--partitions", type=int, help="repartition the input into N partitions before decoding")
+    p.add_argument("--max-output", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
+                   help=f"largest decompressed payload accepted per row (default {DEFAULT_TELEMETRY_MAX_BYTES})")
+    p.add_argument("--conf", type=_conf_pair, action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
+                        "kip714's defaults: driver heap 768m committed at start (less on machines under 6 GiB), "
+                        "spark.sql.files.maxPartitionBytes=32 MiB, Arrow batches of 4096 rows / 16 MiB")
+    p.add_argument("--follow", action="store_true",
+                   help="keep following a recording that serve/proxy is still writing (Spark Structured "
+                        "Streaming): append each micro-batch to OUTPUT/points and OUTPUT/errors, exactly once "
+                        "across restarts (checkpoint in OUTPUT/_checkpoint); stop with Ctrl-C")
+    p.add_argument("--trigger", type=duration, default="5s", metavar="DURATION",
+                   help=f"--follow: how often to look for new files ({DURATION_HELP}; default 5s)")
+    p.add_argument("--checkpoint", help="--follow: checkpoint folder (default OUTPUT/_checkpoint)")
+    p.add_argument("--max-files-per-trigger", type=int, help="--follow: at most N new files per micro-batch")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--verbose", action="store_true",
+                   help="Spark's own warnings and, when the job fails, the full traceback")
+
+
+def run_job(args: argparse.Namespace) -> int:
+    """Run the job :func:`add_arguments` describes and print its summary (JSON with ``--json``); returns the
+    exit status (0). An input that does not exist or holds nothing to decode raises before Spark starts
+    (FileNotFoundError, ValueError); a failed Spark job raises :class:`~kip714.errors.SparkJobError`, whose
+    message says what ran out and which setting to raise (``--verbose``: the Spark error itself)."""
+    if args.follow:
+        return _follow_job(args)
+    conf = dict(args.conf)
+    detect_input(args.input)  # a missing or unreadable input is bad input, not a Spark failure
+    if not args.verbose:
+        quiet_gateway_errors()
+    try:
+        summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
+                               max_output=args.max_output, progress=not args.quiet, conf=conf,
+                               log_level=None if args.verbose else "OFF")
+    except Exception as exc:  # a Spark/Py4J failure: one line, not a 60-line traceback (--verbose shows it)
+        if args.verbose:
+            raise
+        local = args.master is None or args.master.startswith("local")
+        raise SparkJobError(failure_line(exc, conf, args.master, jvm_gone=local and jvm_exited())) from exc
+    if args.json:
+        print(json.dumps({**asdict(summary), "points_per_second": summary.points_per_second}))
+    else:
+        print(summary.describe())
+    return 0
+
+
+def _follow_job(args: argparse.Namespace) -> int:
+    running = follow_pipeline(args.input, args.output, trigger_s=args.trigger, master=args.master,
+                              partitions=args.partitions, checkpoint=args.checkpoint,
+                              max_files_per_trigger=args.max_files_per_trigger, max_output=args.max_output,
+                              progress=not args.quiet, conf=dict(args.conf))
+    try:
+        running.await_termination()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        running.stop()
+    if args.json:
+        print(json.dumps([asdict(b) for b in running.batches]))
+    else:
+        print(f"{len(running.batches)} micro-batches, {sum(b.pushes for b in running.batches)} pushes, "
+              f"{sum(b.points for b in running.batches)} points")
+    return 0

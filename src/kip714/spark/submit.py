@@ -8,18 +8,28 @@ compiled extensions): install the wheel on the nodes or ship a packed virtual en
 (``--archives venv.tar.gz#venv --conf spark.pyspark.python=./venv/bin/python``).
 """
 
+import argparse
 import sys
 
-from kip714.cli import main
+from kip714.errors import SparkJobError
+from kip714.spark.pipeline import add_arguments, run_job
 
 
 def run(argv=None) -> int:
-    """Run ``kip714 pipeline`` with ``argv`` (default: this script's arguments)."""
+    """Run the ``kip714 pipeline`` job with ``argv`` (default: this script's arguments)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--path"]:
         print(__file__)
         return 0
-    return main(["pipeline", *argv])
+    parser = argparse.ArgumentParser(prog="kip714.spark.submit", description="The kip714 pipeline job under "
+                                     "spark-submit (kip714 pipeline --help describes it).")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_job(args)
+    except SparkJobError as exc:  # what ran out and what to raise, in one line (--verbose: Spark's error)
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
