@@ -1,26 +1,36 @@
-"""The kip714 command line, run as a user would."""
+"""The kip714 command line, run as a user would: the console entry in a process of its own, the rest through
+``cli.main`` in this process (the same code from the argument list on)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import pathlib
 import subprocess
 import sys
 
+from kip714 import cli
+
 DATA = pathlib.Path(__file__).parent / "data" / "captures"
 
 
 def kip714(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "kip714", *args], capture_output=True, text=True, timeout=120)
+    """``cli.main(ARGS)`` here: (status, stdout, stderr) as a finished process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(list(args))
+    proc = subprocess.CompletedProcess(["kip714", *args], status, out.getvalue(), err.getvalue())
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
 
 
 def test_help_lists_the_commands():
-    out = kip714("--help").stdout
+    proc = subprocess.run([sys.executable, "-m", "kip714", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
     for cmd in ("decode", "demo", "serve"):
-        assert cmd in out
+        assert cmd in proc.stdout
 
 
 def test_demo_decodes_the_bundled_captures():

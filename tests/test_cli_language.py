@@ -4,6 +4,8 @@ in --help, errors as one line naming the input with a documented exit status, ne
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import pathlib
 import socket
@@ -15,6 +17,7 @@ import pytest
 
 import kip714
 from kip714.cli import EXIT_STATUS, build_parser
+from kip714 import cli
 from kip714._units import duration, parse_duration, parse_size, size
 from kip714.sinks.recorder import OPEN_DIR, ParquetRecorder, read_recording
 
@@ -22,9 +25,22 @@ DATA = pathlib.Path(__file__).parent / "data" / "captures"
 PUSH = DATA / "producer_zstd_push_01_zstd.bin"
 
 
-def kip714_cli(*args, cwd=None, timeout=120):
+def kip714_cli(*args, timeout=120):
+    """``python -m kip714 ARGS`` in a process of its own (for what needs one: a run, a pipe, a socket)."""
     return subprocess.run([sys.executable, "-m", "kip714", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+                          timeout=timeout)
+
+
+def kip714_here(*args) -> subprocess.CompletedProcess:
+    """``cli.main(ARGS)`` in this process, as a finished process (for argument parsing and the error lines of
+    commands that fail before they start anything)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main([str(a) for a in args])
+        except SystemExit as exc:       # argparse: usage errors
+            status = exc.code
+    return subprocess.CompletedProcess(["kip714", *args], status, out.getvalue(), err.getvalue())
 
 
 def one_line_error(proc, status, *needles):
@@ -104,20 +120,21 @@ def test_pipeline_help_names_the_working_spark_submit_entry_point():
 
 # ------------------------------------------------------------------------------------------ errors
 
-def test_missing_file_is_one_line(tmp_path):
-    proc = kip714_cli("decode", "nonexist.bin", cwd=tmp_path)
+def test_missing_file_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    proc = kip714_here("decode", "nonexist.bin")
     one_line_error(proc, 2, "kip714 decode:", "nonexist.bin", "No such file")
 
 
 def test_text_file_is_named(tmp_path):
     (tmp_path / "notes.txt").write_text("hello, this is not a Kafka frame\n")
-    proc = kip714_cli("decode", str(tmp_path / "notes.txt"))
+    proc = kip714_here("decode", str(tmp_path / "notes.txt"))
     one_line_error(proc, 2, "notes.txt", "not a file of size-prefixed Kafka request frames", "INVALID_REQUEST")
 
 
 def test_truncated_file_is_named(tmp_path):
     (tmp_path / "cut.bin").write_bytes(PUSH.read_bytes()[:30])
-    proc = kip714_cli("decode", str(tmp_path / "cut.bin"))
+    proc = kip714_here("decode", str(tmp_path / "cut.bin"))
     one_line_error(proc, 2, "cut.bin", "truncated")
 
 
@@ -133,14 +150,13 @@ def test_closed_pipe_is_quiet(tmp_path):
 
 
 def test_pipeline_on_a_missing_folder(tmp_path):
-    proc = kip714_cli("pipeline", "/nonexistent-kip714", str(tmp_path / "out"))
+    proc = kip714_here("pipeline", "/nonexistent-kip714", str(tmp_path / "out"))
     one_line_error(proc, 2, "kip714 pipeline:", "/nonexistent-kip714", "does not exist")
 
 
 def test_a_failed_spark_job_is_one_line_with_status_1(monkeypatch, capsys, tmp_path):
     """The job raises SparkJobError (what ran out, what to raise); kip714 pipeline and kip714.spark.submit
     print it as one line with status 1; with --verbose, the Spark error's traceback instead."""
-    from kip714 import cli
     from kip714.spark import pipeline, submit
 
     def fail(*args, **kwargs):
@@ -160,12 +176,12 @@ def test_a_failed_spark_job_is_one_line_with_status_1(monkeypatch, capsys, tmp_p
 
 
 def test_bad_duration_is_a_usage_error():
-    proc = kip714_cli("serve", "--duration", "soon")
+    proc = kip714_here("serve", "--duration", "soon")
     assert proc.returncode == 2 and "not a duration: 'soon'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_decode_prints_kafka_instance_id_text():
-    rows = [json.loads(ln) for ln in kip714_cli("decode", "--json", str(PUSH)).stdout.splitlines()]
+    rows = [json.loads(ln) for ln in kip714_here("decode", "--json", str(PUSH)).stdout.splitlines()]
     body = kip714.decode_request(kip714.split_frames(PUSH.read_bytes())[0][0]).body
     assert {r["client_instance_id"] for r in rows} == {kip714.kafka_uuid_string(body.client_instance_id)}
 
@@ -325,7 +341,7 @@ def test_no_annotations_name_in_the_public_api():
 ])
 def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):
     # uvloop took --port 70000 modulo 65536 and listened on 4464; asyncio raised OverflowError (status 1)
-    proc = kip714_cli(*args, "--duration", "1")
+    proc = kip714_here(*args, "--duration", "1")
     assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
@@ -335,20 +351,21 @@ def test_tls_files_are_named_in_errors(tmp_path):
     cert, key = make_cert(tmp_path)
     (tmp_path / "cert-only.pem").write_text(pathlib.Path(cert).read_text())
     serve = ["serve", "--metrics", "*", "--port", "0", "--duration", "1"]
-    one_line_error(kip714_cli(*serve, "--tls-cert", str(tmp_path / "nonexist.pem")), 2,
+    one_line_error(kip714_here(*serve, "--tls-cert", str(tmp_path / "nonexist.pem")), 2,
                    "kip714 serve: --tls-cert", "nonexist.pem: no such file", "INVALID_CONFIG")
-    one_line_error(kip714_cli(*serve, "--tls-cert", str(tmp_path / "cert-only.pem")), 2,
+    one_line_error(kip714_here(*serve, "--tls-cert", str(tmp_path / "cert-only.pem")), 2,
                    "--tls-cert", "cert-only.pem", "cannot load a certificate chain and its private key",
                    "without --tls-key")
-    one_line_error(kip714_cli(*serve, "--tls-cert", cert, "--tls-key", str(tmp_path / "nokey.pem")), 2,
+    one_line_error(kip714_here(*serve, "--tls-cert", cert, "--tls-key", str(tmp_path / "nokey.pem")), 2,
                    "--tls-key", "nokey.pem: no such file")
     # an option that would be ignored is refused instead
-    one_line_error(kip714_cli(*serve, "--prometheus-tls-cert", cert, "--prometheus-tls-key", key), 2,
+    one_line_error(kip714_here(*serve, "--prometheus-tls-cert", cert, "--prometheus-tls-key", key), 2,
                    "--prometheus-tls-cert needs --prometheus")
+    # in a process of its own: the exporter has started when its certificate fails to load
     one_line_error(kip714_cli(*serve, "--prometheus", "127.0.0.1:0", "--prometheus-tls-cert",
                               str(tmp_path / "cert-only.pem")), 2,
                    "--prometheus-tls-cert", "cert-only.pem", "without --prometheus-tls-key")
-    one_line_error(kip714_cli("proxy", "--upstream", "127.0.0.1:1", "--port", "0", "--upstream-tls",
+    one_line_error(kip714_here("proxy", "--upstream", "127.0.0.1:1", "--port", "0", "--upstream-tls",
                               "--upstream-ca", str(tmp_path / "ca.pem"), "--duration", "1"), 2,
                    "--upstream-ca", "ca.pem: no such file")
 
