@@ -1,20 +1,10 @@
-"""Plain-text output shared by the subcommands."""
+"""Plain-text output shared by the subcommands (tables: :mod:`kip714._table`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import kip714
-
-
-def table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cells[0], widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells[1:]]
-    return "\n".join(lines)
 
 
 def codec_name(ctype: int) -> str:

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 import kip714
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
+from .._table import table as _table
 from .._units import size
 from ._text import codec_name as _codec_name
-from ._text import table as _table
 
 
 def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int):

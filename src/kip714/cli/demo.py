@@ -12,10 +12,10 @@ from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 
 from ..tools import SAMPLES
 from ..tools import demo as _demo
+from .._table import table as _table
 from .._units import DURATION_HELP, duration
 from ._text import codec_name as _codec_name
 from ._text import plain
-from ._text import table as _table
 from .decode import decode_push, iter_frames
 
 

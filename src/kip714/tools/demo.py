@@ -154,7 +154,7 @@ def _show_query(exporter, port: int) -> None:
 def _report(out: pathlib.Path, master: str | None, started: float) -> int:
     from pyspark.sql import functions as F
 
-    from ..cli._text import table as _table
+    from .._table import table as _table
     from ..spark import local_session
 
     spark = local_session(master)
