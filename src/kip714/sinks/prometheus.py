@@ -1,8 +1,8 @@
 """Client telemetry as a Prometheus scrape target: :class:`PrometheusExporter`.
 
-A :class:`~kip714.TelemetryReceiver`: accepted pushes are queued (bounded, never blocking the request
-path: a full queue drops the payload and counts it) and absorbed by a worker thread, many payloads at a
-time, with the native Arrow decoder (:func:`kip714.decode_metrics_batch`). The state is exposed through
+A :class:`~kip714.TelemetryReceiver` on :class:`~kip714.broker.bounded_queue.BoundedQueueReceiver`:
+accepted pushes are queued (bounded, never blocking the request path: a full queue drops the payload,
+counts it and logs the episode once) and absorbed by a worker thread, many payloads at a time, with the native Arrow decoder (:func:`kip714.decode_metrics_batch`). The state is exposed through
 ``prometheus_client`` (a custom collector; text format or OpenMetrics by content negotiation) on its
 WSGI server, or on any registry it is registered with. ``docs/exporters.md`` documents the mapping.
 
@@ -41,9 +41,9 @@ import math
 import threading
 import time
 import uuid
-from collections import deque
 from typing import Any, Callable, Iterable
 
+from ..broker.bounded_queue import BoundedQueueReceiver
 from ..broker.subscriptions import ClientInfo
 from .prometheus_names import label_name, merge_labels, metric_name, prometheus_unit
 
@@ -252,7 +252,7 @@ class _Instance:
         self.terminated_at: float | None = None
 
 
-class PrometheusExporter:
+class PrometheusExporter(BoundedQueueReceiver):
     """Exposes client telemetry for Prometheus to scrape (see the module docstring for the mapping).
 
     ``exporter = PrometheusExporter(labels=("client_id",), max_series=50_000)``;
@@ -260,10 +260,15 @@ class PrometheusExporter:
     on a ``prometheus_client`` registry (it is a collector: ``registry.register(exporter)``).
 
     Options: ``labels`` (broker-added labels put on every series), ``max_series`` (exposed time series
-    at most), ``max_queue`` (payloads waiting to be absorbed; a full queue drops and counts), ``batch``
+    at most), ``max_queue`` (payloads waiting to be absorbed; a full queue drops, counts ``queue-full`` and
+    logs the episode once, the push is still accepted), ``batch``
     (payloads decoded per call), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
     ``otel_scope_version``), ``max_buckets`` (per histogram point), ``background`` (False absorbs in the
     caller, for tests and tools), ``clock`` (seconds, monotonic)."""
+
+    queue_name = "prometheus"
+    dropped_metric = 'kip714_export_payloads_dropped_total{reason="queue-full"}'
+    log = log
 
     def __init__(self, labels: Iterable[str] | str = DEFAULT_LABELS, max_series: int = 100_000,
                  max_queue: int = 10_000, batch: int = 256, expiry_floor_s: float = 60.0,
@@ -274,14 +279,11 @@ class PrometheusExporter:
 
         self.labels = parse_labels(labels)
         self.max_series = int(max_series)
-        self.max_queue = int(max_queue)
-        self.batch = max(1, int(batch))
         self.expiry_floor_s = float(expiry_floor_s)
         self.scope_labels = scope_labels
         self.max_buckets = int(max_buckets)
         self.clock = clock
         self._lock = threading.RLock()
-        self._count_lock = threading.Lock()
         # sources: one per (instance, broker labels, OTLP series); key text → id
         self._sources: dict[str, int] = {}
         self._src_key: list[str | None] = []
@@ -308,7 +310,6 @@ class PrometheusExporter:
         # counters (self-metrics)
         self.push_codes: dict[str, int] = {}
         self.dropped: dict[str, int] = {}          # points dropped, by reason
-        self.payloads_dropped: dict[str, int] = {}  # payloads never absorbed, by reason
         self.payloads_absorbed = 0
         self.points_absorbed = 0
         self.series_refused = 0
@@ -316,33 +317,17 @@ class PrometheusExporter:
         self.scrapes = 0
         self._extra: list[Callable[[], Iterable[Any]]] = []
         self._queues: dict[str, Callable[[], int]] = {}
-        # the queue between the request path and the worker
-        self._queue: deque = deque()
-        self._wake = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._closed = False
         self._http = None
-        self._thread = None
-        if background:
-            self._thread = threading.Thread(target=self._run, name="kip714-prometheus", daemon=True)
-            self._thread.start()
+        self._next_expiry = clock() + 1.0
+        # the queue between the request path and the worker; payloads never absorbed, by reason:
+        # self.payloads_dropped
+        super().__init__(max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus")
 
     # ------------------------------------------------------------------ receiver (request path)
 
-    def export_metrics(self, context, payload) -> None:
-        """Queue an accepted payload (never blocks; a full queue drops it and counts ``queue-full``)."""
-        item = (payload.client_instance_id_bytes, payload.labels, payload.data, payload.terminating,
+    def _item(self, context, payload) -> tuple:
+        return (payload.client_instance_id_bytes, payload.labels, payload.data, payload.terminating,
                 (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)))
-        if self._thread is None:
-            self.absorb([item])
-            return
-        if len(self._queue) >= self.max_queue:
-            self._count(self.payloads_dropped, "queue-full")
-            return
-        self._idle.clear()
-        self._queue.append(item)
-        self._wake.set()
 
     def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
         """Count every push by the error code it was answered with (``kip714_pushes_total``)."""
@@ -357,54 +342,26 @@ class PrometheusExporter:
 
     # ------------------------------------------------------------------ worker
 
-    def _run(self) -> None:
-        next_expiry = self.clock() + 1.0
-        while not self._closed:
-            self._wake.wait(0.5)
-            self._wake.clear()
-            while self._queue:
-                items = []
-                while self._queue and len(items) < self.batch:
-                    items.append(self._queue.popleft())
-                try:
-                    self.absorb(items)
-                except Exception:  # a bug must not stop the exporter; the payloads are counted
-                    log.exception("prometheus exporter failed to absorb %d payloads", len(items))
-                    self._count(self.payloads_dropped, "internal-error", len(items))
-            if not self._queue:
-                self._idle.set()
-            now = self.clock()
-            if now >= next_expiry:
-                self.expire(now)
-                next_expiry = now + 1.0
+    def _process(self, items: list) -> None:
+        self.absorb(items)       # (an exception counts the items as internal-error)
 
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything queued so far is absorbed (True) or ``timeout`` seconds passed."""
-        if self._thread is None:
-            return True
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._queue and self._idle.wait(0.01) and not self._queue:
-                return True
-        return False
+    def _tick(self) -> None:
+        """Expire silent instances about once a second."""
+        now = self.clock()
+        if now >= self._next_expiry:
+            self.expire(now)
+            self._next_expiry = now + 1.0
 
-    def close(self) -> None:
-        """Stop the worker and the HTTP server (if started)."""
-        self.flush(5.0)
-        self._closed = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(5)
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Absorb what is queued (for up to ``timeout`` seconds), stop the worker and the HTTP server (if
+        started)."""
+        super().close(timeout)
         if self._http is not None:
             server, thread = self._http
             server.shutdown()
             server.server_close()
             thread.join(5)
             self._http = None
-
-    @property
-    def queue_depth(self) -> int:
-        return len(self._queue)
 
     def watch_queue(self, name: str, depth: Callable[[], int]) -> None:
         """Expose ``depth()`` as ``kip714_queue_depth{queue=name}`` (the recorder, the forwarder)."""
@@ -417,9 +374,9 @@ class PrometheusExporter:
     # ------------------------------------------------------------------ absorbing
 
     def _count(self, table: dict, reason: str, n: int = 1) -> None:
-        """Count ``n`` under ``reason`` (its own lock: the request path's drops come from many threads and
-        must not wait for an absorb holding the exporter's lock)."""
-        with self._count_lock:
+        """Count ``n`` under ``reason`` (the queue's lock, not the exporter's: the request path counts drops
+        from many threads and must not wait for an absorb holding the exporter's lock)."""
+        with self._queue_lock:
             table[reason] = table.get(reason, 0) + n
 
     def absorb(self, items: list) -> None:
@@ -481,8 +438,8 @@ class PrometheusExporter:
             seeds.append({"_k": instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)})
         table, errors = decode_metrics_batch([it[2] for it in items], seeds, errors="collect")
         with self._lock:
-            for _ in errors:
-                self._count(self.payloads_dropped, "undecodable")
+            if errors:
+                self._drop("undecodable", len(errors))
             bad = {e[0] for e in errors}
             for i, (instance, _, _, terminating, timing) in enumerate(items):
                 if i in bad:
@@ -884,10 +841,10 @@ class PrometheusExporter:
             dropped.add_metric([reason], n)
         pdropped = CounterMetricFamily("kip714_export_payloads_dropped", "Accepted payloads never absorbed, "
                                        "by reason", labels=["reason"])
-        for reason, n in sorted(self.payloads_dropped.items()):
+        for reason, n in sorted(self.dropped_counts().items()):
             pdropped.add_metric([reason], n)
         depth = GaugeMetricFamily("kip714_queue_depth", "Items waiting in a sink's queue", labels=["queue"])
-        depth.add_metric(["prometheus"], len(self._queue))
+        depth.add_metric(["prometheus"], self.queue_depth)
         for name, fn in self._queues.items():
             try:
                 depth.add_metric([name], fn())
