@@ -31,7 +31,7 @@ import urllib.parse
 from typing import Any, Iterable, Mapping
 
 from ..broker.bounded_queue import BoundedQueueReceiver
-from .prometheus import DEFAULT_LABELS, parse_labels
+from .labels import DEFAULT_LABELS, parse_labels
 
 __all__ = ["OtlpForwarder", "RETRYABLE_STATUSES"]
 
