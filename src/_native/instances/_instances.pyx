@@ -695,6 +695,8 @@ cdef class InstanceTable:
         memset(&self.t, 0, sizeof(Table))
         self._ready = False
 
+    # Kafka's defaults (their home: kip714._enums INSTANCE_CACHE_MAX_SIZE, INSTANCE_CACHE_EXPIRY_MS), written
+    # out so that the signature shows them; tests/test_constants.py checks that they agree.
     def __init__(self, max_instances=16384, cache_expiry_ms=60000):
         cdef int64_t mx = max_instances
         cdef int64_t ce = cache_expiry_ms

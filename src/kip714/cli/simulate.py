@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from .._enums import INSTANCE_CACHE_MAX_SIZE
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
 from ._args import DURATION_HELP, duration, node_id
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         registry = SubscriptionRegistry()
         registry.set("kip714-simulate", {"metrics": args.metrics, "interval.ms": str(args.interval_ms)})
         broker = TelemetryBroker(registry, node_id=args.node_id, delta_temporality=not args.cumulative,
-                                 max_instances=max(16384, 2 * len(fleet)))
+                                 max_instances=max(INSTANCE_CACHE_MAX_SIZE, 2 * len(fleet)))
         recorder = None
         if args.record:
             from ..sinks import ParquetRecorder

@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Any, Callable, Iterable
 
+from ..._enums import INSTANCE_CACHE_EXPIRY_MS
 from ...broker.bounded_queue import BoundedQueueReceiver
 from ..labels import DEFAULT_LABELS, parse_labels
 from .exposition import Collected, Exposition
@@ -39,7 +40,7 @@ class PrometheusExporter(BoundedQueueReceiver):
     log = log
 
     def __init__(self, labels: Iterable[str] | str = DEFAULT_LABELS, max_series: int = 100_000,
-                 max_queue: int = 10_000, batch: int = 256, expiry_floor_s: float = 60.0,
+                 max_queue: int = 10_000, batch: int = 256, expiry_floor_s: float = INSTANCE_CACHE_EXPIRY_MS / 1000,
                  scope_labels: bool = True, max_buckets: int = 160, background: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         import numpy as np  # noqa: F401  (fail early: the absorb path is vectorised)
