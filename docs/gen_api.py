@@ -14,7 +14,8 @@ GROUPS = [
     ("Kafka's numbers and errors", ["ApiKey", "CompressionType", "ErrorCode", "Kip714Error", "CorruptPayloadError",
                                     "FrameTooLargeError", "InvalidConfigError", "InvalidRequestError",
                                     "MalformedFrameError", "TelemetryTooLargeError", "UnsupportedApiKeyError",
-                                    "UnsupportedCompressionTypeError", "UnsupportedVersionError"]),
+                                    "UnsupportedCompressionTypeError", "UnsupportedVersionError",
+                                    "UnsafePatternError", "RewriteError", "ListenerError"]),
     ("Wire (`kip714.wire`, native `kip714._protocol`)", [
         "DEFAULT_MAX_FRAME_BYTES", "split_frames", "decode_request", "decode_request_header", "decode_response",
         "encode_request", "encode_response", "message_class", "Message", "Request", "Response", "RequestHeader",

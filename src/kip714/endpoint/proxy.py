@@ -56,11 +56,12 @@ from .._protocol import (
 from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
-from ..errors import FrameTooLargeError, InvalidConfigError, Kip714Error, UnsupportedVersionError
+from ..errors import (FrameTooLargeError, InvalidConfigError, Kip714Error, ListenerError, RewriteError,
+                      UnsupportedVersionError)
 from . import rewrite
 from .connection import (BufferBudget, EndpointConnection, EndpointStats, RecordGate, connection_ids, log_summaries,
                          os_error_words, reap_idle, serve_until, warn_if_no_subscription)
-from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS, RewriteError
+from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 from .stream import CAPTURE, STREAM, FrameStream
 
 __all__ = ["TelemetryProxy", "TELEMETRY_MODES", "parse_upstream", "parse_broker_ports"]
@@ -100,7 +101,9 @@ _WRITE_HIGH = 1 << 20   # write-buffer high-water mark of each side (bytes)
 
 
 class _Drop(Exception):
-    """Close the client connection (and its upstream connection) for this reason."""
+    """Close the client connection (and its upstream connection) for this reason. Private control flow:
+    raised and caught inside a connection's request path (like a Kip714Error there), never seen outside this
+    module, so it is not in kip714.errors."""
 
 
 def _reason(exc: BaseException) -> str:
@@ -130,14 +133,6 @@ def parse_upstream(spec: str | Iterable[Any]) -> list[tuple[str, int]]:
     if not out:
         raise InvalidConfigError("no upstream bootstrap server given")
     return out
-
-
-class ListenerError(RewriteError, InvalidConfigError):
-    """A broker the cluster names cannot get its listener (its node id maps to no usable port, or the port is
-    taken): a configuration error when the proxy starts; on a client's connection later (a broker added to
-    the cluster), that connection's error, as any answer the proxy cannot rewrite."""
-
-    error_code = InvalidConfigError.error_code
 
 
 def parse_broker_ports(spec: str) -> dict[int, int]:
