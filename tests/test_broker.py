@@ -261,15 +261,23 @@ def test_threads_share_a_broker():
     assert m["push-request-count"] == 1600 and m["throttle-count"] == 800 and m["instance-count"] == 8
 
 
-def test_background_receiver_never_blocks_and_never_loses_silently():
+def test_background_receiver_never_blocks_and_never_loses_silently(caplog):
+    """The full-queue policy (kip714.broker.bounded_queue): a payload that finds the queue full is dropped
+    and counted, the push is still accepted (a client answered INVALID_RECORD would stop pushing for
+    good), and the log says it once when dropping starts and once, with the count, when it ends."""
+    import logging
+    import threading as _threading
     import time as _time
 
     class Slow:
         def __init__(self):
             self.seen = []
+            self.busy = _threading.Event()
+            self.gate = _threading.Event()
 
         def export_metrics(self, context, payload):
-            _time.sleep(0.02)
+            self.busy.set()
+            self.gate.wait(5)
             self.seen.append(payload.data)
 
     slow = Slow()
@@ -279,16 +287,62 @@ def test_background_receiver_never_blocks_and_never_loses_silently():
     inst, sid = resp.client_instance_id, resp.subscription_id
     codes = []
     started = _time.perf_counter()
-    for i in range(6):
-        codes.append(push(b, inst, sid, now=30000 * (i + 1), metrics=b"\x0a\x00" + bytes([i]))[0].error_code)
-    elapsed = _time.perf_counter() - started
-    assert elapsed < 0.1, "exporting must not wait for the slow receiver"
-    assert bg.flush(5)
-    accepted = codes.count(0)
-    # a full queue is refused as INVALID_RECORD (a failing receiver) and counted, never dropped silently
-    assert accepted == len(slow.seen) and accepted + bg.dropped == 6 and bg.dropped >= 1
-    assert codes.count(E.INVALID_RECORD) == bg.dropped
+    with caplog.at_level(logging.WARNING, logger="kip714.broker"):
+        for i in range(6):
+            codes.append(push(b, inst, sid, now=30000 * (i + 1), metrics=b"\x0a\x00" + bytes([i]))[0].error_code)
+            if i == 0:      # the worker holds the first payload: the next two fill the queue, three drop
+                assert slow.busy.wait(5)
+                started = _time.perf_counter()
+        elapsed = _time.perf_counter() - started
+        assert elapsed < 0.1, "exporting must not wait for the slow receiver"
+        full = [r.getMessage() for r in caplog.records if "queue is full" in r.getMessage()]
+        assert len(full) == 1, full                     # one line for the whole episode
+        slow.gate.set()
+        assert bg.flush(5)
+        codes.append(push(b, inst, sid, now=30000 * 7, metrics=b"\x0a\x00\x07")[0].error_code)
+        assert bg.flush(5)
+    assert codes == [0] * 7                             # never refused
+    dropped = bg.payloads_dropped["queue-full"]
+    assert dropped == 3 and len(slow.seen) == 4 and bg.dropped == dropped
+    again = [r.getMessage() for r in caplog.records if "takes payloads again" in r.getMessage()]
+    assert len(again) == 1 and f" {dropped} dropped" in again[0], again
+    assert b.metrics()["plugin-error-count"] == 0
     bg.close()
+
+
+def test_bounded_queue_close_counts_what_it_could_not_process(caplog):
+    """close() gives the worker its timeout, then counts what is still queued as ``shutdown`` and ends an
+    open full-queue episode in the log (with its count)."""
+    import logging
+    import threading as _threading
+
+    from kip714.broker.bounded_queue import BoundedQueueReceiver
+
+    gate, busy = _threading.Event(), _threading.Event()
+
+    class Held(BoundedQueueReceiver):
+        def __init__(self):
+            self.done = []
+            super().__init__(max_queue=3, batch=1)
+
+        def _process(self, items):
+            busy.set()
+            gate.wait(5)
+            self.done.extend(items)
+
+    q = Held()
+    with caplog.at_level(logging.WARNING, logger="kip714.broker"):
+        q.export_metrics(None, 0)
+        assert busy.wait(5)                 # the worker holds item 0: 3 are queued, 6 dropped
+        for i in range(1, 10):
+            q.export_metrics(None, i)
+        q.close(0.2)
+    gate.set()
+    counts = q.dropped_counts()
+    assert counts == {"queue-full": 6, "shutdown": 3}, counts
+    assert q.queue_depth == 0
+    ended = [r.getMessage() for r in caplog.records if "dropped while it was full" in r.getMessage()]
+    assert len(ended) == 1 and f"queue closed: {counts['queue-full']} dropped" in ended[0], ended
 
 
 # ------------------------------------------------------------------- connections (Kafka 4.0+, KAFKA-17778)

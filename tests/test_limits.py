@@ -485,6 +485,43 @@ def test_unsafe_constructs_are_refused_at_config_time(pattern, what):
     assert "s" not in r
 
 
+def test_every_exception_class_lives_in_errors_and_keeps_its_old_home():
+    """UnsafePatternError, RewriteError and ListenerError are defined in kip714.errors, each a Kip714Error
+    with the code its callers answer (INVALID_CONFIG for a pattern or a listener), and still importable from
+    where they were defined before (UnsafePatternError also stays a ValueError)."""
+    import kip714.errors as errors
+    from kip714.endpoint import proxy, rewrite
+
+    assert UnsafePatternError is errors.UnsafePatternError
+    assert issubclass(UnsafePatternError, errors.InvalidConfigError) and issubclass(UnsafePatternError, ValueError)
+    with pytest.raises(UnsafePatternError) as info:
+        SafePattern("(a)\\1")
+    assert info.value.error_code == ErrorCode.INVALID_CONFIG
+    assert rewrite.RewriteError is errors.RewriteError and issubclass(errors.RewriteError, errors.Kip714Error)
+    assert proxy.ListenerError is errors.ListenerError
+    assert issubclass(errors.ListenerError, errors.RewriteError)
+    assert errors.ListenerError("x").error_code == ErrorCode.INVALID_CONFIG
+    defined = {name for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, Exception)
+               and obj.__module__ == "kip714.errors"}
+    assert defined == set(errors.__all__)
+    # and no exception class is defined anywhere else in the library (tools aside), but the two private
+    # control-flow ones that never leave their module
+    import ast
+    import pathlib
+
+    root = pathlib.Path(kip714.__file__).parent
+    elsewhere = set()
+    for path in root.rglob("*.py"):
+        if path.name == "errors.py" and path.parent == root or "tools" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                    (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")).endswith(("Error", "Exception"))
+                    for b in node.bases):
+                elsewhere.add(f"{path.relative_to(root).as_posix()}:{node.name}")
+    assert elsewhere == {"endpoint/proxy_connection.py:_Drop", "endpoint/rewrite.py:_Short"}
+
+
 def test_program_size_cap():
     assert SafePattern("a{%d}" % (MAX_PATTERN_PROGRAM - 2)).fullmatch("a" * (MAX_PATTERN_PROGRAM - 2))
     with pytest.raises(UnsafePatternError):

@@ -24,7 +24,7 @@ from kip714 import PrometheusExporter
 from kip714.broker.receivers import ReceiverContext, TelemetryPayload
 from kip714.broker.subscriptions import ClientInfo
 from kip714.otlp import reference
-from kip714.sinks.prometheus_names import label_name, merge_labels, metric_name
+from kip714.sinks.prometheus.names import label_name, merge_labels, metric_name
 from kip714.tools.bench import sample_payloads
 
 
@@ -501,7 +501,7 @@ def test_million_series_names_stay_under_the_cap():
     assert samples["kip714_export_series"] == 5000
     assert samples["kip714_export_points_dropped_total{reason=series-limit}"] == 1_000_000 - 5000
     assert len(text) < 2_000_000
-    assert len(ex._sources) == 5000                # nothing kept for refused series
+    assert len(ex._store._sources) == 5000                # nothing kept for refused series
 
 
 def test_type_conflict_keeps_the_first_type():

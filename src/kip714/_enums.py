@@ -9,7 +9,8 @@ from enum import IntEnum
 
 __all__ = ["ApiKey", "ErrorCode", "CompressionType", "COMPRESSION_NAMES", "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
            "DEFAULT_TELEMETRY_MAX_BYTES", "SERVE_FRAME_HEADROOM", "DEFAULT_MAX_BUFFERED_BYTES",
-           "serve_max_frame_bytes", "compression_type_from_name"]
+           "INSTANCE_CACHE_MAX_SIZE", "INSTANCE_CACHE_EXPIRY_MS", "serve_max_frame_bytes",
+           "compression_type_from_name"]
 
 
 class ApiKey(IntEnum):
@@ -69,6 +70,15 @@ COMPRESSION_NAMES = {CompressionType.NONE: "none", CompressionType.GZIP: "gzip",
 #: Kafka's ``telemetry.max.bytes`` default (1 MiB): the largest push a broker accepts, on the wire and,
 #: in newest Kafka, decompressed.
 DEFAULT_TELEMETRY_MAX_BYTES = 1048576
+
+#: Client instances a Kafka broker keeps (``ClientMetricsManager.CACHE_MAX_SIZE``; an LRU cache: a new
+#: instance beyond it evicts the least recently used one).
+INSTANCE_CACHE_MAX_SIZE = 16384
+
+#: How long a Kafka broker keeps a client instance after its last request, at least
+#: (``ClientMetricsManager``'s ``DEFAULT_CACHE_EXPIRY_MS``): it expires ``max(this, 3 × push interval)``
+#: after it.
+INSTANCE_CACHE_EXPIRY_MS = 60000
 
 #: Bytes a request frame of ``kip714 serve`` may hold beyond ``telemetry.max.bytes`` of metrics: the request
 #: header (a client id of up to 32767 bytes), the other PushTelemetry fields, tagged fields. ApiVersions,

@@ -1,7 +1,10 @@
-"""The kip714 exception hierarchy (public; ``Kip714Error`` is also in ``kip714``).
+"""The kip714 exception hierarchy (public; ``Kip714Error`` is also in ``kip714``): every exception class of the
+library is defined here.
 
 Every exception kip714 raises for bad input is a :class:`Kip714Error` and carries the Kafka error code
-an Apache Kafka broker would answer with (``.error_code``, a :class:`~kip714.ErrorCode`).
+an Apache Kafka broker would answer with (``.error_code``, a :class:`~kip714.ErrorCode`). (Two private
+exceptions stay where they are used, as control flow that never leaves its module: the proxy's ``_Drop``
+and the rewriter's ``_Short``.)
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ __all__ = [
     "TelemetryTooLargeError",
     "MissingExtraError",
     "SparkJobError",
+    "UnsafePatternError",
+    "RewriteError",
+    "ListenerError",
 ]
 
 
@@ -101,3 +107,22 @@ class SparkJobError(Exception):
     """A Spark job failed (a JVM out of memory or gone, a failed stage): not bad input, so no Kafka error
     code. The message is one line saying what ran out and which setting to raise; the Spark or Py4J error
     is its ``__cause__``."""
+
+
+class UnsafePatternError(InvalidConfigError, ValueError):
+    """A client-metrics ``match`` pattern that cannot be matched in bounded time (backreferences, lookaround,
+    too large a program): refused when the subscription is set, as INVALID_CONFIG. Also a ``ValueError``,
+    as it was before it became a :class:`Kip714Error`."""
+
+
+class RewriteError(Kip714Error):
+    """A response names a broker address the proxy cannot map to one of its listeners: the proxy closes the
+    connection rather than hand a client a real address."""
+
+
+class ListenerError(RewriteError, InvalidConfigError):
+    """A broker the cluster names cannot get its listener (its node id maps to no usable port, or the port is
+    taken): a configuration error when the proxy starts; on a client's connection later (a broker added to
+    the cluster), that connection's error, as any answer the proxy cannot rewrite."""
+
+    error_code = InvalidConfigError.error_code

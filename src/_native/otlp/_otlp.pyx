@@ -93,6 +93,8 @@ cdef extern from "otlp_support.h":
 
 include "otlp_wire.pxi"
 include "otlp_walk.pxi"
+include "otlp_walk_points.pxi"
+include "otlp_walk_metrics.pxi"
 include "otlp_render.pxi"
 include "otlp_arrow.pxi"
 

@@ -30,7 +30,8 @@ import uuid
 from typing import Any, Callable, Hashable, Iterable
 
 from .._codec import decompress
-from .._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, CompressionType, ErrorCode
+from .._enums import (DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, INSTANCE_CACHE_EXPIRY_MS,
+                      INSTANCE_CACHE_MAX_SIZE, CompressionType, ErrorCode)
 from .._instances import TICKET_BASE, InstanceTable, Outcome
 from .._protocol import (
     GetTelemetrySubscriptionsRequest,
@@ -101,10 +102,10 @@ class TelemetryBroker:
         registry: SubscriptionRegistry | None = None,
         telemetry_max_bytes: int = DEFAULT_TELEMETRY_MAX_BYTES,
         accepted_compression_types: Iterable[int] = DEFAULT_ACCEPTED_COMPRESSION_TYPES,
-        max_instances: int = 16384,
+        max_instances: int = INSTANCE_CACHE_MAX_SIZE,
         node_id: int = 0,
         clock: Callable[[], int] | None = None,
-        cache_expiry_ms: int = 60000,
+        cache_expiry_ms: int = INSTANCE_CACHE_EXPIRY_MS,
         receivers: Iterable[TelemetryReceiver] = (),
         decompress_payloads: bool = True,
         delta_temporality: bool = True,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import UnsafePatternError
+
 __all__ = ["MAX_PATTERN_PROGRAM", "SafePattern", "UnsafePatternError"]
 
 
@@ -49,10 +51,6 @@ _UNSUPPORTED = {
     "GROUPREF": "backreferences", "GROUPREF_EXISTS": "conditional groups", "ASSERT": "lookaround",
     "ASSERT_NOT": "lookaround", "ATOMIC_GROUP": "atomic groups", "POSSESSIVE_REPEAT": "possessive quantifiers",
 }
-
-
-class UnsafePatternError(ValueError):
-    """A ``match`` pattern that cannot be run in bounded time (refused at config time)."""
 
 
 def _esc(c: int) -> str:

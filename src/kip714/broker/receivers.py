@@ -2,20 +2,17 @@
 
 A :class:`TelemetryReceiver` is called once for every accepted non-empty push with a
 :class:`ReceiverContext` and a :class:`TelemetryPayload`. Every sink (recorder, exporters) is one;
-:class:`BackgroundReceiver` runs a slow one on a worker thread behind a bounded queue."""
+:class:`BackgroundReceiver` runs a slow one on a worker thread behind a bounded queue
+(:mod:`.bounded_queue`: the one full-queue policy)."""
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from .._enums import ErrorCode
-from ..errors import Kip714Error
+from .bounded_queue import BoundedQueueReceiver
 from .subscriptions import ClientInfo
 
 __all__ = ["BackgroundReceiver", "CallbackReceiver", "ClientSubscription", "InstanceCloseObserver", "PushObserver",
@@ -175,52 +172,41 @@ class CallbackReceiver:
         self.fn(payload)
 
 
-class BackgroundReceiver:
+class BackgroundReceiver(BoundedQueueReceiver):
     """Runs a slow receiver on a worker thread behind a bounded queue, so ``export_metrics`` never blocks.
 
-    When the queue is full the push is refused with INVALID_RECORD (as a failing receiver would be) and
-    counted in ``dropped``: nothing is lost silently."""
+    The full-queue policy of :class:`~kip714.broker.bounded_queue.BoundedQueueReceiver`: a payload that
+    finds the queue full is dropped and counted (``payloads_dropped["queue-full"]``, also ``dropped``),
+    logged once per episode, and the push is still answered as accepted (a refused push would make the
+    client stop pushing for good). A payload the wrapped receiver raised on is logged and counted as
+    ``receiver-error`` (also ``failed``): nothing is lost silently."""
+
+    queue_name = "receiver"
+    dropped_metric = 'BackgroundReceiver.payloads_dropped["queue-full"]'
+    log = log
 
     def __init__(self, receiver: TelemetryReceiver, max_queue: int = 10000, name: str = "kip714-receiver") -> None:
         self.receiver = receiver
-        self.dropped = 0
-        self.failed = 0
-        self._count_lock = threading.Lock()   # the request path counts drops from many threads
-        self._queue: queue.Queue[tuple[ReceiverContext, TelemetryPayload] | None] = queue.Queue(max_queue)
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        super().__init__(max_queue=max_queue, batch=1, thread_name=name)
 
-    def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None:
-        try:
-            self._queue.put_nowait((context, payload))
-        except queue.Full:
-            with self._count_lock:
-                self.dropped += 1
-            raise Kip714Error("receiver queue is full", ErrorCode.INVALID_RECORD) from None
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
+    def _process(self, items: list) -> None:
+        for context, payload in items:
             try:
-                if item is None:
-                    return
-                self.receiver.export_metrics(*item)
+                self.receiver.export_metrics(context, payload)
             except Exception:  # a failing background receiver must not kill the worker
-                self.failed += 1
                 log.exception("telemetry receiver failed")
-            finally:
-                self._queue.task_done()
+                self._drop("receiver-error")
+
+    @property
+    def dropped(self) -> int:
+        """Payloads dropped for a full queue."""
+        return self.payloads_dropped.get("queue-full", 0)
+
+    @property
+    def failed(self) -> int:
+        """Payloads the wrapped receiver raised on."""
+        return self.payloads_dropped.get("receiver-error", 0)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything queued so far was exported (True) or ``timeout`` seconds passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._queue.unfinished_tasks:
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(0.001)
-        return True
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        self.flush(timeout)
-        self._queue.put(None)
-        self._thread.join(timeout)
+        return super().flush(timeout)

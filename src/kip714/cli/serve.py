@@ -13,8 +13,8 @@ import ssl
 from typing import Any
 
 from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_MAX_BUFFERED_BYTES,
-                      DEFAULT_TELEMETRY_MAX_BYTES, SERVE_FRAME_HEADROOM, compression_type_from_name,
-                      serve_max_frame_bytes)
+                      DEFAULT_TELEMETRY_MAX_BYTES, INSTANCE_CACHE_MAX_SIZE, SERVE_FRAME_HEADROOM,
+                      compression_type_from_name, serve_max_frame_bytes)
 from .._extras import available, require
 from .._units import DURATION_HELP, duration, format_duration, format_size, size
 from ..broker import SubscriptionRegistry, TelemetryBroker
@@ -46,7 +46,8 @@ def add_subscription_options(p, default_name: str) -> None:
                    help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
     g.add_argument("--telemetry-max-bytes", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
                    help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
-    g.add_argument("--max-instances", type=int, default=16384, help="client instances kept (LRU; default 16384)")
+    g.add_argument("--max-instances", type=int, default=INSTANCE_CACHE_MAX_SIZE,
+                   help=f"client instances kept (LRU; default {INSTANCE_CACHE_MAX_SIZE})")
     g.add_argument("--jdk", type=int, default=17,
                    help="the Java version of the brokers to agree with on SubscriptionIds (their HashSet order "
                         "changed in JDK 19): e.g. 11, 17 or 21 (default 17)")

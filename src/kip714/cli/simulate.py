@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from .._enums import INSTANCE_CACHE_MAX_SIZE
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
 from .._units import DURATION_HELP, duration
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         registry = SubscriptionRegistry()
         registry.set("kip714-simulate", {"metrics": args.metrics, "interval.ms": str(args.interval_ms)})
         broker = TelemetryBroker(registry, node_id=args.node_id, delta_temporality=not args.cumulative,
-                                 max_instances=max(16384, 2 * len(fleet)))
+                                 max_instances=max(INSTANCE_CACHE_MAX_SIZE, 2 * len(fleet)))
         recorder = None
         if args.record:
             from ..sinks import ParquetRecorder

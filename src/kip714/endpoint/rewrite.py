@@ -24,7 +24,7 @@ from typing import Callable
 
 from .._enums import ApiKey, ErrorCode
 from .._protocol import ApiVersion, decode_response, encode_response
-from ..errors import Kip714Error, MalformedFrameError
+from ..errors import MalformedFrameError, RewriteError
 
 __all__ = ["RewriteError", "MAX_VERSIONS", "REMOVED_APIS", "rewrite_metadata", "rewrite_find_coordinator",
            "rewrite_describe_cluster", "rewrite_api_versions", "produce_acks", "sasl_mechanism",
@@ -55,12 +55,9 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-class RewriteError(Kip714Error):
-    """A response names a broker address the proxy cannot map to one of its listeners."""
-
-
 class _Short(Exception):
-    """Not enough bytes yet (request heads arrive in pieces)."""
+    """Not enough bytes yet (request heads arrive in pieces). Private control flow, not an error: raised by
+    :class:`_Reader` and caught in this module, so it is not a :class:`~kip714.errors.Kip714Error`."""
 
 
 class _Reader:

@@ -1,7 +1,8 @@
 """Forwarding client telemetry to an OpenTelemetry collector: :class:`OtlpForwarder` (OTLP/HTTP, protobuf).
 
-A :class:`~kip714.TelemetryReceiver`. On the request path an accepted payload is only appended to a bounded
-queue (a full queue drops it and counts ``queue-full``; nothing blocks). A sender thread takes what is
+A :class:`~kip714.TelemetryReceiver` on :class:`~kip714.broker.bounded_queue.BoundedQueueReceiver`: on the
+request path an accepted payload is only appended to a bounded queue (a full queue drops it and counts
+``queue-full``, logged once per episode; nothing blocks, no push is refused). A sender thread takes what is
 queued, adds the chosen broker-added labels to the resource attributes of every ``ResourceMetrics``
 natively (:func:`kip714._otlp_splice.add_resource_attributes`: the client's bytes are otherwise copied as
 they are, a key the client set on its resource keeps the client's value), concatenates the payloads into
@@ -27,11 +28,11 @@ import random
 import threading
 import time
 import urllib.parse
-from collections import deque
 from typing import Any, Iterable, Mapping
 
 from .._extras import require
-from .prometheus import DEFAULT_LABELS, parse_labels
+from ..broker.bounded_queue import BoundedQueueReceiver
+from .labels import DEFAULT_LABELS, parse_labels
 
 __all__ = ["OtlpForwarder", "RETRYABLE_STATUSES"]
 
@@ -65,7 +66,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-class OtlpForwarder:
+class OtlpForwarder(BoundedQueueReceiver):
     """Forwards every accepted payload to an OTLP/HTTP collector (see the module docstring).
 
     ``OtlpForwarder("http://collector:4318", labels=("client_id", "client_instance_id"),
@@ -74,7 +75,14 @@ class OtlpForwarder:
     Options: ``compression`` ("gzip" or "none"), ``timeout_s`` per request, ``max_queue`` payloads
     waiting, ``max_batch_payloads`` / ``max_batch_bytes`` per request, ``initial_backoff_s``,
     ``max_backoff_s`` (the ceiling), ``max_elapsed_s`` (give a batch up after), TLS: ``ca_file``,
-    ``client_cert`` / ``client_key``, ``verify``."""
+    ``client_cert`` / ``client_key``, ``verify``.
+
+    Counters: ``forwarded``, ``requests`` (by status), ``retries``, ``payloads_dropped`` (by reason; also
+    ``dropped``, the same dict)."""
+
+    queue_name = "otlp"
+    dropped_metric = 'kip714_otlp_payloads_dropped_total{reason="queue-full"}'
+    log = log
 
     def __init__(self, endpoint: str, labels: Iterable[str] | str = DEFAULT_LABELS,
                  headers: Mapping[str, str] | None = None, compression: str = "gzip", timeout_s: float = 10.0,
@@ -94,7 +102,6 @@ class OtlpForwarder:
                         **dict(headers or {})}
         if compression == "gzip":
             self.headers["Content-Encoding"] = "gzip"
-        self.max_queue = int(max_queue)
         self.max_batch_payloads = int(max_batch_payloads)
         self.max_batch_bytes = int(max_batch_bytes)
         self.initial_backoff_s = float(initial_backoff_s)
@@ -108,82 +115,59 @@ class OtlpForwarder:
                 tls["assert_hostname"] = False
         self._http = urllib3.PoolManager(num_pools=1, maxsize=1, retries=False,
                                          timeout=urllib3.Timeout(total=timeout_s), **tls)
-        self._queue: deque = deque()
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._closed = False
+        self._lock = threading.Lock()          # the request and retry counters
         self._stop = threading.Event()
         # counters (self-metrics)
         self.forwarded = 0                     # payloads delivered (2xx)
         self.requests: dict[str, int] = {}     # by status ("200", "503", "error")
-        self.dropped: dict[str, int] = {}      # payloads, by reason
         self.retries = 0
         self._tls_warned = False
         self._outage: dict | None = None       # while the collector cannot be reached: failed requests, drops
         self._gave_up_said = False             # a batch given up was logged; reset when one is delivered
-        self._thread = threading.Thread(target=self._run, name="kip714-otlp", daemon=True)
-        self._thread.start()
-
-    # ------------------------------------------------------------------ receiver (request path)
-
-    def export_metrics(self, context, payload) -> None:
-        """Queue an accepted payload (never blocks; a full queue drops it and counts ``queue-full``)."""
-        if len(self._queue) >= self.max_queue:
-            self._count("queue-full")
-            return
-        labels = payload.labels
-        self._idle.clear()
-        self._queue.append((tuple((n, labels.get(n, "")) for n in self.labels), payload.data))
-        self._wake.set()
+        super().__init__(max_queue=max_queue, batch=max_batch_payloads, thread_name="kip714-otlp")
 
     @property
-    def queue_depth(self) -> int:
-        return len(self._queue)
+    def dropped(self) -> dict[str, int]:
+        """Payloads not delivered, by reason (:attr:`payloads_dropped`)."""
+        return self.payloads_dropped
 
-    def _count(self, reason: str, n: int = 1) -> None:
-        with self._lock:
-            self.dropped[reason] = self.dropped.get(reason, 0) + n
+    # ------------------------------------------------------------------ queue (request path and sender)
+
+    def _item(self, context, payload) -> tuple:
+        labels = payload.labels
+        return tuple((n, labels.get(n, "")) for n in self.labels), payload.data
+
+    def _take(self) -> list:
+        """Up to ``max_batch_payloads`` payloads, and no more once ``max_batch_bytes`` are taken."""
+        q, items, size = self._queue, [], 0
+        while q and len(items) < self.max_batch_payloads and size < self.max_batch_bytes:
+            item = q.popleft()
+            items.append(item)
+            size += len(item[1])
+        return items
 
     # ------------------------------------------------------------------ sender
 
-    def _take_batch(self) -> tuple[list[bytes], int]:
+    def _process(self, items: list) -> None:
         from .._otlp_splice import add_resource_attributes, encode_attributes
         from ..errors import Kip714Error
 
-        parts, size, taken = [], 0, 0
+        parts = []
         encoded: dict[tuple, list] = {}
-        while self._queue and taken < self.max_batch_payloads and size < self.max_batch_bytes:
-            labels, data = self._queue.popleft()
-            taken += 1
+        for labels, data in items:
             attrs = encoded.get(labels)
             if attrs is None:
                 attrs = encoded[labels] = encode_attributes(labels)
             try:
-                out = add_resource_attributes(data, attrs)
+                parts.append(add_resource_attributes(data, attrs))
             except Kip714Error:
-                self._count("malformed")
-                continue
-            parts.append(out)
-            size += len(out)
-        return parts, taken
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(0.5)
-            self._wake.clear()
-            while self._queue:
-                parts, _ = self._take_batch()
-                if parts:
-                    try:
-                        self._send(parts)
-                    except Exception:  # a bug must not stop the forwarder; the batch is counted
-                        log.exception("OTLP forwarder failed")
-                        self._count("internal-error", len(parts))
-            self._idle.set()
-            if self._closed and not self._queue:
-                return
+                self._drop("malformed")
+        if parts:
+            try:
+                self._send(parts)
+            except Exception:  # a bug must not stop the forwarder; the batch is counted
+                log.exception("OTLP forwarder failed")
+                self._drop("internal-error", len(parts))
 
     def _send(self, parts: list[bytes]) -> None:
         body = b"".join(parts)
@@ -202,17 +186,17 @@ class OtlpForwarder:
                 return
             if status is not None and status not in RETRYABLE_STATUSES:
                 log.warning("OTLP export refused with HTTP %s: %d payloads dropped", status, len(parts))
-                self._count("rejected", len(parts))
+                self._drop("rejected", len(parts))
                 return
             if wait is None:
                 wait = backoff * random.uniform(0.5, 1.0)
                 backoff = min(backoff * 2, self.max_backoff_s)
             wait = min(wait, self.max_backoff_s)
             if self._closed:             # close() gave up on it: counted and said with what was queued
-                self._count("shutdown", len(parts))
+                self._drop("shutdown", len(parts))
                 return
             if time.monotonic() + wait - started > self.max_elapsed_s:
-                self._count("retries-exhausted", len(parts))
+                self._drop("retries-exhausted", len(parts))
                 if self._outage is not None:
                     self._outage["dropped"] += len(parts)
                 if not self._gave_up_said:
@@ -263,26 +247,17 @@ class OtlpForwarder:
         with self._lock:
             self.requests[key] = self.requests.get(key, 0) + 1
 
-    def flush(self, timeout: float = 10.0) -> bool:
+    def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until everything queued so far was sent or given up (True), or ``timeout`` passed."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._queue and self._idle.wait(0.01) and not self._queue:
-                return True
-        return False
+        return super().flush(timeout)
 
-    def close(self, timeout: float = 5.0) -> None:
+    def _stopping(self) -> None:
+        self._stop.set()                 # a batch being retried gives up now (counted as shutdown)
+
+    def close(self, timeout: float | None = 5.0) -> None:
         """Send what is queued (retrying no longer than ``timeout``), then stop."""
-        self.flush(timeout)
-        self._closed = True
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout)
-        left = len(self._queue)
-        if left:
-            self._count("shutdown", left)
-            self._queue.clear()
-        lost = self.dropped.get("shutdown", 0)
+        super().close(timeout)
+        lost = self.payloads_dropped.get("shutdown", 0)
         if lost:
             log.warning("OTLP forwarder closed with %d payloads not delivered to %s (dropped, "
                         "kip714_otlp_dropped_total{reason=\"shutdown\"})", lost, self.url)
@@ -299,7 +274,7 @@ class OtlpForwarder:
                                             "endpoint", value=self.forwarded)
             dropped = CounterMetricFamily("kip714_otlp_payloads_dropped", "Payloads not delivered, by reason",
                                           labels=["reason"])
-            for reason, n in sorted(self.dropped.items()):
+            for reason, n in sorted(self.dropped_counts().items()):
                 dropped.add_metric([reason], n)
             requests = CounterMetricFamily("kip714_otlp_requests", "Export requests by HTTP status ('error': no "
                                            "response, 'tls-error': the TLS handshake failed)", labels=["status"])

@@ -4,7 +4,7 @@ Two views over a recording (``kip714 serve --record``, ``kip714 proxy``, the sim
 table ``kip714 pipeline`` wrote:
 
 **Conformance, per client software name and version** (KIP-511's ClientSoftwareName/Version). Each check
-cites the KIP-714 rule it tests (:data:`CHECKS`) and counts failures in its own unit, with example
+cites the KIP-714 rule it tests (:data:`CHECKS`, from :mod:`kip714.spark.report_checks`) and counts failures in its own unit, with example
 client instance ids. Checks that need what the endpoint told the client (subscription, temporality,
 accepted compression) read it from the recording's subscription columns; on recordings made before they
 existed those checks are ``n/a``. A check is ``n/a`` when nothing it applies to was seen, ``fail`` when
@@ -41,29 +41,13 @@ from typing import Any, NamedTuple
 from .._enums import COMPRESSION_NAMES, ErrorCode
 from .._extras import require
 from ..sinks.recorder import CLOSED_DIR, closed_schema, record_schema
+from .report_checks import (CHECKS, INSIGHTS, REQUIRED_METRICS, REQUIRED_METRICS_NOTE, STANDARD_CONSUMER_METRICS,
+                            STANDARD_PRODUCER_METRICS, STANDARD_RESOURCE_LABELS)
+from .report_checks import KAFKA_METRIC_PREFIX as _NS
 
 __all__ = ["CHECKS", "INSIGHTS", "REQUIRED_METRICS", "REQUIRED_METRICS_NOTE", "Report", "ReportOptions",
            "STANDARD_CONSUMER_METRICS", "STANDARD_PRODUCER_METRICS", "STANDARD_RESOURCE_LABELS", "report"]
 
-_NS = "org.apache.kafka."
-#: KIP-714 "Standard producer metrics" (telemetry names).
-STANDARD_PRODUCER_METRICS = tuple(_NS + "producer." + n for n in (
-    "connection.creation.rate", "connection.creation.total", "node.request.latency.avg",
-    "node.request.latency.max", "produce.throttle.time.avg", "produce.throttle.time.max",
-    "record.queue.time.avg", "record.queue.time.max"))
-#: KIP-714 "Standard consumer metrics" (telemetry names).
-STANDARD_CONSUMER_METRICS = tuple(_NS + "consumer." + n for n in (
-    "connection.creation.rate", "connection.creation.total", "node.request.latency.avg",
-    "node.request.latency.max", "poll.idle.ratio.avg", "coordinator.commit.latency.avg",
-    "coordinator.commit.latency.max", "coordinator.assigned.partitions", "coordinator.rebalance.latency.avg",
-    "coordinator.rebalance.latency.max", "coordinator.rebalance.latency.total", "fetch.manager.fetch.latency.avg",
-    "fetch.manager.fetch.latency.max"))
-#: The required metrics (bold in the KIP): cannot be established from the KIP text kip714 has.
-REQUIRED_METRICS: tuple[str, ...] | None = None
-REQUIRED_METRICS_NOTE = ("required metrics: cannot be established (KIP-714 marks them in bold; the KIP text "
-                         "kip714 was built from has lost that marking), so the standard set is checked")
-#: KIP-714 "Standard client resource labels".
-STANDARD_RESOURCE_LABELS = ("client_rack", "group_id", "group_instance_id", "group_member_id", "transactional_id")
 _CONSUMER_LABELS = ("group_id", "group_instance_id", "group_member_id")
 _PRODUCER_LABELS = ("transactional_id",)
 #: Spellings that stand for a standard label but are not it (librdkafka sends ``member_id``).
@@ -72,64 +56,6 @@ _LABEL_VARIANTS = tuple(sorted({v for lab in STANDARD_RESOURCE_LABELS
                                | {"member_id", "member.id", "rack", "instance_id"}))
 #: A telemetry metric name: lower-case dot-separated segments, at least two (a namespace and a name).
 NAME_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
-
-#: check id → (what it tests, the KIP-714 rule it cites, the unit its counts are in)
-CHECKS: dict[str, tuple[str, str, str]] = {
-    "payload_decodes": (
-        "payloads decode", "PushTelemetryRequest: Metrics is an OTLP MetricsData protobuf compressed with "
-        "CompressionType (a broker answers INVALID_RECORD when it cannot decompress or parse it)", "pushes"),
-    "metric_naming": (
-        "metric names follow the naming rule", "Metrics naming and format: prefix 'org.apache.kafka.', the "
-        "group without '-metrics', every '-' replaced with '.'; other metrics under a reverse-domain "
-        "namespace; standard metrics only under 'org.apache.kafka.'", "data points"),
-    "subscribed_only": (
-        "only subscribed metrics are pushed", "Client behaviour: the client pushes the metrics matching the "
-        "RequestedMetrics prefixes of its GetTelemetrySubscriptions response ('*' or an empty prefix: all)",
-        "data points"),
-    "temporality": (
-        "temporality matches DeltaTemporality", "Metric aggregation temporality: sums and histograms are "
-        "DELTA when DeltaTemporality is true, CUMULATIVE when false", "data points"),
-    "start_time_stable": (
-        "cumulative start times stay fixed", "Metric aggregation temporality / OTLP: a CUMULATIVE series "
-        "keeps its StartTimeUnixNano from push to push", "series"),
-    "no_duplicate_series": (
-        "no series twice in one payload", "OTLP MetricsData: one data point per series (metric name, "
-        "attributes, resource) in a push", "series in a push"),
-    "standard_coverage": (
-        "standard metrics covered", "Standard producer/consumer metrics: supporting clients should provide "
-        "the standard metrics (the subscribed ones are checked); " + REQUIRED_METRICS_NOTE, "standard metrics"),
-    "resource_labels": (
-        "standard resource labels", "Standard client resource labels: client_rack, group_id, "
-        "group_instance_id, group_member_id (consumer), transactional_id (producer), spelled so", "instances"),
-    "push_interval": (
-        "push interval kept", "PushIntervalMs: the client pushes every PushIntervalMs (a broker throttles "
-        "earlier pushes); pushes much later than the interval are counted as gaps", "pushes"),
-    "compression_accepted": (
-        "compression among the accepted types", "AcceptedCompressionTypes: the client compresses with a "
-        "type from the list, or sends uncompressed (always when the list is empty)", "pushes"),
-    "terminating_push": (
-        "terminating push before leaving", "Client termination: a client sends a final PushTelemetry with "
-        "Terminating=true before it closes", "instances"),
-    "one_client_per_instance": (
-        "one client per instance id", "ClientInstanceId: a UUID4 the broker generates for one client instance, "
-        "which the client keeps for its lifetime whichever broker it talks to; pushes under one id from several "
-        "clients (client id, software name and version) are one instance to the broker (one subscription, one "
-        "push-interval clock) and cannot be told apart in the collected metrics", "instances"),
-    "error_responses": (
-        "no error responses", "PushTelemetry error codes: a conforming client is not answered INVALID_REQUEST, "
-        "INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, TELEMETRY_TOO_LARGE, nor UNKNOWN_SUBSCRIPTION_ID twice in a "
-        "row (it must fetch its new subscription); THROTTLING_QUOTA_EXCEEDED answers early pushes and is "
-        "counted under push_interval", "pushes"),
-}
-#: insight id → what it flags
-INSIGHTS: dict[str, str] = {
-    "slow_node": "request latency to one broker node far above the client's other nodes",
-    "throttled": "the broker throttles the client (quota)",
-    "small_batches": "a producer sends few records per request (tiny batches)",
-    "retries_errors": "a producer's record error or retry rate is high",
-    "connection_churn": "the client keeps opening connections after start-up",
-    "consumer_lag": "a consumer's lag grows past a bound, or its poll() is idle nearly all the time",
-}
 
 _LAT = ".node.request.latency.avg"
 _THROTTLE = {_NS + "producer.produce.throttle.time.avg": "producer_byte_rate quota",

@@ -16,7 +16,7 @@ import json
 import pathlib
 from typing import Any
 
-from .report import CHECKS, INSIGHTS, REQUIRED_METRICS_NOTE
+from .report_checks import CHECKS, INSIGHTS, REQUIRED_METRICS_NOTE
 
 _SW = ("client_software_name", "client_software_version")
 CONFORMANCE_FIELDS = ("client_software_name", "client_software_version", "check", "status", "failures", "examples")

@@ -25,7 +25,7 @@ import uuid
 from typing import Any
 
 from ..broker.subscriptions import ClientInfo
-from ..sinks.prometheus_names import merge_labels, metric_name
+from ..sinks.prometheus.names import merge_labels, metric_name
 
 KB = 1024
 

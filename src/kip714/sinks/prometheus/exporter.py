@@ -1,0 +1,247 @@
+""":class:`PrometheusExporter`: the receiver that wires the Prometheus sink together — a bounded queue and
+worker (:class:`~kip714.broker.bounded_queue.BoundedQueueReceiver`), the series store
+(:mod:`.store`), the renderers (:mod:`.exposition`), the HTTP server (:mod:`.http`) and kip714's own
+self-metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable
+
+from ..._enums import INSTANCE_CACHE_EXPIRY_MS
+from ..._extras import require
+from ...broker.bounded_queue import BoundedQueueReceiver
+from ..labels import DEFAULT_LABELS, parse_labels
+from .exposition import Collected, Exposition
+from .http import scrape_response, start_server, stop_server
+from .store import SeriesStore
+
+__all__ = ["PrometheusExporter"]
+
+log = logging.getLogger("kip714.prometheus")
+
+
+class PrometheusExporter(BoundedQueueReceiver):
+    """Exposes client telemetry for Prometheus to scrape (see :mod:`kip714.sinks.prometheus` for the mapping).
+
+    ``exporter = PrometheusExporter(labels=("client_id",), max_series=50_000)``;
+    ``broker.add_receiver(exporter)``; ``exporter.start_http_server("127.0.0.1", 9464)``, or register it
+    on a ``prometheus_client`` registry (it is a collector: ``registry.register(exporter)``).
+
+    Options: ``labels`` (broker-added labels put on every series), ``max_series`` (exposed time series
+    at most), ``max_queue`` (payloads waiting to be absorbed; a full queue drops, counts ``queue-full`` and
+    logs the episode once, the push is still accepted), ``batch``
+    (payloads decoded per call), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
+    ``otel_scope_version``), ``max_buckets`` (per histogram point), ``background`` (False absorbs in the
+    caller, for tests and tools), ``clock`` (seconds, monotonic)."""
+
+    queue_name = "prometheus"
+    dropped_metric = 'kip714_export_payloads_dropped_total{reason="queue-full"}'
+    log = log
+
+    def __init__(self, labels: Iterable[str] | str = DEFAULT_LABELS, max_series: int = 100_000,
+                 max_queue: int = 10_000, batch: int = 256, expiry_floor_s: float = INSTANCE_CACHE_EXPIRY_MS / 1000,
+                 scope_labels: bool = True, max_buckets: int = 160, background: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        require("prometheus", "PrometheusExporter")
+        import numpy as np  # noqa: F401  (fail early: the absorb path is vectorised)
+        import pyarrow  # noqa: F401
+
+        self.clock = clock
+        self._store = SeriesStore(parse_labels(labels), max_series, scope_labels, max_buckets, expiry_floor_s,
+                                  clock, self._drop)
+        self._lock = self._store.lock
+        self._exposition = Exposition(self._store)
+        # counters (self-metrics) besides the store's and the queue's (payloads_dropped)
+        self.push_codes: dict[str, int] = {}
+        self.scrapes = 0
+        self._extra: list[Callable[[], Iterable[Any]]] = []
+        self._queues: dict[str, Callable[[], int]] = {}
+        self._http: tuple | None = None
+        self._next_expiry = clock() + 1.0
+        super().__init__(max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus")
+
+    # ------------------------------------------------------------------ the store's settings and counters
+
+    labels = property(lambda self: self._store.labels, doc="The broker-added labels put on every series.")
+    max_series = property(lambda self: self._store.max_series, doc="Exposed time series at most.")
+    max_buckets = property(lambda self: self._store.max_buckets, doc="Buckets or quantiles per point at most.")
+    scope_labels = property(lambda self: self._store.scope_labels, doc="Whether series carry the OTel scope.")
+    expiry_floor_s = property(lambda self: self._store.expiry_floor_s,
+                              doc="Expiry floor for instances the broker gave no expiry for.")
+    series_count = property(lambda self: self._store.series_count,
+                            doc="Time series exposed (histogram bucket lines included).")
+    dropped = property(lambda self: self._store.dropped, doc="Data points not exposed, by reason.")
+    payloads_absorbed = property(lambda self: self._store.payloads_absorbed, doc="Payloads absorbed.")
+    points_absorbed = property(lambda self: self._store.points_absorbed, doc="Data points absorbed.")
+    series_refused = property(lambda self: self._store.series_refused, doc="New series refused at the cap.")
+    expired = property(lambda self: self._store.expired, doc="Instances dropped for silence.")
+    instances = property(lambda self: self._store.instances, doc="Client instances with series exposed.")
+    _formats = property(lambda self: self._exposition.formats)      # tools/bench_export: the first scrape
+
+    # ------------------------------------------------------------------ receiver (request path)
+
+    def _item(self, context, payload) -> tuple:
+        return (payload.client_instance_id_bytes, payload.labels, payload.data, payload.terminating,
+                (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)))
+
+    def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
+        """Count every push by the error code it was answered with (``kip714_pushes_total``)."""
+        from ...errors import ErrorCode
+
+        try:
+            name = ErrorCode(error_code).name
+        except ValueError:
+            name = str(error_code)
+        with self._lock:
+            self.push_codes[name] = self.push_codes.get(name, 0) + 1
+
+    # ------------------------------------------------------------------ worker
+
+    def _process(self, items: list) -> None:
+        self.absorb(items)       # (an exception counts the items as internal-error)
+
+    def _tick(self) -> None:
+        """Expire silent instances about once a second."""
+        now = self.clock()
+        if now >= self._next_expiry:
+            self.expire(now)
+            self._next_expiry = now + 1.0
+
+    def absorb(self, items: list) -> None:
+        """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)``
+        (:meth:`.store.SeriesStore.absorb`); then render the new series' lines for the formats scraped so
+        far, so that a scrape after many new series does not pay for them."""
+        try:
+            self._store.absorb(items)
+        finally:
+            if self._store.fresh:
+                with self._lock:
+                    self._exposition.prerender()
+
+    def expire(self, now: float | None = None) -> int:
+        """Drop instances silent for as long as the broker keeps them (``ReceiverContext.expiry_ms``: its
+        instance table's ``max(60 s, 3 × push interval)``), or, when the broker did not say,
+        ``max(expiry_floor_s, 3 × push interval)``; returns how many."""
+        return self._store.expire(now)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Absorb what is queued (for up to ``timeout`` seconds), stop the worker and the HTTP server (if
+        started)."""
+        super().close(timeout)
+        if self._http is not None:
+            stop_server(*self._http)
+            self._http = None
+
+    # ------------------------------------------------------------------ self-metrics
+
+    def watch_queue(self, name: str, depth: Callable[[], int]) -> None:
+        """Expose ``depth()`` as ``kip714_queue_depth{queue=name}`` (the recorder, the forwarder)."""
+        self._queues[name] = depth
+
+    def add_self_metrics(self, source: Callable[[], Iterable[Any]]) -> None:
+        """Also yield the metric families ``source()`` returns on every scrape (another sink's counters)."""
+        self._extra.append(source)
+
+    def _self_metrics(self) -> list:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        store = self._store
+        pushes = CounterMetricFamily("kip714_pushes", "PushTelemetry requests by the error code they were answered "
+                                     "with", labels=["error_code"])
+        for code, n in sorted(self.push_codes.items()):
+            pushes.add_metric([code], n)
+        live = GaugeMetricFamily("kip714_export_instances", "Client instances with series exposed",
+                                 value=store.instances)
+        series = GaugeMetricFamily("kip714_export_series", "Time series exposed for clients (histogram bucket "
+                                   "lines included)", value=store.series_count)
+        limit = GaugeMetricFamily("kip714_export_series_limit", "The --prometheus-max-series cap",
+                                  value=store.max_series)
+        refused = CounterMetricFamily("kip714_export_series_refused", "New series refused at the series cap",
+                                      value=store.series_refused)
+        payloads = CounterMetricFamily("kip714_export_payloads", "Accepted payloads absorbed into the "
+                                       "Prometheus state", value=store.payloads_absorbed)
+        points = CounterMetricFamily("kip714_export_points", "Data points absorbed", value=store.points_absorbed)
+        dropped = CounterMetricFamily("kip714_export_points_dropped", "Data points not exposed, by reason",
+                                      labels=["reason"])
+        for reason, n in sorted(store.dropped.items()):
+            dropped.add_metric([reason], n)
+        pdropped = CounterMetricFamily("kip714_export_payloads_dropped", "Accepted payloads never absorbed, "
+                                       "by reason", labels=["reason"])
+        for reason, n in sorted(self.dropped_counts().items()):
+            pdropped.add_metric([reason], n)
+        depth = GaugeMetricFamily("kip714_queue_depth", "Items waiting in a sink's queue", labels=["queue"])
+        depth.add_metric(["prometheus"], self.queue_depth)
+        for name, fn in self._queues.items():
+            try:
+                depth.add_metric([name], fn())
+            except Exception:
+                log.exception("queue depth of %s failed", name)
+        return [pushes, live, series, limit, refused, payloads, points, dropped, pdropped, depth]
+
+    def _scraped(self, started: float) -> None:
+        """After a scrape (under the lock): count it, and drop the instances whose terminating push was
+        absorbed before it began (their final values have now been exposed once)."""
+        self.scrapes += 1
+        self._store.drop_terminated(started)
+
+    def _extra_metrics(self) -> list:
+        out: list = []
+        for source in self._extra:
+            try:
+                out.extend(source())
+            except Exception:
+                log.exception("self-metrics source failed")
+        return out
+
+    # ------------------------------------------------------------------ scrapes
+
+    def collect(self) -> list:
+        """The prometheus_client collector protocol: the clients' series, then kip714's own."""
+        started = self.clock()
+        with self._lock:
+            out = self._exposition.families()
+            out.extend(self._self_metrics())
+            self._scraped(started)
+        out.extend(self._extra_metrics())
+        return out
+
+    def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
+        """One scrape: ``(body, content type)`` as prometheus_client negotiates it from ``accept``.
+
+        The same text as ``prometheus_client``'s encoder over :meth:`collect` (byte for byte), made fast:
+        each series' sample lines up to the value, and each family's ``# HELP``/``# TYPE`` lines, are
+        rendered by that encoder once per format and kept while the series lives; a scrape renders only
+        new series and formats the values (``prometheus_client.utils.floatToGoString``)."""
+        from prometheus_client.exposition import choose_encoder
+
+        encoder, content_type = choose_encoder(accept or "")
+        try:
+            return self._render(encoder, content_type), content_type
+        except RuntimeError:      # the encoder wrote something unexpected (never seen): render every line
+            log.exception("cached exposition failed; rendering every line this time")
+            with self._lock:
+                self._exposition.formats.pop(content_type, None)
+            return encoder(Collected(self.collect())), content_type
+
+    def _render(self, encoder, key: str) -> bytes:
+        started = self.clock()
+        with self._lock:
+            text = self._exposition.render(encoder, key)
+            own = self._self_metrics()
+            self._scraped(started)
+        own.extend(self._extra_metrics())
+        return text.encode("utf-8") + encoder(Collected(own))
+
+    def wsgi_app(self, environ: dict, start_response: Callable) -> list[bytes]:
+        """A WSGI application serving the exposition (any path; ``?name[]=`` keeps the families named, by
+        family or sample name, as prometheus_client's ``make_wsgi_app`` means it; gzip when accepted)."""
+        return scrape_response(self, environ, start_response)
+
+    def start_http_server(self, host: str = "127.0.0.1", port: int = 9464, certfile: str | None = None,
+                          keyfile: str | None = None) -> int:
+        """Serve ``/metrics`` (any path) on ``host:port`` with :meth:`wsgi_app` on prometheus_client's
+        threading WSGI server; returns the port (0 picks a free one). ``certfile``/``keyfile`` serve HTTPS."""
+        self._http = start_server(self.wsgi_app, host, port, certfile, keyfile)
+        return self._http[0].server_port

@@ -1,0 +1,256 @@
+"""The Prometheus exporter's renderers: its series as ``prometheus_client`` metric families (the collector
+protocol), and the fast exposition that keeps each series' rendered line prefix.
+
+:class:`Exposition` renders the same text as ``prometheus_client``'s encoder over those families, byte for
+byte: each series' sample lines up to the value, and each family's ``# HELP``/``# TYPE`` lines, are rendered
+by that encoder once per format (:class:`_Format`) and kept while the series lives; a scrape renders only
+new series and formats the values (``prometheus_client.utils.floatToGoString``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .accumulators import float_text, sum_exposed
+from .store import Family, SeriesStore
+
+__all__ = ["Collected", "Exposition"]
+
+log = logging.getLogger("kip714.prometheus")
+
+_MAX_FORMATS = 4                 # exposition formats whose rendered lines are kept (by content type)
+_COUNT, _SUM = "\x00count", "\x00sum"  # keys of a histogram's / summary's _count and _sum line prefixes
+
+
+class Exposition:
+    """Renders a :class:`~.store.SeriesStore`'s series. Every method runs with the store's lock held (the
+    caller's: a scrape also reads the self-metrics under it)."""
+
+    def __init__(self, store: SeriesStore) -> None:
+        self.store = store
+        self.formats: dict[str, _Format] = {}      # content type → rendered headers and line prefixes
+        store.on_forget = self.forget
+
+    def forget(self, slot: int, family_gone: str | None) -> None:
+        """A series (and, named, its family) is gone: forget its rendered lines in every format."""
+        for f in self.formats.values():
+            f.forget(slot, family_gone)
+
+    def families(self) -> list:
+        """The clients' series as ``prometheus_client`` metric families (the collector protocol)."""
+        from prometheus_client.core import Metric
+        from prometheus_client.samples import Sample
+
+        out = []
+        store = self.store
+        for family in store.families.values():
+            m = Metric(family.name, family.help, family.type, family.unit)
+            samples = m.samples
+            typ = family.type
+            vals = store.slot_value
+            if typ in ("gauge", "counter"):
+                name = family.sample
+                for slot, labels in family.slots.items():
+                    samples.append(Sample(name, labels, vals[slot]))
+            elif typ == "histogram":
+                bname, cname, sname = family.name + "_bucket", family.name + "_count", family.name + "_sum"
+                for slot, labels in family.slots.items():
+                    acc = vals[slot]
+                    if acc is None:
+                        continue
+                    for le, v in acc.le_buckets():
+                        samples.append(Sample(bname, {**labels, "le": le}, v))
+                    # the format is not known here: OpenMetrics' rule (_count only beside _sum, _sum
+                    # only without negative buckets) holds for both; render() refines it per format
+                    if sum_exposed(acc):
+                        samples.append(Sample(cname, labels, acc.count))
+                        samples.append(Sample(sname, labels, acc.sum))
+            else:
+                cname, sname = family.name + "_count", family.name + "_sum"
+                for slot, labels in family.slots.items():
+                    acc = vals[slot]
+                    if acc is None:
+                        continue
+                    for q, v in acc.quantiles:
+                        samples.append(Sample(family.name, {**labels, "quantile": float_text(q)}, v))
+                    samples.append(Sample(cname, labels, acc.count))
+                    if acc.sum is not None:
+                        samples.append(Sample(sname, labels, acc.sum))
+            if samples:
+                out.append(m)
+        return out
+
+    def render(self, encoder, key: str) -> str:
+        """The clients' series in the format of ``encoder`` (content type ``key``), from the kept line
+        prefixes (rendering those of new series)."""
+        from prometheus_client.utils import floatToGoString as fmt
+
+        _Sample = _sample_class()
+        parts: list[str] = []
+        store = self.store
+        f = self.formats.get(key)
+        if f is None:
+            if len(self.formats) >= _MAX_FORMATS:        # Accept headers are the scraper's to choose
+                self.formats.pop(next(iter(self.formats)))
+            f = self.formats[key] = _Format(encoder)
+        vals = store.slot_value
+        for family in store.families.values():
+            pref = f.prefixes
+            typ = family.type
+            if typ in ("gauge", "counter"):
+                slots = family.slots
+                missing = [s for s in slots if s not in pref]
+                if missing:
+                    name = family.sample
+                    f.render(family, [(pref, s, _Sample(name, slots[s], 0.0)) for s in missing])
+                lines = [pref[s] + fmt(vals[s]) for s in slots]
+            else:
+                lines = self._complex_lines(f, family, fmt)
+            if lines:
+                parts.append(f.header(family))
+                parts.append("\n".join(lines))
+                parts.append("\n")
+        return "".join(parts)
+
+    def _complex_lines(self, f: "_Format", family: Family, fmt, slots: list[int] | None = None) -> list[str]:
+        """Histogram and summary sample lines of ``family`` (rendering the prefixes it has not seen); with
+        ``slots``, only those series, and with ``fmt`` None only the rendering (no lines)."""
+        _Sample = _sample_class()
+        vals = self.store.slot_value
+        entries: list[tuple[dict, str, Any]] = []
+        missing: list[tuple[dict, str, Any]] = []
+        histogram = family.type == "histogram"
+        base = family.name
+        bname, cname, sname = base + "_bucket", base + "_count", base + "_sum"
+        series = family.slots.items() if slots is None else [(s, family.slots[s]) for s in slots]
+        for slot, labels in series:
+            acc = vals[slot]
+            if acc is None:
+                continue
+            d = f.prefixes.get(slot)
+            if d is None:
+                d = f.prefixes[slot] = {}
+            if histogram:
+                for le, v in acc.le_buckets():
+                    if le not in d:
+                        missing.append((d, le, _Sample(bname, {**labels, "le": le}, 0.0)))
+                    entries.append((d, le, v))
+                # _sum only when every bucket is positive (the OTel spec); _count always in the text
+                # format (the spec), only beside _sum in OpenMetrics (its rule; the +Inf bucket holds it)
+                with_sum = sum_exposed(acc)
+                for k, n, v in ((_COUNT, cname, acc.count), (_SUM, sname, acc.sum)):
+                    if with_sum or (k == _COUNT and not f.openmetrics):
+                        if k not in d:
+                            missing.append((d, k, _Sample(n, labels, 0.0)))
+                        entries.append((d, k, v))
+            else:
+                for q, v in acc.quantiles:
+                    qt = float_text(q)
+                    if qt not in d:
+                        missing.append((d, qt, _Sample(base, {**labels, "quantile": qt}, 0.0)))
+                    entries.append((d, qt, v))
+                for k, n, v in ((_COUNT, cname, acc.count), (_SUM, sname, acc.sum)):
+                    if v is None:
+                        continue
+                    if k not in d:
+                        missing.append((d, k, _Sample(n, labels, 0.0)))
+                    entries.append((d, k, v))
+            if len(d) > 4 * self.store.max_buckets + 8:   # an exponential histogram's bounds moved many times
+                d.clear()
+                return self._complex_lines(f, family, fmt, slots)
+        if missing:
+            f.render(family, missing)
+        return [] if fmt is None else [d[k] + fmt(v) for d, k, v in entries]
+
+    def prerender(self) -> None:
+        """Render the line prefixes of the series created since the last call, in every known format."""
+        fresh, self.store.fresh = self.store.fresh, []
+        if not self.formats:
+            return                                 # nothing scraped yet: the first scrape renders them all
+        _Sample = _sample_class()
+        by_family: dict[int, tuple[Family, list[int]]] = {}
+        for slot in dict.fromkeys(fresh):
+            fam = self.store.slot_family[slot]
+            if fam is not None and slot in fam.slots:
+                by_family.setdefault(id(fam), (fam, []))[1].append(slot)
+        for key, f in list(self.formats.items()):
+            try:
+                self._prerender_format(f, by_family.values(), _Sample)
+            except RuntimeError:                   # the scrape renders them (or falls back) instead
+                log.exception("pre-rendering %s failed", key)
+                self.formats.pop(key, None)
+
+    def _prerender_format(self, f: "_Format", families, _Sample) -> None:
+        pref = f.prefixes
+        for fam, slots in families:
+            if fam.type in ("gauge", "counter"):
+                todo = [(pref, s, _Sample(fam.sample, fam.slots[s], 0.0)) for s in slots if s not in pref]
+                if todo:
+                    f.render(fam, todo)
+            else:
+                self._complex_lines(f, fam, None, slots)
+
+
+def _sample_class():
+    from prometheus_client.samples import Sample
+
+    return Sample
+
+
+class Collected:
+    """Fixed metric families as a collector (what prometheus_client's encoders take)."""
+
+    __slots__ = ("metrics",)
+
+    def __init__(self, metrics: list) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> list:
+        return self.metrics
+
+
+class _Format:
+    """One exposition format (a content type prometheus_client negotiated) and what its encoder rendered:
+    each family's header lines and each exposed series' sample lines without the value. Lines come from
+    the encoder itself (a batch of new samples at value 0, split at the newlines; label values never hold
+    a raw newline, the encoder escapes it), so the format stays prometheus_client's."""
+
+    __slots__ = ("encoder", "eof", "openmetrics", "headers", "prefixes")
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+        self.eof = encoder(Collected([])).decode()        # OpenMetrics' "# EOF"
+        self.openmetrics = bool(self.eof)
+        self.headers: dict[str, str] = {}                  # family sample name → HELP/TYPE/UNIT lines
+        self.prefixes: dict[int, Any] = {}                 # slot → line prefix, or {bucket key: prefix}
+
+    def _metric(self, family: Family):
+        from prometheus_client.core import Metric
+
+        return Metric(family.name, family.help, family.type, family.unit)
+
+    def header(self, family: Family) -> str:
+        h = self.headers.get(family.sample)
+        if h is None:
+            text = self.encoder(Collected([self._metric(family)])).decode()
+            h = self.headers[family.sample] = text[:len(text) - len(self.eof)]
+        return h
+
+    def render(self, family: Family, todo: list) -> None:
+        """Render ``todo`` = [(target dict, key, Sample at value 0)] and store each line's prefix."""
+        m = self._metric(family)
+        m.samples = [t[2] for t in todo]
+        text = self.encoder(Collected([m])).decode()
+        header = self.header(family)
+        lines = text[len(header):len(text) - len(self.eof)].split("\n")
+        if not text.startswith(header) or len(lines) != len(todo) + 1 or lines[-1]:
+            raise RuntimeError(f"unexpected exposition of {family.name}: {len(lines)} lines for {len(todo)} samples")
+        for (target, key, _), line in zip(todo, lines):
+            if not line.endswith(" 0.0"):
+                raise RuntimeError(f"unexpected exposition line {line!r}")
+            target[key] = line[:-3]
+
+    def forget(self, slot: int, family_gone: str | None) -> None:
+        self.prefixes.pop(slot, None)
+        if family_gone is not None:
+            self.headers.pop(family_gone, None)

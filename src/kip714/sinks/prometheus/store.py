@@ -1,0 +1,491 @@
+"""The Prometheus exporter's series store: absorbing decoded points into exposed series, and their life cycle.
+
+Each (client instance, broker-added labels, OTLP series) is a *source*; each exposed Prometheus series (a
+family name and a label set) is a *slot*, shared by every source that maps to it. Sources and slots live
+in flat lists indexed by id (free lists recycle ids), so that a batch of points is applied with numpy by
+source id.
+
+* Temporality: every counter and histogram is kept as a cumulative accumulator per slot. Delta points add
+  to it; cumulative points add their increase since the previous point of the same source, or their whole
+  value when the start time changed or the value fell (a client restart): an exposed counter never
+  decreases, so ``rate()`` is never negative, also when several instances share one label set. A
+  non-monotonic delta sum accumulates into a gauge (an up-down counter's current value). Cumulative
+  exponential histograms and summaries are kept as last received.
+* Labels: the point's attributes, the resource attributes, ``otel_scope_name``/``otel_scope_version``
+  (``scope_labels``) and the chosen broker-added labels; keys that sanitise to the same label name are
+  joined with ``;`` as the specification says; ``le`` on a histogram and ``quantile`` on a summary become
+  ``key_le`` / ``key_quantile``.
+* Life cycle: :meth:`SeriesStore.drop_terminated` drops the instances whose terminating push was absorbed
+  before a scrape began; :meth:`SeriesStore.expire` those silent for as long as the broker keeps them.
+* Limits: ``max_series`` exposed time series (a histogram counts its bucket lines), ``max_buckets`` per
+  histogram point; every point not exposed is counted in :attr:`SeriesStore.dropped` by reason.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Callable
+
+from .accumulators import ExpHistogram, Histogram, Summary
+from .names import label_name, merge_labels, metric_name, prometheus_unit
+
+__all__ = ["Family", "SeriesStore"]
+
+# how a source's points reach its exposed series
+_SET, _ADD_MONOTONIC, _ADD, _PY = 0, 1, 2, 3
+_KIND_TYPE = {"gauge": "gauge", "histogram": "histogram", "exponential_histogram": "histogram",
+              "summary": "summary"}
+_RESERVED = {"histogram": "le", "summary": "quantile"}
+_ROW_FIELDS = ("metric", "description", "unit", "kind", "temporality", "monotonic", "attributes", "resource",
+               "scope_name", "scope_version")
+_PY_FIELDS = ("kind", "temporality", "monotonic", "start_time_unix_nano", "value", "count", "sum",
+              "bucket_counts", "explicit_bounds", "scale", "zero_count", "positive_offset",
+              "positive_bucket_counts", "negative_offset", "negative_bucket_counts", "quantiles")
+
+
+class Family:
+    """An exposed metric family: its name, type, help and unit, and its series (slot → labels)."""
+
+    __slots__ = ("name", "sample", "type", "help", "unit", "slots")
+
+    def __init__(self, name: str, typ: str, help_: str, unit: str) -> None:
+        self.sample = name
+        self.name = name[:-6] if typ == "counter" else name      # prometheus_client adds _total itself
+        self.type = typ
+        self.help = help_
+        self.unit = unit if unit and self.name.endswith("_" + unit) else ""
+        self.slots: dict[int, dict[str, str]] = {}                # exposed series slot → labels
+
+
+class _Instance:
+    """What the store keeps per client instance: its sources and when it pushed."""
+
+    __slots__ = ("sources", "last_seen", "previous_seen", "interval_s", "expiry_s", "terminated_at")
+
+    def __init__(self, now: float) -> None:
+        self.sources: list[int] = []
+        self.last_seen = now
+        self.previous_seen: float | None = None
+        self.interval_s: float | None = None
+        self.expiry_s: float | None = None         # the broker's expiry for it (ReceiverContext.expiry_ms)
+        self.terminated_at: float | None = None
+
+
+
+class SeriesStore:
+    """Exposed series and what feeds them (see the module docstring). Every method takes :attr:`lock` (an
+    ``RLock``; a scrape holds it while it reads :attr:`families` and :attr:`slot_value`).
+
+    ``labels``: the broker-added labels put on every series; ``count_payloads(reason, n)`` counts payloads
+    that could not be absorbed; :attr:`on_forget` ``(slot, family name or None)`` is called when a series
+    (and with the last one, its family) goes away."""
+
+    def __init__(self, labels: tuple[str, ...], max_series: int, scope_labels: bool, max_buckets: int,
+                 expiry_floor_s: float, clock: Callable[[], float],
+                 count_payloads: Callable[[str, int], None]) -> None:
+        self.labels = labels
+        self.max_series = int(max_series)
+        self.scope_labels = scope_labels
+        self.max_buckets = int(max_buckets)
+        self.expiry_floor_s = float(expiry_floor_s)
+        self.clock = clock
+        self.count_payloads = count_payloads
+        self.on_forget: Callable[[int, str | None], None] = lambda slot, family_gone: None
+        self.lock = threading.RLock()
+        # sources: one per (instance, broker labels, OTLP series); key text → id
+        self._sources: dict[str, int] = {}
+        self._src_key: list[str | None] = []
+        self._src_slot: list[int] = []
+        self._src_mode: list[int] = []
+        self._src_state: dict[int, Any] = {}       # cumulative points: id → (start, value or buckets)
+        self._src_free: list[int] = []
+        # exposed series: slot → value (float) or accumulator object
+        self._series: dict[tuple, int] = {}
+        self._slot_key: list[tuple | None] = []
+        self.slot_family: list[Family | None] = []
+        self._slot_refs: list[int] = []
+        self.slot_value: list[Any] = []
+        self._slot_weight: list[int] = []
+        self._slot_free: list[int] = []
+        self.series_count = 0                      # exposed time series (histogram lines included)
+        self.families: dict[str, Family] = {}
+        self._otlp_names: dict[str, int] = {}      # OTLP metric name → exposed series using it
+        self._slot_otlp: list[str | None] = []
+        self._instances: dict[bytes, _Instance] = {}   # by the instance's 16 bytes
+        self.fresh: list[int] = []                 # series created since the renderers last took them
+        # counters
+        self.dropped: dict[str, int] = {}          # points dropped, by reason
+        self.payloads_absorbed = 0
+        self.points_absorbed = 0
+        self.series_refused = 0
+        self.expired = 0
+
+    def _count(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` points dropped under ``reason`` (the lock is held)."""
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def absorb(self, items: list) -> None:
+        """Absorb items ``(instance, labels, otlp bytes, terminating, timing)`` (``instance``: the 16-byte id,
+        or a ``uuid.UUID``); ``timing`` is ``(push_interval_ms, expiry_ms)`` from the receiver context (either
+        None when not known), a bare push interval, or None. Undecodable payloads are counted through
+        ``count_payloads``; the slots of new series are appended to :attr:`fresh`."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ...otlp import decode_metrics_batch
+
+        now = self.clock()
+        seeds = []
+        # instances are keyed by their 16 bytes (what the broker hands over: no uuid.UUID per push);
+        # a uuid.UUID from a direct caller is keyed the same way
+        items = [it if type(it[0]) is bytes else (it[0].bytes,) + tuple(it[1:]) for it in items]
+        for instance, labels, _, _, _ in items:
+            seeds.append({"_k": instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)})
+        table, errors = decode_metrics_batch([it[2] for it in items], seeds, errors="collect")
+        with self.lock:
+            if errors:
+                self.count_payloads("undecodable", len(errors))
+            bad = {e[0] for e in errors}
+            for i, (instance, _, _, terminating, timing) in enumerate(items):
+                if i in bad:
+                    continue
+                inst = self._instances.get(instance)
+                if inst is None:
+                    inst = self._instances[instance] = _Instance(now)
+                else:
+                    inst.previous_seen, inst.last_seen = inst.last_seen, now
+                    inst.interval_s = now - inst.previous_seen
+                interval_ms, expiry_ms = timing if isinstance(timing, tuple) else (timing, None)
+                if interval_ms:
+                    inst.interval_s = interval_ms / 1000.0
+                inst.expiry_s = expiry_ms / 1000.0 if expiry_ms else None
+                if terminating:
+                    inst.terminated_at = now
+            self.payloads_absorbed += len(items) - len(bad)
+            n = table.num_rows
+            if not n:
+                return
+            self.points_absorbed += n
+            keys = pc.binary_join_element_wise(
+                table.column("_k"), table.column("metric"), table.column("unit"), table.column("kind"),
+                table.column("temporality"), pc.cast(table.column("monotonic"), pa.string()),
+                table.column("scope_name"), table.column("scope_version"),
+                _map_text(table.column("attributes")), _map_text(table.column("resource")),
+                "\x1d", null_handling="replace", null_replacement="")
+            # The key text identifies a source; its separators could appear in a client's own strings,
+            # which could only make that client's own series share a source (the seed comes first).
+            keys = keys.to_pylist()
+            get = self._sources.get
+            src = [get(k, -1) for k in keys]
+            missing = [i for i, s in enumerate(src) if s < 0]
+            if missing and self.series_count >= self.max_series:
+                # at the cap only a series that exists already (another instance with the same labels)
+                # can still get a source: refuse rows of unknown metrics in bulk, without per-row work
+                known = pc.is_in(pc.take(table.column("metric"), pa.array(missing)),
+                                 value_set=pa.array(list(self._otlp_names), pa.string())).to_pylist()
+                refused = len(missing) - sum(known)
+                if refused:
+                    self.series_refused += refused
+                    self._count("series-limit", refused)
+                    missing = [i for i, k in zip(missing, known) if k]
+            if missing:
+                self._create_sources(table, missing, keys, src, items)
+            src_a = np.array(src, dtype=np.int64)
+            ok = src_a >= 0
+            if not ok.all():
+                idx = np.nonzero(ok)[0]
+                src_a = src_a[idx]
+            else:
+                idx = None
+            if not len(src_a):
+                return
+            modes = np.array(self._src_mode, dtype=np.int8)[src_a]
+            slots = np.array(self._src_slot, dtype=np.int64)[src_a]
+            values = table.column("value").to_numpy()
+            if idx is not None:
+                values = values[idx]
+            self._apply_vector(modes, slots, values)
+            py = np.nonzero(modes == _PY)[0]
+            if len(py):
+                rows_idx = py if idx is None else idx[py]
+                sub = table.select(list(_PY_FIELDS)).take(pa.array(rows_idx)).to_pylist()
+                for row, s in zip(sub, src_a[py].tolist()):
+                    self._apply_row(s, row)
+
+    def _apply_vector(self, modes, slots, values) -> None:
+        import numpy as np
+
+        vals = self.slot_value
+        m = modes == _SET
+        if m.any():
+            for s, v in zip(slots[m].tolist(), values[m].tolist()):
+                vals[s] = v
+        for mode in (_ADD_MONOTONIC, _ADD):
+            m = modes == mode
+            if not m.any():
+                continue
+            v = values[m]
+            good = np.isfinite(v)
+            if mode == _ADD_MONOTONIC:
+                good &= v >= 0
+            bad = int(len(v) - good.sum())
+            if bad:
+                self._count("invalid-value", bad)
+            for s, x in zip(slots[m][good].tolist(), v[good].tolist()):
+                vals[s] += x
+
+    def _apply_row(self, source: int, row: dict) -> None:
+        """Cumulative sums, histograms, exponential histograms and summaries."""
+        slot = self._src_slot[source]
+        kind = row["kind"]
+        start = row["start_time_unix_nano"]
+        cumulative = row["temporality"] == "cumulative"
+        if kind == "sum":
+            v = row["value"]
+            if v is None or not math.isfinite(v) or (row["monotonic"] and v < 0):
+                self._count("invalid-value")
+                return
+            prev = self._src_state.get(source)
+            inc = v if prev is None or prev[0] != start or v < prev[1] else v - prev[1]
+            self._src_state[source] = (start, v)
+            self.slot_value[slot] += inc
+            return
+        if kind == "summary":
+            qs = row["quantiles"] or []
+            if len(qs) > self.max_buckets:
+                self._count("too-many-buckets")
+                return
+            if any(q["value"] is not None and q["value"] < 0 for q in qs):
+                self._count("invalid-value")     # OpenMetrics: quantile values are never negative
+                return
+            sum_ = row["sum"]
+            if sum_ is not None and not (math.isfinite(sum_) and sum_ >= 0):
+                sum_ = None                                    # the spec: _sum only when positive
+            acc = Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, sum_)
+            self._set_complex(slot, acc)
+            return
+        count, sum_ = row["count"] or 0, row["sum"]
+        if sum_ is not None and not math.isfinite(sum_):
+            sum_ = None
+        if kind == "histogram":
+            bounds = tuple(row["explicit_bounds"] or ())
+            buckets = row["bucket_counts"] or []
+            if len(bounds) > self.max_buckets:
+                self._count("too-many-buckets")
+                return
+            if (buckets and len(buckets) != len(bounds) + 1) or any(
+                    not (a < b) for a, b in zip(bounds, bounds[1:])) or any(math.isnan(b) for b in bounds):
+                self._count("invalid-histogram")
+                return
+            if not buckets:
+                buckets = [0] * len(bounds) + [count]
+            acc = self.slot_value[slot]
+            if not isinstance(acc, Histogram) or acc.bounds != bounds:
+                acc = Histogram(bounds, len(bounds) + 1)
+                self._set_complex(slot, acc)
+            if cumulative:
+                prev = self._src_state.get(source)
+                if prev is not None and prev[0] == start and prev[1] == bounds and count >= prev[2] and all(
+                        b >= a for a, b in zip(prev[3], buckets)):
+                    incs = [b - a for a, b in zip(prev[3], buckets)]
+                    dcount, dsum = count - prev[2], (None if sum_ is None or prev[4] is None else sum_ - prev[4])
+                else:
+                    incs, dcount, dsum = buckets, count, sum_
+                self._src_state[source] = (start, bounds, count, list(buckets), sum_)
+            else:
+                incs, dcount, dsum = buckets, count, sum_
+            for i, n in enumerate(incs):
+                acc.buckets[i] += n
+            acc.count += dcount
+            acc.sum = None if dsum is None or acc.sum is None else acc.sum + dsum
+            return
+        # exponential histogram
+        pos = row["positive_bucket_counts"] or []
+        neg = row["negative_bucket_counts"] or []
+        scale = row["scale"] or 0
+        if not -10 <= scale <= 20:
+            self._count("invalid-histogram")
+            return
+        acc = self.slot_value[slot]
+        if cumulative or not isinstance(acc, ExpHistogram):
+            acc = ExpHistogram(self.max_buckets)
+        before = acc.weight()
+        acc.add(scale, row["positive_offset"] or 0, pos, row["negative_offset"] or 0, neg, row["zero_count"] or 0,
+                count, sum_)
+        if self.slot_value[slot] is not acc:
+            self._set_complex(slot, acc)
+        else:
+            self._reweigh(slot, acc.weight() - before)
+
+    def _set_complex(self, slot: int, acc) -> None:
+        old = self.slot_value[slot]
+        old_w = old.weight() if hasattr(old, "weight") else self._slot_weight[slot]
+        self.slot_value[slot] = acc
+        self._reweigh(slot, acc.weight() - old_w)
+
+    def _reweigh(self, slot: int, delta: int) -> None:
+        self._slot_weight[slot] += delta
+        self.series_count += delta
+
+    def _create_sources(self, table, missing: list[int], keys: list[str], src: list[int], items: list) -> None:
+        import pyarrow as pa
+
+        rows = table.select(list(_ROW_FIELDS) + ["payload_index"]).take(pa.array(missing)).to_pylist()
+        for i, row in zip(missing, rows):
+            key = keys[i]
+            s = self._sources.get(key, -1)         # created for an earlier row of this batch
+            if s < 0:
+                s = self._new_source(key, row, items[row["payload_index"]])
+            src[i] = s
+
+    def _new_source(self, key: str, row: dict, item) -> int:
+        if self.series_count >= self.max_series and row["metric"] not in self._otlp_names:
+            self.series_refused += 1
+            self._count("series-limit")
+            return -1
+        kind, temporality, monotonic = row["kind"], row["temporality"], row["monotonic"]
+        if kind in ("sum", "histogram", "exponential_histogram") and temporality is None:
+            self._count("unspecified-temporality")
+            return -1
+        name = metric_name(row["metric"], row["unit"] or "", kind, monotonic)
+        if not name:
+            self._count("invalid-name")
+            return -1
+        if kind == "sum":
+            typ = "counter" if monotonic else "gauge"
+            if monotonic:
+                mode = _ADD_MONOTONIC if temporality == "delta" else _PY
+            else:
+                mode = _ADD if temporality == "delta" else _SET
+        else:
+            typ = _KIND_TYPE[kind]
+            mode = _SET if kind == "gauge" else _PY
+        family = self.families.get(name)
+        if family is None:
+            family = Family(name, typ, row["description"] or "", prometheus_unit(row["unit"] or ""))
+        elif family.type != typ:
+            self._count("type-conflict")
+            return -1
+        # labels: point attributes, resource, scope, broker-added; collisions joined by the spec's rule
+        pairs = list(row["attributes"] or ()) + list(row["resource"] or ())
+        if self.scope_labels:
+            pairs += [("otel_scope_name", row["scope_name"] or ""), ("otel_scope_version", row["scope_version"] or "")]
+        instance, blabels = item[0], item[1]
+        pairs += [(n, blabels.get(n, "")) for n in self.labels]
+        reserved = _RESERVED.get(typ)
+        if reserved is not None:
+            pairs = [(k, v) if label_name(k) != reserved else ("key_" + reserved, v) for k, v in pairs]
+        labels, dropped = merge_labels(pairs)
+        if dropped:
+            self._count("invalid-label-name-ignored", dropped)
+        skey = (name, tuple(sorted(labels.items())))
+        slot = self._series.get(skey)
+        if slot is None:
+            weight = 1 if typ in ("gauge", "counter") else 3
+            if self.series_count + weight > self.max_series:
+                self.series_refused += 1
+                self._count("series-limit")
+                return -1
+            if name not in self.families:
+                self.families[name] = family
+            slot = self._slot_free.pop() if self._slot_free else len(self._slot_key)
+            if slot == len(self._slot_key):
+                for lst, v in ((self._slot_key, None), (self.slot_family, None), (self._slot_refs, 0),
+                               (self.slot_value, 0.0), (self._slot_weight, 0), (self._slot_otlp, None)):
+                    lst.append(v)
+            self._series[skey] = slot
+            self.fresh.append(slot)
+            self._slot_key[slot] = skey
+            self.slot_family[slot] = family
+            self._slot_refs[slot] = 0
+            self.slot_value[slot] = 0.0 if typ in ("gauge", "counter") else None
+            self._slot_weight[slot] = weight
+            self._slot_otlp[slot] = otlp_name = row["metric"]
+            self._otlp_names[otlp_name] = self._otlp_names.get(otlp_name, 0) + 1
+            self.series_count += weight
+            family.slots[slot] = labels
+        self._slot_refs[slot] += 1
+        s = self._src_free.pop() if self._src_free else len(self._src_key)
+        if s == len(self._src_key):
+            self._src_key.append(None)
+            self._src_slot.append(-1)
+            self._src_mode.append(_SET)
+        self._src_key[s] = key
+        self._src_slot[s] = slot
+        self._src_mode[s] = mode
+        self._sources[key] = s
+        self._instances[instance].sources.append(s)
+        return s
+
+    # ------------------------------------------------------------------ life cycle
+
+    def _drop_instance(self, instance: bytes) -> None:
+        inst = self._instances.pop(instance, None)
+        if inst is None:
+            return
+        for s in inst.sources:
+            key = self._src_key[s]
+            if key is None:
+                continue
+            self._sources.pop(key, None)
+            self._src_state.pop(s, None)
+            self._src_key[s] = None
+            self._src_free.append(s)
+            slot = self._src_slot[s]
+            self._slot_refs[slot] -= 1
+            if self._slot_refs[slot] == 0:
+                family = self.slot_family[slot]
+                family.slots.pop(slot, None)
+                gone = None
+                if not family.slots:
+                    self.families.pop(family.sample, None)
+                    gone = family.sample
+                self.on_forget(slot, gone)
+                self._series.pop(self._slot_key[slot], None)
+                self.series_count -= self._slot_weight[slot]
+                otlp_name = self._slot_otlp[slot]
+                if self._otlp_names.get(otlp_name, 0) <= 1:
+                    self._otlp_names.pop(otlp_name, None)
+                else:
+                    self._otlp_names[otlp_name] -= 1
+                self._slot_key[slot] = self.slot_family[slot] = None
+                self.slot_value[slot] = None
+                self._slot_weight[slot] = 0
+                self._slot_free.append(slot)
+
+    def expire(self, now: float | None = None) -> int:
+        """Drop instances silent for as long as the broker keeps them (``ReceiverContext.expiry_ms``: its
+        instance table's ``max(60 s, 3 × push interval)``), or, when the broker did not say,
+        ``max(expiry_floor_s, 3 × push interval)``; returns how many."""
+        now = self.clock() if now is None else now
+        with self.lock:
+            floor = self.expiry_floor_s
+            gone = [i for i, st in self._instances.items()
+                    if now - st.last_seen > (st.expiry_s or max(floor, 3 * (st.interval_s or 0.0)))]
+            for i in gone:
+                self._drop_instance(i)
+            self.expired += len(gone)
+        return len(gone)
+
+    @property
+    def instances(self) -> int:
+        return len(self._instances)
+
+    def drop_terminated(self, before: float) -> None:
+        """Drop the instances whose terminating push was absorbed at or before ``before`` (a scrape's start:
+        their final values have been exposed once). The lock is held."""
+        for instance in [i for i, st in self._instances.items()
+                         if st.terminated_at is not None and st.terminated_at <= before]:
+            self._drop_instance(instance)
+
+
+def _map_text(column):
+    """A map<string,string> column as one text per row (``k\\x1fv`` pairs joined with ``\\x1e``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kv = pc.binary_join_element_wise(arr.keys, arr.items, "\x1f", null_handling="replace", null_replacement="")
+    return pc.binary_join(pa.ListArray.from_arrays(arr.offsets, kv), "\x1e")
