@@ -3,7 +3,7 @@
 griffe reads a compiled module's ``.pyi`` stub beside it (signatures and types, no inspection); the
 docstrings live in the compiled module itself (Cython keeps them). This copies each one onto the stub's
 object that has none, without the signature line Cython puts first, and turns the reST roles the
-docstrings use (``:class:`X```) into Markdown code spans."""
+docstrings use (``:class:`X```) into Markdown code spans and their ``.. code-block::`` into fenced blocks."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import griffe
 
 ROLE = re.compile(r":(?:class|meth|func|attr|mod|data|exc|obj|const):`~?([^`]+)`")
+CODE_BLOCK = re.compile(r"^\.\. code-block:: *(\w*)\n\n((?:(?: {4}.*)?\n)+)", re.M)
 #: what Cython writes for a ``cdef public`` attribute without a docstring: ``name: 'int32_t'``
 C_ATTRIBUTE = re.compile(r"^\w+: '[^']*'$")
 
@@ -61,9 +62,15 @@ def _fill(obj: griffe.Object, runtime: Any) -> None:
             _fill(member, value)
 
 
+def _markdown(text: str) -> str:
+    """reST roles as code spans, ``.. code-block::`` as a fenced block."""
+    text = ROLE.sub(r"`\1`", text)
+    return CODE_BLOCK.sub(lambda m: f"```{m.group(1)}\n{inspect.cleandoc(m.group(2))}\n```\n\n", text + "\n").rstrip()
+
+
 def _roles(obj: griffe.Object) -> None:
     if obj.docstring is not None:
-        obj.docstring.value = ROLE.sub(r"`\1`", obj.docstring.value)
+        obj.docstring.value = _markdown(obj.docstring.value)
     for member in obj.members.values():
         if not member.is_alias:
             _roles(member)
