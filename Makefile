@@ -1,13 +1,14 @@
 # The whole set-up lives here so that a fresh machine needs nothing but Python 3.10+, a C compiler and make.
 #   make demo   — create .venv, install, build the Cython core, run the demo
 #   make test   — the same set-up, then the whole test suite
+#   make docs   — the documentation site (mkdocs.yml, docs/) built with --strict into site/
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
-EXTRAS ?= test,demo
+EXTRAS ?= test,demo,docs
 
-.PHONY: all setup build test demo bench bench-quick clean java prometheus snappy-java chromium
+.PHONY: all setup build test demo docs bench bench-quick clean java prometheus snappy-java chromium
 
 all: test
 
@@ -58,6 +59,11 @@ test: build prometheus snappy-java chromium
 
 demo: build
 	$(VENV)/bin/kip714 demo $(DEMO_ARGS)
+
+# --strict: a broken link or anchor, a page missing from the nav or a docstring griffe cannot read fails the
+# build. The API pages read the compiled modules' docstrings, hence build.
+docs: build
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: build
 	$(PY) -m pytest bench --benchmark-only $(PYTEST_ARGS)
