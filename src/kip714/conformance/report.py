@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import Client, Result
+from .results import Client, Result
 
 __all__ = ["client_label", "exit_status", "summary_line", "table", "write_html", "write_json", "write_junit"]
 

@@ -27,6 +27,7 @@ from typing import IO, Any
 from ..broker.manager import TelemetryBroker
 from ..broker.subscriptions import SubscriptionRegistry
 from .lab import NODE_IDS, LabCluster
+from .results import Client, Result
 from .scenarios import SCENARIO_IDS, Scenario, Verdict, compression_list, scenario_class
 from .trace import ConnectionEvent, Exchange, Trace, codec_name
 
@@ -54,28 +55,6 @@ CONNECT_GRACE_S = 10.0
 LISTEN_QUIET_S = 1.0
 #: Client names that stand for a ready command (``python clients.py NAME {bootstrap} {seconds}``).
 BUILTIN_CLIENTS = ("confluent-producer", "confluent-consumer", "kip714-client")
-
-Client = str | Callable[[str, float], Any]
-
-
-@dataclass
-class Result:
-    """One scenario's verdict, as ``results.json`` holds it."""
-
-    scenario: str
-    status: str
-    why: str
-    rule: str
-    evidence: dict[str, Any]
-    client_software_name: str | None = None
-    client_software_version: str | None = None
-    duration_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "status": self.status, "why": self.why, "rule": self.rule,
-                "evidence": self.evidence, "client_software_name": self.client_software_name,
-                "client_software_version": self.client_software_version}
-
 
 @dataclass
 class _Options:
