@@ -18,7 +18,7 @@ from kip714 import SubscriptionRegistry, TelemetryBroker
 from kip714._protocol import GetTelemetrySubscriptionsRequest, PushTelemetryRequest, decode_response, encode_request
 from kip714.endpoint.server import TelemetryServer
 from kip714.sinks.recorder import OPEN_DIR, ParquetRecorder, read_recording
-from kip714.tools.bench_record import PushLoad, ServeProcess, push_load_async
+from kip714.tools.bench.groups.record import PushLoad, ServeProcess, push_load_async
 
 pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")

@@ -25,7 +25,7 @@ from kip714.otlp import reference as otlp_pb
 
 pytest.importorskip("pyspark")
 from kip714.spark import decode as kdecode  # noqa: E402
-from kip714.tools import scale  # noqa: E402
+from kip714.tools.bench import scale  # noqa: E402
 
 SRC = str(pathlib.Path(kip714.__file__).resolve().parents[1])
 

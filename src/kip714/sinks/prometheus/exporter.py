@@ -78,7 +78,7 @@ class PrometheusExporter(BoundedQueueReceiver):
     series_refused = property(lambda self: self._store.series_refused, doc="New series refused at the cap.")
     expired = property(lambda self: self._store.expired, doc="Instances dropped for silence.")
     instances = property(lambda self: self._store.instances, doc="Client instances with series exposed.")
-    _formats = property(lambda self: self._exposition.formats)      # tools/bench_export: the first scrape
+    _formats = property(lambda self: self._exposition.formats)      # tools/bench/groups/export.py: the first scrape
 
     # ------------------------------------------------------------------ receiver (request path)
 

@@ -24,14 +24,18 @@ import itertools
 import uuid
 from typing import Any
 
-from ..broker.subscriptions import ClientInfo
-from ..sinks.prometheus.names import merge_labels, metric_name
+from kip714.broker.subscriptions import ClientInfo
+from kip714.sinks.prometheus.names import merge_labels, metric_name
 
-KB = 1024
+from ..harness import Bench
+from ..payloads import KB, otlp_like, sample_payloads
+from ..timing import interleaved
+
+__all__ = ["run"]
 
 
 def _render(v) -> str:
-    from ..otlp.reference import render_any_value
+    from kip714.otlp.reference import render_any_value
 
     return render_any_value(v)
 
@@ -94,13 +98,13 @@ def _items(payloads, n_instances: int, rng_seed: int = 7):
     return out
 
 
-def run(bench) -> None:
+def run(bench: Bench) -> None:
+    """Add the export rows (absorbing, scrapes, forwarding) to ``bench``."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.exposition import choose_encoder
 
-    from .. import OtlpForwarder, PrometheusExporter
-    from ..broker.receivers import ReceiverContext, TelemetryPayload
-    from .bench import interleaved, otlp_like, sample_payloads
+    from kip714 import OtlpForwarder, PrometheusExporter
+    from kip714.broker.receivers import ReceiverContext, TelemetryPayload
 
     G = "export"
     payloads = sample_payloads()
@@ -200,7 +204,7 @@ def run(bench) -> None:
                   stats[0], stats[1], "protobuf parse + attributes + serialise",
                   goal={"kind": "max_time", "value": 10_000, "text": "≤ 10 µs"}, extra={"payload_bytes": len(data)})
     fwd._queue.clear()
-    from .._otlp_splice import add_resource_attributes, encode_attributes
+    from kip714._otlp_splice import add_resource_attributes, encode_attributes
 
     labels = tuple((k, payload.labels[k]) for k in ("client_id", "client_instance_id"))
     batch = [data] * 100
@@ -234,6 +238,6 @@ def run(bench) -> None:
 
 
 def _decode_rows(data: bytes) -> Any:
-    from ..otlp.reference import flatten
+    from kip714.otlp.reference import flatten
 
     return flatten(data)

@@ -23,12 +23,17 @@ import threading
 import time
 from typing import Any
 
-from .._protocol import (
+import kip714
+from kip714._protocol import (
     GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest,
     decode_response,
     encode_request,
 )
+
+from ..harness import Bench
+
+__all__ = ["PushLoad", "ServeProcess", "push_load", "push_load_async", "run"]
 
 _GET, _PUSH = 71, 72
 _SIZE = struct.Struct(">i")
@@ -113,6 +118,7 @@ async def push_load_async(host: str, port: int, seconds: float, clients: int = 8
 
 def push_load(host: str, port: int, seconds: float, clients: int = 8, depth: int = 4,
               payload_bytes: int = 1024) -> PushLoad:
+    """:func:`push_load_async` in a new event loop."""
     return asyncio.run(push_load_async(host, port, seconds, clients, depth, payload_bytes))
 
 
@@ -165,18 +171,26 @@ class ServeProcess:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = os.path.dirname(os.path.dirname(os.path.abspath(kip714.__file__)))
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-def run_group(bench: Any) -> None:
+def run(bench: Bench) -> None:
     """Accepted pushes/s of ``kip714 serve --record`` with and without ``--record-sync`` (rounds alternate):
     8 clients with 4 pushes in flight each, and (full run) 64 clients with 8 each — a group commit holds the
     pushes in flight, so the cost depends on how many there are."""
     import statistics
 
     G = "record"
+    if bench.cases is not None:
+        bench.notes.append("record: child processes and sockets, not a pytest-benchmark case")
+        return
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        bench.skip(G, "pyarrow", f"not installed ({exc})")
+        return
     seconds = 1.5 if bench.quick else 5.0
     rounds = 2 if bench.quick else 4
     for clients, depth in [(8, 4)] + ([] if bench.quick else [(64, 8)]):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pathlib
 
-from .._codec import decompress
-from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, ErrorCode
-from ..sinks.recorder import read_closed, read_recording
+from kip714._codec import decompress
+from kip714._enums import DEFAULT_TELEMETRY_MAX_BYTES, ErrorCode
+from kip714.sinks.recorder import read_closed, read_recording
 
 _NS = "org.apache.kafka."
 
@@ -21,7 +21,7 @@ def decoded_points(recording: str | pathlib.Path):
     the push's recording columns (maps as lists of (key, value) pairs)."""
     import pyarrow as pa
 
-    from .. import _otlp
+    from kip714 import _otlp
 
     rec = read_recording(recording)
     payloads = rec.column("payload").to_pylist()
@@ -54,7 +54,7 @@ def report_pandas(recording, options=None):
     """(conformance rows, insight rows) of ``recording`` computed with pandas."""
     import pandas as pd
 
-    from ..spark.report import (
+    from kip714.spark.report import (
         _CONN, _ERR, _IDLE, _LABEL_VARIANTS, _LAG, _LAT, _REQ, _RETRY, _RPR, _SEND, _THROTTLE, CHECKS,
         NAME_PATTERN, STANDARD_CONSUMER_METRICS, STANDARD_PRODUCER_METRICS, ReportOptions,
     )

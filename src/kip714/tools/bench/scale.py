@@ -25,6 +25,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import kip714
+
 __all__ = ["fleet_recording", "replicate_recording", "recording_points", "ProcessSampler", "JobRun",
            "run_job"]
 
@@ -33,8 +35,8 @@ def fleet_recording(directory: str | os.PathLike, producers: int = 10, consumers
                     duration: str = "10m", seed: Any = 7, codec: str = "zstd") -> int:
     """Simulate a fleet in-process (push interval 1 s, every metric) and record every push to Parquet in
     ``directory``; returns the number of rows."""
-    from .. import SubscriptionRegistry, TelemetryBroker
-    from .simulate import Fleet
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+    from kip714.tools.simulate import Fleet
 
     reg = SubscriptionRegistry()
     reg.set("all", {"metrics": "*", "interval.ms": "1000"})
@@ -53,8 +55,8 @@ def replicate_recording(src: str | os.PathLike, dst: str | os.PathLike, copies: 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .. import kafka_uuid_string
-    from ..sinks.recorder import read_recording
+    from kip714 import kafka_uuid_string
+    from kip714.sinks.recorder import read_recording
 
     base = read_recording(src)
     dst = pathlib.Path(dst)
@@ -100,10 +102,10 @@ def recording_points(directory: str | os.PathLike, max_output: int = 1 << 20) ->
     pipeline must reproduce). Payloads that fail count no points."""
     import pyarrow.parquet as pq
 
-    from .. import _otlp
-    from .._codec import decompress
-    from ..errors import Kip714Error
-    from ..sinks.recorder import recording_files
+    from kip714 import _otlp
+    from kip714._codec import decompress
+    from kip714.errors import Kip714Error
+    from kip714.sinks.recorder import recording_files
 
     rows = points = 0
     for path in recording_files(directory):
@@ -278,9 +280,9 @@ _GC_UNIT = {"K": 10, "M": 20, "G": 30}
 
 def _run_child(job: str, recording: str, output: str, master: str, conf: dict, timeout_s: float,
                env: dict | None, gc_log: str) -> JobRun:
-    cmd = [sys.executable, "-m", "kip714.tools.scale", job, recording, output, master, json.dumps(conf)]
+    cmd = [sys.executable, "-m", "kip714.tools.bench.scale", job, recording, output, master, json.dumps(conf)]
     child_env = dict(os.environ, **(env or {}))
-    src = str(pathlib.Path(__file__).resolve().parents[2])
+    src = str(pathlib.Path(kip714.__file__).resolve().parents[1])
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (src, child_env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env,
                             start_new_session=True)
@@ -305,14 +307,14 @@ def _run_child(job: str, recording: str, output: str, master: str, conf: dict, t
 
 
 def _child(job: str, recording: str, output: str, master: str, conf_json: str) -> int:
-    from .. import spark as kspark
+    from kip714 import spark as kspark
 
     conf = json.loads(conf_json)
     spark = kspark.local_session(master, app_name=f"kip714-scale-{job}", conf=conf)
     spark.sparkContext.setLogLevel("OFF")
     started = time.perf_counter()
     if job == "kip714":
-        from ..spark.pipeline import run_pipeline
+        from kip714.spark.pipeline import run_pipeline
 
         summary = run_pipeline(recording, output, spark=spark, progress=False)
         result = {"points": summary.points, "errors": summary.errors, "rows": summary.input_rows}
@@ -333,11 +335,11 @@ def _peer_job(spark, recording: str, output: str) -> dict:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .bench import _recording_peer_schema, recording_protobuf_mapper
+    from .spark_jobs import recording_peer_schema, recording_protobuf_mapper
 
     df = spark.read.parquet(recording).withColumnRenamed("error_code", "push_error_code")
     carry = [f.name for f in df.schema.fields if f.name != "payload"]
-    schema = _recording_peer_schema(df)
+    schema = recording_peer_schema(df)
 
     def mapper(batches):
         return recording_protobuf_mapper(batches, carry, schema)

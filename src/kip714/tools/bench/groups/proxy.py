@@ -27,6 +27,10 @@ import threading
 import time
 from typing import Any
 
+from ..harness import Bench
+
+__all__ = ["run"]
+
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -189,9 +193,15 @@ def hold_connections(port: int, n: int, wave: int = 5) -> int:
     return answered
 
 
-def run_group(bench: Any) -> None:
-    """Measure and add the rows and curves of the ``proxy`` group to ``bench`` (a :class:`Bench`)."""
-    from .mock_cluster import MockCluster
+def run(bench: Bench) -> None:
+    """Measure and add the rows and curves of the ``proxy`` group to ``bench``: librdkafka producers through
+    ``kip714 proxy`` vs direct to librdkafka's mock cluster (same run)."""
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError as exc:
+        bench.skip("proxy", "confluent-kafka", f"not installed ({exc})")
+        return
+    from kip714.tools.mock_cluster import MockCluster
 
     quick = bench.quick
     rounds = 2 if quick else 4
@@ -230,7 +240,8 @@ def run_group(bench: Any) -> None:
                 d, p = statistics.median(direct_s), statistics.median(proxy_s)
                 label = f"{'100 B' if size == 100 else '10 KB'} records, {producers} producer{'s' * (producers > 1)}"
                 goal_ratio = 0.9 if size == 10240 else 0.7
-                busy = {m: machine[m][0] / max(machine[m][1], 1e-9) for m in machine}
+                # a share of the machine: at most 1 (sums of float tick differences can round above it)
+                busy = {m: min(1.0, machine[m][0] / max(machine[m][1], 1e-9)) for m in machine}
                 cpu_ms = {m: machine[m][0] * 1e3 / (mb * rounds) for m in machine}
                 own_ms = proxy_cpu * 1e3 / (mb * rounds)
                 _throughput_row(bench, f"proxy.produce.{size}.{producers}", f"produce {label} (MB/s)", proxy_s,
@@ -288,7 +299,7 @@ def run_group(bench: Any) -> None:
             proxy.close()
 
 
-def _loop_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: int) -> None:
+def _loop_rows(bench: Bench, mc: Any, proxy: ProxyProcess, rounds: int, total: int) -> None:
     """The proxy on uvloop (``proxy``, ``--loop auto``) against a second proxy on asyncio's own loop in front
     of the same cluster, alternating: 10 KB records, 1 and 4 producers (what ``--loop auto`` earns)."""
     try:
@@ -328,7 +339,7 @@ def _pin(pid: int, cpus: set[int]) -> None:
             pass
 
 
-def _pinned_rows(bench: Any, mc: Any, proxy: ProxyProcess, rounds: int, total: int, many: int) -> None:
+def _pinned_rows(bench: Bench, mc: Any, proxy: ProxyProcess, rounds: int, total: int, many: int) -> None:
     """10 KB records again with the proxy on a core of its own and the producers and the cluster on the
     other, in both modes: as deployed, a proxy does not take CPU from the clients or the brokers. On a
     machine whose cores the direct run already keeps busy, the rows above measure CPU contention as much
@@ -426,7 +437,7 @@ def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
     return elapsed, cpu, busy
 
 
-def _floor_row(bench: Any, rounds: int, mb: int) -> None:
+def _floor_row(bench: Bench, rounds: int, mb: int) -> None:
     """The machine's floor for any userspace forwarder: raw bytes through a splice(2) process vs direct."""
     import multiprocessing
     if not hasattr(os, "splice"):
@@ -468,7 +479,7 @@ def _per_mb(seconds: list[float], mb: float) -> dict:
     return {"median": statistics.median(seconds) / mb * 1e9, "samples": [x / mb * 1e9 for x in seconds]}
 
 
-def _throughput_row(bench: Any, key: str, operation: str, kip_s: list[float], peer_s: list[float],
+def _throughput_row(bench: Bench, key: str, operation: str, kip_s: list[float], peer_s: list[float],
                     peer_name: str, mb: float, note: str, **kw: Any) -> dict:
     """A row of MB/s from alternating runs of ``mb`` MB each (seconds per run on each side)."""
     return bench.add_row("proxy", key, operation, _per_mb(kip_s, mb), _per_mb(peer_s, mb), peer_name,
