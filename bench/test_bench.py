@@ -29,8 +29,12 @@ def _collect():
 
 
 CASES = _collect()
-PARAMS = [pytest.param(case, side, id=f"{case.key}-{side}")
-          for case in CASES for side in ("kip714", "peer") if side == "kip714" or case.peer is not None]
+PARAMS = [
+    pytest.param(case, side, id=f"{case.key}-{side}")
+    for case in CASES
+    for side in ("kip714", "peer")
+    if side == "kip714" or case.peer is not None
+]
 
 
 @pytest.mark.parametrize("case,side", PARAMS)

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("zstandard")
 
-from kip714.tools import bench as kbench  # noqa: E402
+from kip714.tools import bench as kbench
 
 K = int(os.environ.get("KIP714_BENCH_SPARK_ROWS", "400"))
 
@@ -56,5 +56,10 @@ def test_spark_bulk_decode(benchmark, captures, impl):
     out = PLANS[impl](df)
     assert out.count() == points  # same number of points on both sides
     benchmark.pedantic(kbench.run_noop, args=(out,), rounds=2, warmup_rounds=1, iterations=1)
-    benchmark.extra_info.update(input_rows=K, points=points, otlp_bytes=otlp_bytes, compressed_bytes=packed_bytes,
-                                krows_per_s=round(points / benchmark.stats.stats.min / 1e3, 1))
+    benchmark.extra_info.update(
+        input_rows=K,
+        points=points,
+        otlp_bytes=otlp_bytes,
+        compressed_bytes=packed_bytes,
+        krows_per_s=round(points / benchmark.stats.stats.min / 1e3, 1),
+    )

@@ -39,8 +39,13 @@ def _overloads_only(module: griffe.Module) -> None:
     for name, overloads in list(module.overloads.items()):
         if name not in module.members and overloads:
             first = overloads[0]
-            function = griffe.Function(name, lineno=first.lineno, endlineno=overloads[-1].endlineno,
-                                       parameters=first.parameters, returns=first.returns)
+            function = griffe.Function(
+                name,
+                lineno=first.lineno,
+                endlineno=overloads[-1].endlineno,
+                parameters=first.parameters,
+                returns=first.returns,
+            )
             function.overloads = list(overloads)
             module.set_member(name, function)
 
@@ -52,8 +57,9 @@ def _fill(obj: griffe.Object, runtime: Any) -> None:
         value = getattr(runtime, name, None)
         if value is None:
             continue
-        descriptor = inspect.isgetsetdescriptor(value) or inspect.ismemberdescriptor(value) or \
-            isinstance(value, property)
+        descriptor = (
+            inspect.isgetsetdescriptor(value) or inspect.ismemberdescriptor(value) or isinstance(value, property)
+        )
         if member.is_attribute and not descriptor:
             continue  # a constant: its __doc__ is its type's
         if member.docstring is None and (doc := _runtime_doc(value, name)):

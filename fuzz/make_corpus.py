@@ -20,10 +20,22 @@ sys.path.insert(0, str(HERE))
 
 import kip714  # noqa: E402
 from kip714.wire import (  # noqa: E402
-    ApiVersion, ApiVersionsRequest, ApiVersionsResponse, FinalizedFeature, GetTelemetrySubscriptionsRequest,
-    GetTelemetrySubscriptionsResponse, MetadataRequest, MetadataRequestTopic, MetadataResponse,
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, PushTelemetryRequest,
-    PushTelemetryResponse, SupportedFeature)
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FinalizedFeature,
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+    SupportedFeature,
+)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -38,26 +50,60 @@ def sample_messages():
     out = []
     for v in range(5):
         out.append((18, v, True, ApiVersionsRequest("apache-kafka-java", "3.9.0", {5: b"x"} if v >= 3 else None)))
-        out.append((18, v, False, ApiVersionsResponse(
-            0, [ApiVersion(18, 0, 4), ApiVersion(71, 0, 0, {1: b"t"} if v >= 3 else None)], 7,
-            [SupportedFeature("metadata.version", 1, 20)] if v >= 3 else None, 5 if v >= 3 else -1,
-            [FinalizedFeature("metadata.version", 20, 1)] if v >= 3 else None, v >= 3,
-            {9: b"\x01\x02"} if v >= 3 else None)))
+        out.append(
+            (
+                18,
+                v,
+                False,
+                ApiVersionsResponse(
+                    0,
+                    [ApiVersion(18, 0, 4), ApiVersion(71, 0, 0, {1: b"t"} if v >= 3 else None)],
+                    7,
+                    [SupportedFeature("metadata.version", 1, 20)] if v >= 3 else None,
+                    5 if v >= 3 else -1,
+                    [FinalizedFeature("metadata.version", 20, 1)] if v >= 3 else None,
+                    v >= 3,
+                    {9: b"\x01\x02"} if v >= 3 else None,
+                ),
+            )
+        )
     for v in range(14):
         topics = [MetadataRequestTopic("telemetry", cid if v >= 10 else None)]
-        out.append((3, v, True, MetadataRequest(topics if v == 0 or v % 2 else None if v else topics,
-                                                 v >= 4, v >= 8, v >= 8)))
+        out.append(
+            (3, v, True, MetadataRequest(topics if v == 0 or v % 2 else None if v else topics, v >= 4, v >= 8, v >= 8))
+        )
         part = MetadataResponsePartition(0, 1, 2, 3, [1, 2], [1], [2] if v >= 5 else [])
-        topic = MetadataResponseTopic(3, "telemetry", cid if v >= 10 else None, v >= 1, [part],
-                                      -2147483648 if v < 8 else 8)
-        out.append((3, v, False, MetadataResponse(
-            5, [MetadataResponseBroker(1, "localhost", 9092, "r1" if v >= 1 else None)],
-            "kip714" if v >= 2 else None, 1 if v >= 1 else -1, [topic], 10 if 8 <= v <= 10 else -2147483648,
-            0)))
+        topic = MetadataResponseTopic(
+            3, "telemetry", cid if v >= 10 else None, v >= 1, [part], -2147483648 if v < 8 else 8
+        )
+        out.append(
+            (
+                3,
+                v,
+                False,
+                MetadataResponse(
+                    5,
+                    [MetadataResponseBroker(1, "localhost", 9092, "r1" if v >= 1 else None)],
+                    "kip714" if v >= 2 else None,
+                    1 if v >= 1 else -1,
+                    [topic],
+                    10 if 8 <= v <= 10 else -2147483648,
+                    0,
+                ),
+            )
+        )
     out.append((71, 0, True, GetTelemetrySubscriptionsRequest(cid)))
     out.append((71, 0, True, GetTelemetrySubscriptionsRequest(None, {3: b"abc"})))
-    out.append((71, 0, False, GetTelemetrySubscriptionsResponse(
-        0, 0, cid, 24301, [4, 3, 1, 2], 500, 1 << 20, True, ["*", "org.apache.kafka.producer."])))
+    out.append(
+        (
+            71,
+            0,
+            False,
+            GetTelemetrySubscriptionsResponse(
+                0, 0, cid, 24301, [4, 3, 1, 2], 500, 1 << 20, True, ["*", "org.apache.kafka.producer."]
+            ),
+        )
+    )
     out.append((72, 0, True, PushTelemetryRequest(cid, 24301, False, 0, b"\x0a\x00")))
     out.append((72, 0, True, PushTelemetryRequest(cid, 24301, True, 4, None)))
     out.append((72, 0, False, PushTelemetryResponse(0, 89)))
@@ -78,8 +124,12 @@ def frames_seeds() -> dict[str, bytes]:
         body = msg.encode(v)
         seeds[f"body-{tag}"] = b"\x03" + bytes([keys.index(key), v, 1 if is_req else 0]) + body
         if is_req:
-            seeds[f"req-{tag}"] = b"\x00" + kip714.encode_request(msg, 7, "kip714-fuzz", api_version=v,
-                                                                header_tagged_fields={0: b"h"} if v >= 9 else None)[4:]
+            seeds[f"req-{tag}"] = (
+                b"\x00"
+                + kip714.encode_request(
+                    msg, 7, "kip714-fuzz", api_version=v, header_tagged_fields={0: b"h"} if v >= 9 else None
+                )[4:]
+            )
         else:
             seeds[f"resp-{tag}"] = b"\x01" + bytes([keys.index(key), v]) + kip714.encode_response(11, msg, v)[4:]
     return seeds
@@ -157,23 +207,60 @@ def synthetic_otlp() -> dict[str, bytes]:
     from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
 
     def attrs():
-        return [KeyValue(key="s", value=AnyValue(string_value="x")), KeyValue(key="b", value=AnyValue(bool_value=True)),
-                KeyValue(key="i", value=AnyValue(int_value=-3)), KeyValue(key="d", value=AnyValue(double_value=0.5)),
-                KeyValue(key="y", value=AnyValue(bytes_value=b"\x00\xff")),
-                KeyValue(key="a", value=AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1)]))),
-                KeyValue(key="k", value=AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="n")])))]
+        return [
+            KeyValue(key="s", value=AnyValue(string_value="x")),
+            KeyValue(key="b", value=AnyValue(bool_value=True)),
+            KeyValue(key="i", value=AnyValue(int_value=-3)),
+            KeyValue(key="d", value=AnyValue(double_value=0.5)),
+            KeyValue(key="y", value=AnyValue(bytes_value=b"\x00\xff")),
+            KeyValue(key="a", value=AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1)]))),
+            KeyValue(key="k", value=AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="n")]))),
+        ]
 
     metrics = [
         m.Metric(name="g", gauge=m.Gauge(data_points=[m.NumberDataPoint(as_double=1.5, attributes=attrs())])),
-        m.Metric(name="s", sum=m.Sum(aggregation_temporality=1, is_monotonic=True,
-                                     data_points=[m.NumberDataPoint(as_int=7, time_unix_nano=5)])),
-        m.Metric(name="h", histogram=m.Histogram(aggregation_temporality=2, data_points=[m.HistogramDataPoint(
-            count=3, sum=1.0, bucket_counts=[1, 2], explicit_bounds=[0.5], min=0.1, max=0.9)])),
-        m.Metric(name="e", exponential_histogram=m.ExponentialHistogram(data_points=[m.ExponentialHistogramDataPoint(
-            count=2, scale=3, zero_count=1, positive=m.ExponentialHistogramDataPoint.Buckets(offset=-2,
-                                                                                         bucket_counts=[1]))])),
-        m.Metric(name="q", summary=m.Summary(data_points=[m.SummaryDataPoint(
-            count=1, sum=2.0, quantile_values=[m.SummaryDataPoint.ValueAtQuantile(quantile=0.5, value=2.0)])])),
+        m.Metric(
+            name="s",
+            sum=m.Sum(
+                aggregation_temporality=1,
+                is_monotonic=True,
+                data_points=[m.NumberDataPoint(as_int=7, time_unix_nano=5)],
+            ),
+        ),
+        m.Metric(
+            name="h",
+            histogram=m.Histogram(
+                aggregation_temporality=2,
+                data_points=[
+                    m.HistogramDataPoint(
+                        count=3, sum=1.0, bucket_counts=[1, 2], explicit_bounds=[0.5], min=0.1, max=0.9
+                    )
+                ],
+            ),
+        ),
+        m.Metric(
+            name="e",
+            exponential_histogram=m.ExponentialHistogram(
+                data_points=[
+                    m.ExponentialHistogramDataPoint(
+                        count=2,
+                        scale=3,
+                        zero_count=1,
+                        positive=m.ExponentialHistogramDataPoint.Buckets(offset=-2, bucket_counts=[1]),
+                    )
+                ]
+            ),
+        ),
+        m.Metric(
+            name="q",
+            summary=m.Summary(
+                data_points=[
+                    m.SummaryDataPoint(
+                        count=1, sum=2.0, quantile_values=[m.SummaryDataPoint.ValueAtQuantile(quantile=0.5, value=2.0)]
+                    )
+                ]
+            ),
+        ),
     ]
     doc = m.MetricsData(resource_metrics=[m.ResourceMetrics(scope_metrics=[m.ScopeMetrics(metrics=metrics)])])
     return {"synthetic-all-kinds": doc.SerializeToString()}
@@ -186,17 +273,37 @@ def config_seeds() -> dict[str, bytes]:
     return {
         "config-string": seed(0, "metrics=[a,b],interval.ms=1000,match=[client_id=c.*,client_software_name=x]"),
         "config-plain": seed(0, "metrics=*,interval.ms=15000"),
-        "file-lines": seed(1, "s1 metrics=[org.apache.kafka.],interval.ms=500,match=[client_id=.*prod.*]\n"
-                              "# comment\ns2 metrics=*"),
-        "dict": seed(2, "", "org.apache.kafka.producer.,*", "500", "client_id=kip714-.*,client_source_port=4.*",
-                     "kip714-producer-1", "librdkafka", "2.16.0", "a"),
-        "nested-quantifier": seed(2, "", "*", "100", "client_id=(a+)+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "x",
-                                  "y", "a"),
+        "file-lines": seed(
+            1, "s1 metrics=[org.apache.kafka.],interval.ms=500,match=[client_id=.*prod.*]\n# comment\ns2 metrics=*"
+        ),
+        "dict": seed(
+            2,
+            "",
+            "org.apache.kafka.producer.,*",
+            "500",
+            "client_id=kip714-.*,client_source_port=4.*",
+            "kip714-producer-1",
+            "librdkafka",
+            "2.16.0",
+            "a",
+        ),
+        "nested-quantifier": seed(
+            2, "", "*", "100", "client_id=(a+)+$", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "x", "y", "a"
+        ),
         "polynomial": seed(2, "", "*", "100", "client_id=.*a.*a.*a.*b", "a" * 40, "x", "y", "a"),
         "alternation": seed(2, "", "*", "100", "client_id=(a|aa)*c", "a" * 40, "x", "y", "a"),
         "backref": seed(2, "", "*", "100", r"client_id=(a*)\1b", "a" * 40, "x", "y", "a"),
-        "classes": seed(2, "", "*", "100", r"client_id=(?i)[\w.-]{2\,9}x?\b,client_software_version=\d+\.\d+.*",
-                        "Kip714_x", "n", "3.5.1", "b"),
+        "classes": seed(
+            2,
+            "",
+            "*",
+            "100",
+            r"client_id=(?i)[\w.-]{2\,9}x?\b,client_software_version=\d+\.\d+.*",
+            "Kip714_x",
+            "n",
+            "3.5.1",
+            "b",
+        ),
     }
 
 

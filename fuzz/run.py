@@ -65,14 +65,28 @@ def fuzz(name: str, seconds: int, libfuzzer_args: list[str], merge_from: list[pa
     findings.mkdir(exist_ok=True)
     if merge_from:
         # add to the committed corpus the inputs of merge_from that reach new coverage (libFuzzer -merge=1)
-        argv = [sys.argv[0], "-merge=1", str(HERE / "corpus" / name), *map(str, merge_from),
-                f"-max_len={1 << 20}", f"-artifact_prefix={findings}/{name}-", "-timeout=20"]
+        argv = [
+            sys.argv[0],
+            "-merge=1",
+            str(HERE / "corpus" / name),
+            *map(str, merge_from),
+            f"-max_len={1 << 20}",
+            f"-artifact_prefix={findings}/{name}-",
+            "-timeout=20",
+        ]
     else:
         work = ROOT / "build" / "fuzz-corpus" / name
         work.mkdir(parents=True, exist_ok=True)
-        argv = [sys.argv[0], str(work), str(HERE / "corpus" / name),
-                f"-max_len={targets.MAX_LEN[name]}", f"-artifact_prefix={findings}/{name}-",
-                "-timeout=20", "-rss_limit_mb=4096", "-print_final_stats=1"]
+        argv = [
+            sys.argv[0],
+            str(work),
+            str(HERE / "corpus" / name),
+            f"-max_len={targets.MAX_LEN[name]}",
+            f"-artifact_prefix={findings}/{name}-",
+            "-timeout=20",
+            "-rss_limit_mb=4096",
+            "-print_final_stats=1",
+        ]
         if seconds:
             argv.append(f"-max_total_time={seconds}")
     argv += libfuzzer_args
@@ -89,11 +103,21 @@ def main() -> int:
     ap.add_argument("target", nargs="*")
     ap.add_argument("--seconds", type=int, default=60, help="fuzzing time (0: until stopped)")
     ap.add_argument("--replay", action="store_true", help="run corpus files through the targets and exit")
-    ap.add_argument("--dir", action="append", type=pathlib.Path, default=[],
-                    help="with --replay: also replay DIR/TARGET/* (e.g. build/fuzz-corpus)")
+    ap.add_argument(
+        "--dir",
+        action="append",
+        type=pathlib.Path,
+        default=[],
+        help="with --replay: also replay DIR/TARGET/* (e.g. build/fuzz-corpus)",
+    )
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--merge", action="append", type=pathlib.Path, default=[],
-                    help="merge the inputs of this directory that add coverage into fuzz/corpus/TARGET")
+    ap.add_argument(
+        "--merge",
+        action="append",
+        type=pathlib.Path,
+        default=[],
+        help="merge the inputs of this directory that add coverage into fuzz/corpus/TARGET",
+    )
     args, rest = ap.parse_known_args()
     rest = [a for a in rest if a != "--"]
     if args.list:

@@ -36,9 +36,8 @@ import zlib
 
 import kip714
 from kip714 import Kip714Error
-from kip714.errors import TelemetryTooLargeError
+from kip714.errors import MalformedFrameError, TelemetryTooLargeError
 from kip714.otlp import reference as otlp_pb
-from kip714.errors import MalformedFrameError
 
 #: Known, already reported findings whose oracle a long fuzzing run may switch off so that the fuzzer
 #: keeps exploring (``KIP714_FUZZ_TOLERATE=limit-error-code,exact-limit``; see
@@ -68,8 +67,13 @@ def _reencode_ok(exc: Exception) -> bool:
 def _roundtrip_request(req) -> None:
     h = req.header
     try:
-        wire = kip714.encode_request(req.body, req.correlation_id, h.client_id, api_version=req.api_version,
-                                     header_tagged_fields=h.unknown_tagged_fields)
+        wire = kip714.encode_request(
+            req.body,
+            req.correlation_id,
+            h.client_id,
+            api_version=req.api_version,
+            header_tagged_fields=h.unknown_tagged_fields,
+        )
     except ValueError as exc:
         if _reencode_ok(exc):
             return
@@ -78,15 +82,23 @@ def _roundtrip_request(req) -> None:
     assert again.header == h, (again.header, h)
     assert again.body == req.body, (again.body, req.body)
     # and once more: the encoding of a decoded message is a fixed point
-    assert kip714.encode_request(again.body, again.correlation_id, again.header.client_id,
-                                 api_version=again.api_version,
-                                 header_tagged_fields=again.header.unknown_tagged_fields) == wire
+    assert (
+        kip714.encode_request(
+            again.body,
+            again.correlation_id,
+            again.header.client_id,
+            api_version=again.api_version,
+            header_tagged_fields=again.header.unknown_tagged_fields,
+        )
+        == wire
+    )
 
 
 def _roundtrip_response(resp, api_key: int, version: int) -> None:
     try:
-        wire = kip714.encode_response(resp.correlation_id, resp.body, version,
-                                      header_tagged_fields=resp.header.unknown_tagged_fields)
+        wire = kip714.encode_response(
+            resp.correlation_id, resp.body, version, header_tagged_fields=resp.header.unknown_tagged_fields
+        )
     except ValueError as exc:
         if _reencode_ok(exc):
             return
@@ -106,7 +118,11 @@ def frames(data: bytes) -> None:
         if req is not None:
             assert h is not None
             assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (
-                req.api_key, req.api_version, req.correlation_id, req.client_id)
+                req.api_key,
+                req.api_version,
+                req.correlation_id,
+                req.client_id,
+            )
             if type(req.body) is kip714.PushTelemetryRequest:
                 m = req.body.metrics
                 # Metrics is not nullable (Kafka refuses a null): a decoded push always has a view
@@ -223,13 +239,13 @@ def stream(data: bytes) -> None:
         for i in range(0, len(body), step):
             if tr.closed:
                 break
-            conn.data_received(body[i:i + step])  # must never raise
+            conn.data_received(body[i : i + step])  # must never raise
     finally:
         conn.connection_lost(None)
     assert conn not in server.connections
     assert not server.stats["internal_errors"], "an exception escaped the request handler (see the log)"
     # everything written is a sequence of complete, well-formed response frames
-    out, consumed = kip714.split_frames(bytes(tr.out))
+    _out, consumed = kip714.split_frames(bytes(tr.out))
     assert consumed == len(tr.out)
     assert len(conn.buffer) <= max(len(body), 4)
 
@@ -292,8 +308,9 @@ def _codec_target(ctype: int):
                     pass
                 except Kip714Error as exc:
                     if "limit-error-code" not in TOLERATE:
-                        raise AssertionError(f"max_output={n - 1} on a payload of {n} bytes raised {exc!r}, "
-                                             "not TelemetryTooLargeError") from exc
+                        raise AssertionError(
+                            f"max_output={n - 1} on a payload of {n} bytes raised {exc!r}, not TelemetryTooLargeError"
+                        ) from exc
                 else:
                     raise AssertionError(f"{n} bytes passed max_output={n - 1}")
             ref = _reference(ctype, data)
@@ -327,7 +344,7 @@ def native_otlp_decoder():
     fn = getattr(kip714, "decode_metrics", None)
     if fn is None:
         try:
-            from kip714 import _otlp  # noqa: F401
+            from kip714 import _otlp
         except ImportError:
             return None
         fn = getattr(kip714, "decode_metrics", None) or getattr(_otlp, "decode_metrics", None)
@@ -353,13 +370,25 @@ def otlp(data: bytes) -> None:
     # otherwise the native decoder refuses exactly what protobuf (upb) refuses, and agrees on the rows
     assert (table is None) == (rows is None), (
         f"native decoder {'refused' if table is None else 'accepted'} a payload protobuf "
-        f"{'refused' if rows is None else 'accepted'}")
+        f"{'refused' if rows is None else 'accepted'}"
+    )
     if table is not None:
         assert table.num_rows == len(rows), (table.num_rows, len(rows))
-        for col in ("metric", "kind", "temporality", "start_time_unix_nano", "time_unix_nano", "value_int",
-                    "count", "zero_count", "bucket_counts", "positive_bucket_counts", "scale"):
+        for col in (
+            "metric",
+            "kind",
+            "temporality",
+            "start_time_unix_nano",
+            "time_unix_nano",
+            "value_int",
+            "count",
+            "zero_count",
+            "bucket_counts",
+            "positive_bucket_counts",
+            "scale",
+        ):
             got, want = table.column(col).to_pylist(), [r[col] for r in rows]
-            if col.endswith("bucket_counts"):   # null vs [] is the column's business, not this oracle's
+            if col.endswith("bucket_counts"):  # null vs [] is the column's business, not this oracle's
                 got, want = [v or [] for v in got], [v or [] for v in want]
             assert got == want, col
 
@@ -377,8 +406,8 @@ def _split_fields(data: bytes, n: int) -> list[str]:
 
 
 def config(data: bytes) -> None:
-    from kip714.endpoint.subscription_file import load_subscription_file
     from kip714.broker.subscriptions import parse_config_string, parse_kafka_list
+    from kip714.endpoint.subscription_file import load_subscription_file
 
     if not data:
         return
@@ -392,8 +421,9 @@ def config(data: bytes) -> None:
         if cfg is None:
             return
     elif mode == 1:
-        with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False, encoding="utf-8",
-                                         errors="surrogatepass") as f:
+        with tempfile.NamedTemporaryFile(
+            "w", suffix=".conf", delete=False, encoding="utf-8", errors="surrogatepass"
+        ) as f:
             f.write(text)
         try:
             subs = _expect_kip714(load_subscription_file, f.name)
@@ -413,9 +443,12 @@ def config(data: bytes) -> None:
     # hostile attributes: the fuzzer's strings, and a long repetition that makes backtracking explode
     long = (blowup or "a") * (1 + 4000 // max(1, len(blowup) or 1))
     for cid in (client_id, long, long + "!", client_id * 50):
-        info = kip714.ClientInfo(client_instance_id=uuid.UUID(int=len(cid)), client_id=cid[:32767],
-                                 client_software_name=soft_name or "unknown",
-                                 client_software_version=soft_ver or "unknown")
+        info = kip714.ClientInfo(
+            client_instance_id=uuid.UUID(int=len(cid)),
+            client_id=cid[:32767],
+            client_software_name=soft_name or "unknown",
+            client_software_version=soft_ver or "unknown",
+        )
         started = time.monotonic()
         res = registry.resolve(info)
         elapsed = time.monotonic() - started

@@ -54,45 +54,95 @@ from .wire import (
 )
 
 __all__ = [
-    "__version__",
-    "ApiKey", "ErrorCode", "CompressionType",
+    "ApiKey",
+    "ClientInfo",
+    "ClientTelemetry",
+    "CompressionType",
+    "ErrorCode",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "Kip714Error",
-    "split_frames", "decode_request", "decode_response", "encode_request", "encode_response",
-    "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse",
-    "PushTelemetryRequest", "PushTelemetryResponse",
-    "compress", "decompress", "crc32c", "compute_subscription_id",
-    "SubscriptionRegistry", "ClientInfo", "TelemetryBroker", "kafka_uuid_string",
-    "TelemetryReceiver", "ReceiverContext", "TelemetryPayload",
-    "telemetry_metric_name", "MetricsCollector", "ClientTelemetry",
-    "TelemetryServer", "TelemetryProxy",
-    "ParquetRecorder", "read_recording", "PrometheusExporter", "OtlpForwarder",
-    "decode_metrics", "decode_metrics_batch",
+    "MetricsCollector",
+    "OtlpForwarder",
+    "ParquetRecorder",
+    "PrometheusExporter",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
+    "ReceiverContext",
+    "SubscriptionRegistry",
+    "TelemetryBroker",
+    "TelemetryPayload",
+    "TelemetryProxy",
+    "TelemetryReceiver",
+    "TelemetryServer",
+    "__version__",
+    "compress",
+    "compute_subscription_id",
+    "crc32c",
+    "decode_metrics",
+    "decode_metrics_batch",
+    "decode_request",
+    "decode_response",
+    "decompress",
+    "encode_request",
+    "encode_response",
+    "kafka_uuid_string",
+    "read_recording",
+    "split_frames",
+    "telemetry_metric_name",
 ]
 
 # Names that were in ``kip714.__all__`` in 0.1.0 and moved to a subpackage, by new home. They resolve from
 # ``kip714`` until the next release, with a DeprecationWarning (``__getattr__``); docs/api.md lists them.
 _MOVED = {
     "kip714.errors": (
-        "MalformedFrameError", "FrameTooLargeError", "UnsupportedApiKeyError", "UnsupportedVersionError",
-        "InvalidRequestError", "InvalidConfigError", "UnsupportedCompressionTypeError", "CorruptPayloadError",
+        "MalformedFrameError",
+        "FrameTooLargeError",
+        "UnsupportedApiKeyError",
+        "UnsupportedVersionError",
+        "InvalidRequestError",
+        "InvalidConfigError",
+        "UnsupportedCompressionTypeError",
+        "CorruptPayloadError",
         "TelemetryTooLargeError",
     ),
     "kip714.wire": (
-        "DEFAULT_MAX_FRAME_BYTES", "ApiVersion", "ApiVersionsRequest", "ApiVersionsResponse", "FinalizedFeature",
-        "Message", "MetadataRequest", "MetadataRequestTopic", "MetadataResponse", "MetadataResponseBroker",
-        "MetadataResponsePartition", "MetadataResponseTopic", "Request", "RequestHeader", "Response",
-        "ResponseHeader", "SupportedFeature", "decode_request_header", "message_class",
+        "DEFAULT_MAX_FRAME_BYTES",
+        "ApiVersion",
+        "ApiVersionsRequest",
+        "ApiVersionsResponse",
+        "FinalizedFeature",
+        "Message",
+        "MetadataRequest",
+        "MetadataRequestTopic",
+        "MetadataResponse",
+        "MetadataResponseBroker",
+        "MetadataResponsePartition",
+        "MetadataResponseTopic",
+        "Request",
+        "RequestHeader",
+        "Response",
+        "ResponseHeader",
+        "SupportedFeature",
+        "decode_request_header",
+        "message_class",
     ),
     "kip714.codec": ("uuid_hash",),
     "kip714.broker": ("BackgroundReceiver", "InstanceTable", "Resolution", "Subscription"),
     "kip714.client": (
-        "ClientTelemetryState", "ClientTelemetrySubscription", "MetricSelector", "choose_compression",
-        "compress_payload", "telemetry_attribute_key", "telemetry_attributes", "telemetry_metric_key",
+        "ClientTelemetryState",
+        "ClientTelemetrySubscription",
+        "MetricSelector",
+        "choose_compression",
+        "compress_payload",
+        "telemetry_attribute_key",
+        "telemetry_attributes",
+        "telemetry_metric_key",
     ),
 }
 _NEW_HOME = {name: home for home, names in _MOVED.items() for name in names}
 
-if not _typing.TYPE_CHECKING:   # type checkers see only the current surface: a moved name is an error for them
+if not _typing.TYPE_CHECKING:  # type checkers see only the current surface: a moved name is an error for them
 
     def __getattr__(name: str) -> object:
         """A name moved to a subpackage (``_MOVED``): warn, naming its new home, and return it."""
@@ -105,6 +155,9 @@ if not _typing.TYPE_CHECKING:   # type checkers see only the current surface: a 
 
         # ``from kip714 import X`` asks twice (importlib's hasattr, then the import itself): warn once
         if sys._getframe(1).f_code.co_name != "_handle_fromlist":
-            warnings.warn(f"kip714.{name} moved to {home}.{name}; the old name goes in the next release",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"kip714.{name} moved to {home}.{name}; the old name goes in the next release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         return getattr(importlib.import_module(home), name)

@@ -5,22 +5,22 @@ from typing import Final, Literal
 from typing_extensions import Buffer
 
 __all__ = [
-    "decompress",
+    "GZIP",
+    "GZIP_MAGIC",
+    "LZ4",
+    "LZ4_FRAME_MAGIC",
+    "NONE",
+    "SNAPPY",
+    "SNAPPY_FRAMING_MAGIC",
+    "XERIAL_BLOCK_SIZE",
+    "XERIAL_HEADER",
+    "XERIAL_MAGIC",
+    "ZSTD",
+    "ZSTD_FRAME_MAGIC",
     "compress",
+    "decompress",
     "detect_framing",
     "xxh32",
-    "NONE",
-    "GZIP",
-    "SNAPPY",
-    "LZ4",
-    "ZSTD",
-    "XERIAL_MAGIC",
-    "XERIAL_HEADER",
-    "XERIAL_BLOCK_SIZE",
-    "SNAPPY_FRAMING_MAGIC",
-    "LZ4_FRAME_MAGIC",
-    "ZSTD_FRAME_MAGIC",
-    "GZIP_MAGIC",
 ]
 
 NONE: Final = 0

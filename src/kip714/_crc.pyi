@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 from typing_extensions import Buffer
 
-__all__ = ["crc32c", "uuid_hash", "compute_subscription_id", "hardware_accelerated"]
+__all__ = ["compute_subscription_id", "crc32c", "hardware_accelerated", "uuid_hash"]
 
 def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC32C of a C-contiguous buffer, continuing the finished CRC ``value``; unsigned 32-bit."""

@@ -7,10 +7,20 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["ApiKey", "ErrorCode", "CompressionType", "COMPRESSION_NAMES", "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
-           "DEFAULT_TELEMETRY_MAX_BYTES", "SERVE_FRAME_HEADROOM", "DEFAULT_MAX_BUFFERED_BYTES",
-           "INSTANCE_CACHE_MAX_SIZE", "INSTANCE_CACHE_EXPIRY_MS", "serve_max_frame_bytes",
-           "compression_type_from_name"]
+__all__ = [
+    "COMPRESSION_NAMES",
+    "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
+    "DEFAULT_MAX_BUFFERED_BYTES",
+    "DEFAULT_TELEMETRY_MAX_BYTES",
+    "INSTANCE_CACHE_EXPIRY_MS",
+    "INSTANCE_CACHE_MAX_SIZE",
+    "SERVE_FRAME_HEADROOM",
+    "ApiKey",
+    "CompressionType",
+    "ErrorCode",
+    "compression_type_from_name",
+    "serve_max_frame_bytes",
+]
 
 
 class ApiKey(IntEnum):
@@ -64,8 +74,13 @@ class CompressionType(IntEnum):
 
 
 #: Names of the compression types as Kafka's configuration spells them (``compression.type``).
-COMPRESSION_NAMES = {CompressionType.NONE: "none", CompressionType.GZIP: "gzip", CompressionType.SNAPPY: "snappy",
-                     CompressionType.LZ4: "lz4", CompressionType.ZSTD: "zstd"}
+COMPRESSION_NAMES = {
+    CompressionType.NONE: "none",
+    CompressionType.GZIP: "gzip",
+    CompressionType.SNAPPY: "snappy",
+    CompressionType.LZ4: "lz4",
+    CompressionType.ZSTD: "zstd",
+}
 
 #: Kafka's ``telemetry.max.bytes`` default (1 MiB): the largest push a broker accepts, on the wire and,
 #: in newest Kafka, decompressed.
@@ -99,8 +114,12 @@ def serve_max_frame_bytes(telemetry_max_bytes: int = DEFAULT_TELEMETRY_MAX_BYTES
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
 
 #: The AcceptedCompressionTypes a Kafka broker advertises, in its preference order.
-DEFAULT_ACCEPTED_COMPRESSION_TYPES = (CompressionType.ZSTD, CompressionType.LZ4, CompressionType.GZIP,
-                                      CompressionType.SNAPPY)
+DEFAULT_ACCEPTED_COMPRESSION_TYPES = (
+    CompressionType.ZSTD,
+    CompressionType.LZ4,
+    CompressionType.GZIP,
+    CompressionType.SNAPPY,
+)
 
 
 def compression_type_from_name(name: str) -> CompressionType:

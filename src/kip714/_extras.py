@@ -16,10 +16,10 @@ __all__ = ["PARTS", "available", "require"]
 
 #: Each optional part of kip714 → (the extra that installs it, the modules it imports from that extra).
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "prometheus": ("export", ("prometheus_client", "numpy")),   # PrometheusExporter, --prometheus
-    "otlp": ("export", ("urllib3",)),                           # OtlpForwarder, --otlp-endpoint
-    "spark": ("spark", ("pyspark", "pandas")),                  # kip714.spark, pipeline, report
-    "uvloop": ("fast", ("uvloop",)),                            # serve/proxy --loop uvloop (auto when installed)
+    "prometheus": ("export", ("prometheus_client", "numpy")),  # PrometheusExporter, --prometheus
+    "otlp": ("export", ("urllib3",)),  # OtlpForwarder, --otlp-endpoint
+    "spark": ("spark", ("pyspark", "pandas")),  # kip714.spark, pipeline, report
+    "uvloop": ("fast", ("uvloop",)),  # serve/proxy --loop uvloop (auto when installed)
 }
 
 

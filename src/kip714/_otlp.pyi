@@ -8,7 +8,7 @@ from typing_extensions import Buffer
 
 from ._enums import ErrorCode
 
-__all__ = ["decode_metrics", "decode_metrics_batch", "output_schema", "COLUMNS", "MAX_ROWS", "MAX_AMPLIFIED_BYTES"]
+__all__ = ["COLUMNS", "MAX_AMPLIFIED_BYTES", "MAX_ROWS", "decode_metrics", "decode_metrics_batch", "output_schema"]
 
 COLUMNS: Final[tuple[str, ...]]  # == kip714.otlp.schema.COLUMNS
 MAX_ROWS: Final[int]  # 10_000_000 data points per payload

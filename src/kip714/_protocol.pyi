@@ -2,7 +2,8 @@
 
 import re
 import uuid
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from typing_extensions import Buffer, Self
 
@@ -35,8 +36,14 @@ class RequestHeader(Message):
     correlation_id: int
     client_id: str | None
     unknown_tagged_fields: _Tags
-    def __init__(self, api_key: int = 0, api_version: int = 0, correlation_id: int = 0,
-                 client_id: str | None = None, unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        api_key: int = 0,
+        api_version: int = 0,
+        correlation_id: int = 0,
+        client_id: str | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
     @property
     def header_version(self) -> int: ...
 
@@ -83,10 +90,19 @@ class GetTelemetrySubscriptionsResponse(_ApiMessage):
     delta_temporality: bool
     requested_metrics: list[str]
     unknown_tagged_fields: _Tags
-    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, client_instance_id: _UuidLike = None,
-                 subscription_id: int = 0, accepted_compression_types: Sequence[int] | None = None,
-                 push_interval_ms: int = 0, telemetry_max_bytes: int = 0, delta_temporality: bool = False,
-                 requested_metrics: Sequence[str] | None = None, unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        client_instance_id: _UuidLike = None,
+        subscription_id: int = 0,
+        accepted_compression_types: Sequence[int] | None = None,
+        push_interval_ms: int = 0,
+        telemetry_max_bytes: int = 0,
+        delta_temporality: bool = False,
+        requested_metrics: Sequence[str] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
     @property
     def client_instance_id_bytes(self) -> bytes: ...
 
@@ -97,8 +113,15 @@ class PushTelemetryRequest(_ApiMessage):
     compression_type: int
     metrics: Buffer  # never None when decoded (the field is not nullable)
     unknown_tagged_fields: _Tags
-    def __init__(self, client_instance_id: _UuidLike = None, subscription_id: int = 0, terminating: bool = False,
-                 compression_type: int = 0, metrics: Buffer = b"", unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        client_instance_id: _UuidLike = None,
+        subscription_id: int = 0,
+        terminating: bool = False,
+        compression_type: int = 0,
+        metrics: Buffer = b"",
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
     @property
     def client_instance_id_bytes(self) -> bytes: ...
     @property
@@ -117,8 +140,9 @@ class ApiVersionsRequest(_ApiMessage):
     client_software_name: str
     client_software_version: str
     unknown_tagged_fields: _Tags
-    def __init__(self, client_software_name: str = "", client_software_version: str = "",
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self, client_software_name: str = "", client_software_version: str = "", unknown_tagged_fields: _Tags = None
+    ) -> None: ...
     def is_valid(self) -> bool: ...
 
 class ApiVersion(Message):
@@ -126,24 +150,31 @@ class ApiVersion(Message):
     min_version: int
     max_version: int
     unknown_tagged_fields: _Tags
-    def __init__(self, api_key: int = 0, min_version: int = 0, max_version: int = 0,
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self, api_key: int = 0, min_version: int = 0, max_version: int = 0, unknown_tagged_fields: _Tags = None
+    ) -> None: ...
 
 class SupportedFeature(Message):
     name: str
     min_version: int
     max_version: int
     unknown_tagged_fields: _Tags
-    def __init__(self, name: str = "", min_version: int = 0, max_version: int = 0,
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self, name: str = "", min_version: int = 0, max_version: int = 0, unknown_tagged_fields: _Tags = None
+    ) -> None: ...
 
 class FinalizedFeature(Message):
     name: str
     max_version_level: int
     min_version_level: int
     unknown_tagged_fields: _Tags
-    def __init__(self, name: str = "", max_version_level: int = 0, min_version_level: int = 0,
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        name: str = "",
+        max_version_level: int = 0,
+        min_version_level: int = 0,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 class ApiVersionsResponse(_ApiMessage):
     error_code: int
@@ -154,17 +185,25 @@ class ApiVersionsResponse(_ApiMessage):
     finalized_features: list[FinalizedFeature]
     zk_migration_ready: bool
     unknown_tagged_fields: _Tags
-    def __init__(self, error_code: int = 0, api_keys: Sequence[ApiVersion] | None = None, throttle_time_ms: int = 0,
-                 supported_features: Sequence[SupportedFeature] | None = None, finalized_features_epoch: int = -1,
-                 finalized_features: Sequence[FinalizedFeature] | None = None, zk_migration_ready: bool = False,
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        error_code: int = 0,
+        api_keys: Sequence[ApiVersion] | None = None,
+        throttle_time_ms: int = 0,
+        supported_features: Sequence[SupportedFeature] | None = None,
+        finalized_features_epoch: int = -1,
+        finalized_features: Sequence[FinalizedFeature] | None = None,
+        zk_migration_ready: bool = False,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 class MetadataRequestTopic(Message):
     topic_id: uuid.UUID
     name: str | None
     unknown_tagged_fields: _Tags
-    def __init__(self, name: str | None = None, topic_id: uuid.UUID | None = None,
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self, name: str | None = None, topic_id: uuid.UUID | None = None, unknown_tagged_fields: _Tags = None
+    ) -> None: ...
 
 class MetadataRequest(_ApiMessage):
     topics: list[MetadataRequestTopic] | None
@@ -172,9 +211,14 @@ class MetadataRequest(_ApiMessage):
     include_cluster_authorized_operations: bool
     include_topic_authorized_operations: bool
     unknown_tagged_fields: _Tags
-    def __init__(self, topics: Sequence[MetadataRequestTopic] | None = (), allow_auto_topic_creation: bool = True,
-                 include_cluster_authorized_operations: bool = False,
-                 include_topic_authorized_operations: bool = False, unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        topics: Sequence[MetadataRequestTopic] | None = (),
+        allow_auto_topic_creation: bool = True,
+        include_cluster_authorized_operations: bool = False,
+        include_topic_authorized_operations: bool = False,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 class MetadataResponseBroker(Message):
     node_id: int
@@ -182,8 +226,14 @@ class MetadataResponseBroker(Message):
     port: int
     rack: str | None
     unknown_tagged_fields: _Tags
-    def __init__(self, node_id: int = 0, host: str = "", port: int = 0, rack: str | None = None,
-                 unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        node_id: int = 0,
+        host: str = "",
+        port: int = 0,
+        rack: str | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 class MetadataResponsePartition(Message):
     error_code: int
@@ -194,9 +244,17 @@ class MetadataResponsePartition(Message):
     isr_nodes: list[int]
     offline_replicas: list[int]
     unknown_tagged_fields: _Tags
-    def __init__(self, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1,
-                 replica_nodes: Sequence[int] | None = None, isr_nodes: Sequence[int] | None = None,
-                 offline_replicas: Sequence[int] | None = None, unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        error_code: int = 0,
+        partition_index: int = 0,
+        leader_id: int = 0,
+        leader_epoch: int = -1,
+        replica_nodes: Sequence[int] | None = None,
+        isr_nodes: Sequence[int] | None = None,
+        offline_replicas: Sequence[int] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 class MetadataResponseTopic(Message):
     error_code: int
@@ -206,9 +264,16 @@ class MetadataResponseTopic(Message):
     partitions: list[MetadataResponsePartition]
     topic_authorized_operations: int
     unknown_tagged_fields: _Tags
-    def __init__(self, error_code: int = 0, name: str | None = None, topic_id: uuid.UUID | None = None,
-                 is_internal: bool = False, partitions: Sequence[MetadataResponsePartition] | None = None,
-                 topic_authorized_operations: int = ..., unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        error_code: int = 0,
+        name: str | None = None,
+        topic_id: uuid.UUID | None = None,
+        is_internal: bool = False,
+        partitions: Sequence[MetadataResponsePartition] | None = None,
+        topic_authorized_operations: int = ...,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 class MetadataResponse(_ApiMessage):
     throttle_time_ms: int
@@ -219,17 +284,32 @@ class MetadataResponse(_ApiMessage):
     cluster_authorized_operations: int
     error_code: int
     unknown_tagged_fields: _Tags
-    def __init__(self, throttle_time_ms: int = 0, brokers: Sequence[MetadataResponseBroker] | None = None,
-                 cluster_id: str | None = None, controller_id: int = -1,
-                 topics: Sequence[MetadataResponseTopic] | None = None, cluster_authorized_operations: int = ...,
-                 error_code: int = 0, unknown_tagged_fields: _Tags = None) -> None: ...
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        brokers: Sequence[MetadataResponseBroker] | None = None,
+        cluster_id: str | None = None,
+        controller_id: int = -1,
+        topics: Sequence[MetadataResponseTopic] | None = None,
+        cluster_authorized_operations: int = ...,
+        error_code: int = 0,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
 
 def decode_request(buf: Buffer) -> Request: ...
 def decode_request_header(buf: Buffer) -> RequestHeader: ...
 def decode_response(buf: Buffer, api_key: int, api_version: int, *, size_prefixed: bool = False) -> Response: ...
-def encode_request(body: _ApiMessage, correlation_id: int, client_id: str | None, api_version: int | None = None,
-                   header_tagged_fields: _Tags = None) -> bytes: ...
-def encode_response(correlation_id: int, body: _ApiMessage, api_version: int | None = None,
-                    header_tagged_fields: _Tags = None) -> bytes: ...
-def split_frames(buf: Buffer, max_frame_bytes: int = ..., *, copy: bool = True) -> tuple[list[bytes] | list[memoryview], int]: ...
+def encode_request(
+    body: _ApiMessage,
+    correlation_id: int,
+    client_id: str | None,
+    api_version: int | None = None,
+    header_tagged_fields: _Tags = None,
+) -> bytes: ...
+def encode_response(
+    correlation_id: int, body: _ApiMessage, api_version: int | None = None, header_tagged_fields: _Tags = None
+) -> bytes: ...
+def split_frames(
+    buf: Buffer, max_frame_bytes: int = ..., *, copy: bool = True
+) -> tuple[list[bytes] | list[memoryview], int]: ...
 def message_class(api_key: int, is_request: bool) -> type[_ApiMessage]: ...

@@ -14,8 +14,16 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["DURATION_HELP", "SIZE_HELP", "parse_duration", "parse_size", "duration", "size", "format_duration",
-           "format_size"]
+__all__ = [
+    "DURATION_HELP",
+    "SIZE_HELP",
+    "duration",
+    "format_duration",
+    "format_size",
+    "parse_duration",
+    "parse_size",
+    "size",
+]
 
 _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
@@ -30,12 +38,12 @@ SIZE_HELP = "64MB, 512KiB or a number of bytes"
 def parse_duration(text: str | int | float) -> int:
     """``"10m"``, ``"600s"``, ``"1h30m"``, ``"250ms"``, ``"2d"`` or a plain number of seconds → milliseconds."""
     if isinstance(text, (int, float)):
-        return int(round(float(text) * 1000))
+        return round(float(text) * 1000)
     s = str(text).strip().lower().replace(" ", "")
     if not s:
         raise ValueError("empty duration")
     try:
-        return int(round(float(s) * 1000))
+        return round(float(s) * 1000)
     except ValueError:
         pass
     total, pos = 0.0, 0
@@ -46,7 +54,7 @@ def parse_duration(text: str | int | float) -> int:
         pos = m.end()
     if pos != len(s) or pos == 0:
         raise ValueError(f"not a duration: {text!r} (use e.g. {DURATION_HELP})")
-    return int(round(total))
+    return round(total)
 
 
 def parse_size(text: str | int) -> int:

@@ -23,7 +23,19 @@ from .receivers import (
 from .subscriptions import ClientInfo, Resolution, Subscription, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = [
-    "SubscriptionRegistry", "Subscription", "Resolution", "ClientInfo", "kafka_uuid_string", "InstanceTable",
-    "TelemetryBroker", "ClientSubscription", "TelemetryReceiver", "PushObserver", "InstanceCloseObserver",
-    "ReceiverContext", "TelemetryPayload", "BackgroundReceiver", "CallbackReceiver",
+    "BackgroundReceiver",
+    "CallbackReceiver",
+    "ClientInfo",
+    "ClientSubscription",
+    "InstanceCloseObserver",
+    "InstanceTable",
+    "PushObserver",
+    "ReceiverContext",
+    "Resolution",
+    "Subscription",
+    "SubscriptionRegistry",
+    "TelemetryBroker",
+    "TelemetryPayload",
+    "TelemetryReceiver",
+    "kafka_uuid_string",
 ]

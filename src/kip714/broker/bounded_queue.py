@@ -22,7 +22,7 @@ import time
 from collections import deque
 from typing import Any
 
-__all__ = ["BoundedQueueReceiver", "QUEUE_FULL"]
+__all__ = ["QUEUE_FULL", "BoundedQueueReceiver"]
 
 #: The reason a payload dropped for a full queue is counted under.
 QUEUE_FULL = "queue-full"
@@ -49,8 +49,9 @@ class BoundedQueueReceiver:
     dropped_metric = 'payloads_dropped["queue-full"]'
     log = logging.getLogger("kip714.broker")
 
-    def __init__(self, max_queue: int = 10_000, batch: int = 256, background: bool = True,
-                 thread_name: str = "kip714-queue") -> None:
+    def __init__(
+        self, max_queue: int = 10_000, batch: int = 256, background: bool = True, thread_name: str = "kip714-queue"
+    ) -> None:
         self.max_queue = int(max_queue)
         self.batch = max(1, int(batch))
         #: Payloads not processed, by reason (read it with :meth:`dropped_counts` from another thread).
@@ -60,10 +61,10 @@ class BoundedQueueReceiver:
         # threads; the worker holds it only to take a batch (never while processing)
         self._queue_lock = threading.Lock()
         self._wake = threading.Event()
-        self._idle = threading.Event()     # set: nothing queued and nothing being processed
+        self._idle = threading.Event()  # set: nothing queued and nothing being processed
         self._idle.set()
         self._closed = False
-        self._full: list | None = None     # while dropping for a full queue: [payloads dropped, since]
+        self._full: list | None = None  # while dropping for a full queue: [payloads dropped, since]
         self._thread: threading.Thread | None = None
         if background:
             self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
@@ -111,24 +112,33 @@ class BoundedQueueReceiver:
                 self._full = [1, time.monotonic()]
             else:
                 self._queue.append(item)
-                if self._idle.is_set():        # (set and cleared only under this lock)
+                if self._idle.is_set():  # (set and cleared only under this lock)
                     self._idle.clear()
                 if self._full is None:
-                    if not self._wake.is_set():    # the worker clears it before it drains the queue
+                    if not self._wake.is_set():  # the worker clears it before it drains the queue
                         self._wake.set()
                     return
                 ended, self._full = self._full, None
         if ended is None:
-            self.log.warning("%s queue is full (%d payloads): dropping accepted payloads, counted as %s; "
-                             "the pushes are still answered (the end of this is logged with the count)",
-                             self.queue_name, self.max_queue, self.dropped_metric)
+            self.log.warning(
+                "%s queue is full (%d payloads): dropping accepted payloads, counted as %s; "
+                "the pushes are still answered (the end of this is logged with the count)",
+                self.queue_name,
+                self.max_queue,
+                self.dropped_metric,
+            )
             return
         self._wake.set()
         self._said_full_end(ended)
 
     def _said_full_end(self, episode: list, how: str = "takes payloads again") -> None:
-        self.log.warning("%s queue %s: %d dropped while it was full for %.1f s", self.queue_name, how, episode[0],
-                         time.monotonic() - episode[1])
+        self.log.warning(
+            "%s queue %s: %d dropped while it was full for %.1f s",
+            self.queue_name,
+            how,
+            episode[0],
+            time.monotonic() - episode[1],
+        )
 
     def _drop(self, reason: str, n: int = 1) -> None:
         """Count ``n`` payloads not processed under ``reason`` (thread-safe)."""

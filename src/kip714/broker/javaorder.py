@@ -46,15 +46,16 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from typing import Any, Generic, Iterable, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["java_string_hash", "JavaHashSet", "JavaConcurrentHashMap", "resolve_order", "to_i32"]
+__all__ = ["JavaConcurrentHashMap", "JavaHashSet", "java_string_hash", "resolve_order", "to_i32"]
 
 V = TypeVar("V")
 
-_TREEIFY_THRESHOLD = 8      # a bin that reaches 9 nodes is treeified (or the table grows)
-_UNTREEIFY_THRESHOLD = 6    # a split half of 6 nodes or fewer goes back to a plain list
+_TREEIFY_THRESHOLD = 8  # a bin that reaches 9 nodes is treeified (or the table grows)
+_UNTREEIFY_THRESHOLD = 6  # a split half of 6 nodes or fewer goes back to a plain list
 _MIN_TREEIFY_CAPACITY = 64
 _MAX_CAPACITY = 1 << 30
 _NATIVE_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
@@ -118,7 +119,7 @@ class _Node:
     """One map entry. ``hash`` is the spread hash as Java's signed int; ``ukey`` the UTF-16 key.
     The tree links are used only while the node's bin is a tree."""
 
-    __slots__ = ("hash", "key", "ukey", "value", "left", "right", "parent", "red")
+    __slots__ = ("hash", "key", "left", "parent", "red", "right", "ukey", "value")
 
     def __init__(self, hash_: int, key: str, ukey: bytes, value: Any = None) -> None:
         self.hash = hash_
@@ -411,7 +412,7 @@ class JavaHashSet:
     :meth:`from_collection` is ``new HashSet<>(collection)``.
     """
 
-    __slots__ = ("_cap", "_bins", "_roots", "_index")
+    __slots__ = ("_bins", "_cap", "_index", "_roots")
 
     def __init__(self, capacity: int = 16) -> None:
         if capacity < 0:
@@ -538,7 +539,7 @@ class JavaConcurrentHashMap(Generic[V]):
     """``java.util.concurrent.ConcurrentHashMap<String, V>`` (default constructor), single-threaded:
     ``values()``, ``keys()`` and ``items()`` come out in Java's iteration order."""
 
-    __slots__ = ("_n", "_bins", "_roots", "_index", "_size_ctl")
+    __slots__ = ("_bins", "_index", "_n", "_roots", "_size_ctl")
 
     def __init__(self) -> None:
         self._n = 16

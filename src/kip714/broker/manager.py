@@ -27,11 +27,18 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 from .._codec import decompress
-from .._enums import (DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES, INSTANCE_CACHE_EXPIRY_MS,
-                      INSTANCE_CACHE_MAX_SIZE, CompressionType, ErrorCode)
+from .._enums import (
+    DEFAULT_ACCEPTED_COMPRESSION_TYPES,
+    DEFAULT_TELEMETRY_MAX_BYTES,
+    INSTANCE_CACHE_EXPIRY_MS,
+    INSTANCE_CACHE_MAX_SIZE,
+    CompressionType,
+    ErrorCode,
+)
 from .._instances import TICKET_BASE, InstanceTable, Outcome
 from .._protocol import (
     GetTelemetrySubscriptionsRequest,
@@ -43,7 +50,7 @@ from ..errors import Kip714Error, TelemetryTooLargeError
 from .receivers import ClientSubscription, ReceiverContext, TelemetryPayload, TelemetryReceiver
 from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
 
-__all__ = ["TelemetryBroker", "DEFAULT_ACCEPTED_COMPRESSION_TYPES"]
+__all__ = ["DEFAULT_ACCEPTED_COMPRESSION_TYPES", "TelemetryBroker"]
 
 log = logging.getLogger("kip714.broker")
 
@@ -118,28 +125,39 @@ class TelemetryBroker:
         self.node_id = int(node_id)
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.receivers: list[TelemetryReceiver] = []
-        self._observers: list[Any] = []          # receivers that also see every push with its answer
-        self._closers: list[Any] = []            # receivers that hear when an instance's connection closes
+        self._observers: list[Any] = []  # receivers that also see every push with its answer
+        self._closers: list[Any] = []  # receivers that hear when an instance's connection closes
         # what the last successful Get told each instance (for the observers; bounded like the table)
         self._told: dict[bytes, ClientSubscription] = {}
-        self._seen_on: dict[Any, dict[bytes, ClientInfo]] = {}   # connection → instances that used it
+        self._seen_on: dict[Any, dict[bytes, ClientInfo]] = {}  # connection → instances that used it
         self._max_told = int(max_instances)
         for receiver in receivers:
             self.add_receiver(receiver)
         self.decompress_payloads = decompress_payloads
         self.delta_temporality = delta_temporality
         self.instances = InstanceTable(max_instances=max_instances, cache_expiry_ms=cache_expiry_ms)
-        self._try_push_request = self.instances.try_push_request   # bound once: called for every push
+        self._try_push_request = self.instances.try_push_request  # bound once: called for every push
         self._lock = threading.Lock()
         # Decisions are counted natively by the instance table; these count what happens around them.
         # A push fed through deliver() was answered by someone else: its export failures are counted apart
         # ("delivered-…"), so that push_results() stays this broker's own answers.
-        self._counts = dict.fromkeys(("invalid-request", "plugin-export", "plugin-error", "decompression-error",
-                                      "decompressed-too-large", "observer-error", "delivered-plugin-error",
-                                      "delivered-decompression-error", "delivered-decompressed-too-large"), 0)
+        self._counts = dict.fromkeys(
+            (
+                "invalid-request",
+                "plugin-export",
+                "plugin-error",
+                "decompression-error",
+                "decompressed-too-large",
+                "observer-error",
+                "delivered-plugin-error",
+                "delivered-decompression-error",
+                "delivered-decompressed-too-large",
+            ),
+            0,
+        )
         self._export_time_total = 0.0
         self._export_time_max = 0.0
-        self._by_connection: dict[Any, bytes] = {}   # connection id → instance (re)created on it last
+        self._by_connection: dict[Any, bytes] = {}  # connection id → instance (re)created on it last
         # instance → the ClientInfo captured when it was created (Kafka's ClientMetricsInstanceMetadata).
         # Entries of instances that left the native table by expiry or eviction are swept out once the
         # map outgrows the live instances by a quarter (amortised O(1) per creation).
@@ -147,8 +165,15 @@ class TelemetryBroker:
 
     # ---------------------------------------------------------------------------------- dispatch
 
-    def handle(self, body: Any, client_info: ClientInfo | None = None, now_ms: int | None = None,
-               connection: Hashable | None = None, *, node_id: int | None = None):
+    def handle(
+        self,
+        body: Any,
+        client_info: ClientInfo | None = None,
+        now_ms: int | None = None,
+        connection: Hashable | None = None,
+        *,
+        node_id: int | None = None,
+    ):
         """Decide one request body (GetTelemetrySubscriptionsRequest or PushTelemetryRequest).
 
         ``connection`` identifies the client connection the request came on (see :meth:`connection_closed`);
@@ -170,11 +195,13 @@ class TelemetryBroker:
                     return response, None
                 result = response, None
             else:  # a ticket (accepted, a payload to export) or an Outcome: no decision was made
-                result = self._push(body, client_info, now_ms, connection,
-                                    self.node_id if node_id is None else node_id, code)
+                result = self._push(
+                    body, client_info, now_ms, connection, self.node_id if node_id is None else node_id, code
+                )
             if self._observers:
-                self._observe(body, client_info, result[0].error_code, now_ms,
-                              self.node_id if node_id is None else node_id)
+                self._observe(
+                    body, client_info, result[0].error_code, now_ms, self.node_id if node_id is None else node_id
+                )
             if self._closers and connection is not None:
                 self._seen(connection, body.client_instance_id_bytes, client_info)
             return result
@@ -207,10 +234,13 @@ class TelemetryBroker:
     def _remember(self, response: GetTelemetrySubscriptionsResponse) -> None:
         """Keep what a successful Get told the instance (what the observers learn its pushes were held to)."""
         told = ClientSubscription(
-            subscription_id=response.subscription_id, requested_metrics=tuple(response.requested_metrics),
-            push_interval_ms=response.push_interval_ms, delta_temporality=bool(response.delta_temporality),
+            subscription_id=response.subscription_id,
+            requested_metrics=tuple(response.requested_metrics),
+            push_interval_ms=response.push_interval_ms,
+            delta_temporality=bool(response.delta_temporality),
             accepted_compression_types=tuple(int(c) for c in response.accepted_compression_types),
-            telemetry_max_bytes=response.telemetry_max_bytes)
+            telemetry_max_bytes=response.telemetry_max_bytes,
+        )
         id16 = response.client_instance_id.bytes
         with self._lock:
             told_map = self._told
@@ -229,9 +259,14 @@ class TelemetryBroker:
             return told
         info = self.client_metadata(id16) or client_info or _ANONYMOUS
         res = self.registry.resolve(info, uuid.UUID(bytes=id16))
-        return ClientSubscription(res.subscription_id, tuple(res.requested_metrics), res.push_interval_ms,
-                                  bool(self.delta_temporality), tuple(self.accepted_compression_types),
-                                  self.telemetry_max_bytes)
+        return ClientSubscription(
+            res.subscription_id,
+            tuple(res.requested_metrics),
+            res.push_interval_ms,
+            bool(self.delta_temporality),
+            tuple(self.accepted_compression_types),
+            self.telemetry_max_bytes,
+        )
 
     def _seen(self, connection: Hashable, id16: bytes, client_info: ClientInfo | None) -> None:
         with self._lock:
@@ -241,9 +276,16 @@ class TelemetryBroker:
             if id16 not in seen and len(seen) < 64:  # a connection carries one client: bounded anyway
                 seen[id16] = client_info or _ANONYMOUS
 
-    def deliver(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                now_ms: int | None = None, *, node_id: int | None = None,
-                subscription: ClientSubscription | None = None) -> TelemetryPayload | None:
+    def deliver(
+        self,
+        body: PushTelemetryRequest,
+        client_info: ClientInfo | None,
+        error_code: int,
+        now_ms: int | None = None,
+        *,
+        node_id: int | None = None,
+        subscription: ClientSubscription | None = None,
+    ) -> TelemetryPayload | None:
         """Feed the receivers a push that someone else decided (a proxy tapping a real cluster, whose
         broker stays the authority): ``error_code`` is that answer. An accepted non-empty push is
         decompressed and exported as :meth:`handle` would; every push reaches the observers. Returns the
@@ -257,15 +299,29 @@ class TelemetryBroker:
         node = self.node_id if node_id is None else node_id
         payload = None
         if error_code == 0 and body.metrics_size:
-            payload, _ = self._export(body, body.client_instance_id_bytes, client_info or _ANONYMOUS, now_ms, node,
-                                      subscription, counted="delivered-")
+            payload, _ = self._export(
+                body,
+                body.client_instance_id_bytes,
+                client_info or _ANONYMOUS,
+                now_ms,
+                node,
+                subscription,
+                counted="delivered-",
+            )
         if self._observers:
             self._observe(body, client_info, error_code, now_ms, node, subscription, resolve=False)
         return payload
 
-    def _observe(self, body: PushTelemetryRequest, client_info: ClientInfo | None, error_code: int,
-                 now_ms: int, node_id: int, subscription: ClientSubscription | None = None,
-                 resolve: bool = True) -> None:
+    def _observe(
+        self,
+        body: PushTelemetryRequest,
+        client_info: ClientInfo | None,
+        error_code: int,
+        now_ms: int,
+        node_id: int,
+        subscription: ClientSubscription | None = None,
+        resolve: bool = True,
+    ) -> None:
         if subscription is None:
             if resolve:
                 subscription = self.told(body.client_instance_id_bytes, client_info)
@@ -281,8 +337,9 @@ class TelemetryBroker:
                 log.warning("telemetry observer %r failed", observer, exc_info=True)
                 self._count("observer-error")
 
-    def connection_closed(self, connection: Hashable, reason: str = "client", now_ms: int | None = None, *,
-                          node_id: int | None = None) -> bool:
+    def connection_closed(
+        self, connection: Hashable, reason: str = "client", now_ms: int | None = None, *, node_id: int | None = None
+    ) -> bool:
         """A client connection closed: drop the instance last (re)created on it, as Kafka 4.0+ does.
 
         Returns True if a live instance was removed. Unknown connections are ignored. Receivers with
@@ -299,8 +356,13 @@ class TelemetryBroker:
             at_ms = self.clock() if now_ms is None else now_ms
             for seen_id, info in seen.items():
                 told = self.told(seen_id, info)
-                ctx = ReceiverContext(info, self.node_id if node_id is None else node_id, told.push_interval_ms, told,
-                                      self._expiry(told.push_interval_ms))
+                ctx = ReceiverContext(
+                    info,
+                    self.node_id if node_id is None else node_id,
+                    told.push_interval_ms,
+                    told,
+                    self._expiry(told.push_interval_ms),
+                )
                 instance = uuid.UUID(bytes=seen_id)
                 for closer in self._closers:
                     try:
@@ -318,8 +380,9 @@ class TelemetryBroker:
             return None
         return self._metadata.get(id16)
 
-    def _create(self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None,
-                connection: Hashable | None, stale: bool):
+    def _create(
+        self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, connection: Hashable | None, stale: bool
+    ):
         """Kafka's clientInstance() for an absent (``stale`` False) or stale instance: capture its metadata and
         resolve the subscriptions against it. An absent instance captures the request's ClientInfo; a stale
         one keeps what it captured when it was created. The caller (re)creates it in the table with the
@@ -341,8 +404,13 @@ class TelemetryBroker:
         get_state = self.instances.get_state
         self._metadata = {k: v for k, v in self._metadata.items() if get_state(k) is not None}
 
-    def _get(self, body: GetTelemetrySubscriptionsRequest, client_info: ClientInfo | None, now_ms: int,
-             connection: Hashable | None):
+    def _get(
+        self,
+        body: GetTelemetrySubscriptionsRequest,
+        client_info: ClientInfo | None,
+        now_ms: int,
+        connection: Hashable | None,
+    ):
         instance = body.client_instance_id
         if instance == _ZERO:
             instance = _random_instance_id(self.instances, now_ms)
@@ -358,11 +426,26 @@ class TelemetryBroker:
             # a live instance answers with the subscription it was built with: match what it captured
             res = self.registry.resolve(self._metadata.get(id16) or client_info or _ANONYMOUS, instance)
         return GetTelemetrySubscriptionsResponse(
-            0, 0, instance, res.subscription_id, self.accepted_compression_types, res.push_interval_ms,
-            self.telemetry_max_bytes, self.delta_temporality, list(res.requested_metrics))
+            0,
+            0,
+            instance,
+            res.subscription_id,
+            self.accepted_compression_types,
+            res.push_interval_ms,
+            self.telemetry_max_bytes,
+            self.delta_temporality,
+            list(res.requested_metrics),
+        )
 
-    def _push(self, body: PushTelemetryRequest, client_info: ClientInfo | None, now_ms: int,
-              connection: Hashable | None, node_id: int, code: int):
+    def _push(
+        self,
+        body: PushTelemetryRequest,
+        client_info: ClientInfo | None,
+        now_ms: int,
+        connection: Hashable | None,
+        node_id: int,
+        code: int,
+    ):
         """The rest of a push after ``try_push_request`` answered ``code``: an Outcome (reserved id, or an
         instance to create first) or a ticket (accepted, a payload to export). Each step on the instance is
         one native call under the table's lock; after the export, :meth:`InstanceTable.finish_push` sets the
@@ -375,8 +458,9 @@ class TelemetryBroker:
             # ABSENT or STALE (a rebuild keeps the captured client metadata): (re)create and decide at once
             id16 = body.client_instance_id_bytes
             res = self._create(id16, uuid.UUID(bytes=id16), client_info, connection, code is Outcome.STALE)
-            code = table.create_push_request(body, now_ms, res.version, res.subscription_id, res.push_interval_ms,
-                                             self.telemetry_max_bytes)
+            code = table.create_push_request(
+                body, now_ms, res.version, res.subscription_id, res.push_interval_ms, self.telemetry_max_bytes
+            )
             if code < TICKET_BASE:
                 return PushTelemetryResponse(0, code), None
         ticket = code
@@ -406,8 +490,16 @@ class TelemetryBroker:
             return None, None
         return subscription.push_interval_ms, self._expiry(subscription.push_interval_ms)
 
-    def _export(self, body: PushTelemetryRequest, id16: bytes, client_info: ClientInfo, now_ms: int,
-                node_id: int, subscription: ClientSubscription | None = None, counted: str = ""):
+    def _export(
+        self,
+        body: PushTelemetryRequest,
+        id16: bytes,
+        client_info: ClientInfo,
+        now_ms: int,
+        node_id: int,
+        subscription: ClientSubscription | None = None,
+        counted: str = "",
+    ):
         """Decompress and hand an accepted push to the receivers: ``(payload, NONE)`` or ``(None, the
         error code)``. Failures are counted under ``counted`` + their name ("delivered-" for deliver())."""
         started = time.perf_counter()
@@ -424,10 +516,15 @@ class TelemetryBroker:
             self._count(counted + "decompression-error")
             return None, _INVALID_RECORD
         payload = TelemetryPayload(
-            client_instance_id=id16, terminating=body.terminating, content_type="OTLP", data=data,
+            client_instance_id=id16,
+            terminating=body.terminating,
+            content_type="OTLP",
+            data=data,
             labels=client_info.labels(node_id, id16),
             compression_type=0 if self.decompress_payloads else ctype,
-            subscription_id=body.subscription_id, received_at_ms=now_ms)
+            subscription_id=body.subscription_id,
+            received_at_ms=now_ms,
+        )
         if self.receivers:
             interval, expiry = self._timing(id16, subscription)
             ctx = ReceiverContext(client_info, node_id, interval, None, expiry)
@@ -488,8 +585,12 @@ class TelemetryBroker:
             "plugin-export-count": exports,
             "plugin-export-time-avg": export_total / exports if exports else 0.0,
             "plugin-export-time-max": export_max,
-            "plugin-error-count": (counts["plugin-error"] + counts["decompression-error"]
-                                   + counts["delivered-plugin-error"] + counts["delivered-decompression-error"]),
+            "plugin-error-count": (
+                counts["plugin-error"]
+                + counts["decompression-error"]
+                + counts["delivered-plugin-error"]
+                + counts["delivered-decompression-error"]
+            ),
             "observer-error-count": counts["observer-error"],
             "get-request-count": sum(get.values()),
             "push-request-count": sum(push.values()),

@@ -27,34 +27,47 @@ __all__ = ["MAX_PATTERN_PROGRAM", "SafePattern", "UnsafePatternError"]
 
 
 try:  # the parser re.compile uses (Python 3.11+ names, then 3.10's)
-    from re import _constants as _sre_c, _parser as _sre_parse
+    from re import _constants as _sre_c
+    from re import _parser as _sre_parse
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre_c  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 #: The largest compiled match program (NFA instructions, counted repetitions expanded) accepted.
 MAX_PATTERN_PROGRAM = 2000
-_MAX_TRANSITIONS = 8192       # cached DFA transitions per pattern (the cache is dropped when full)
-_MAX_SIGNATURES = 4096        # cached character classifications per pattern
+_MAX_TRANSITIONS = 8192  # cached DFA transitions per pattern (the cache is dropped when full)
+_MAX_SIGNATURES = 4096  # cached character classifications per pattern
 
 _CHAR, _SPLIT, _ASSERT, _MATCH = 0, 1, 2, 3
 _FLAG_MASK = re.IGNORECASE | re.ASCII | re.DOTALL | re.MULTILINE
 _CATEGORIES = {
-    "CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
-    "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W",
+    "CATEGORY_DIGIT": r"\d",
+    "CATEGORY_NOT_DIGIT": r"\D",
+    "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S",
+    "CATEGORY_WORD": r"\w",
+    "CATEGORY_NOT_WORD": r"\W",
 }
 _ANCHORS = {
-    "AT_BEGINNING": "^", "AT_BEGINNING_STRING": r"\A", "AT_END": "$", "AT_END_STRING": r"\Z",
-    "AT_BOUNDARY": r"\b", "AT_NON_BOUNDARY": r"\B",
+    "AT_BEGINNING": "^",
+    "AT_BEGINNING_STRING": r"\A",
+    "AT_END": "$",
+    "AT_END_STRING": r"\Z",
+    "AT_BOUNDARY": r"\b",
+    "AT_NON_BOUNDARY": r"\B",
 }
 _UNSUPPORTED = {
-    "GROUPREF": "backreferences", "GROUPREF_EXISTS": "conditional groups", "ASSERT": "lookaround",
-    "ASSERT_NOT": "lookaround", "ATOMIC_GROUP": "atomic groups", "POSSESSIVE_REPEAT": "possessive quantifiers",
+    "GROUPREF": "backreferences",
+    "GROUPREF_EXISTS": "conditional groups",
+    "ASSERT": "lookaround",
+    "ASSERT_NOT": "lookaround",
+    "ATOMIC_GROUP": "atomic groups",
+    "POSSESSIVE_REPEAT": "possessive quantifiers",
 }
 
 
 def _esc(c: int) -> str:
-    return "\\U%08x" % c
+    return f"\\U{c:08x}"
 
 
 class SafePattern:
@@ -69,8 +82,20 @@ class SafePattern:
     possessive quantifiers) and for programs over :data:`MAX_PATTERN_PROGRAM` instructions, and
     ``re.error`` for bad syntax."""
 
-    __slots__ = ("pattern", "flags", "_ops", "_preds", "_pred_ids", "_asserts", "_assert_ids", "_start",
-                 "_match", "_sig", "_trans", "_starts")
+    __slots__ = (
+        "_assert_ids",
+        "_asserts",
+        "_match",
+        "_ops",
+        "_pred_ids",
+        "_preds",
+        "_sig",
+        "_start",
+        "_starts",
+        "_trans",
+        "flags",
+        "pattern",
+    )
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self.pattern = pattern
@@ -212,11 +237,9 @@ class SafePattern:
         if cur is None:
             cur = self._starts[ctx] = self._closure((self._start,), ctx)
         sigs, trans, ops = self._sig, self._trans, self._ops
-        i = 0
-        for ch in text:
+        for i, ch in enumerate(text, 1):  # i: the position after ch, where the lookaround asserts look
             if not cur:
                 return None
-            i += 1
             sig = sigs.get(ch)
             if sig is None:
                 sig = self._signature(ch)

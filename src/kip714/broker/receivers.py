@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from .bounded_queue import BoundedQueueReceiver
 from .subscriptions import ClientInfo
 
-__all__ = ["BackgroundReceiver", "CallbackReceiver", "ClientSubscription", "InstanceCloseObserver", "PushObserver",
-           "ReceiverContext", "TelemetryPayload", "TelemetryReceiver"]
+__all__ = [
+    "BackgroundReceiver",
+    "CallbackReceiver",
+    "ClientSubscription",
+    "InstanceCloseObserver",
+    "PushObserver",
+    "ReceiverContext",
+    "TelemetryPayload",
+    "TelemetryReceiver",
+]
 
 log = logging.getLogger("kip714.broker")
 
@@ -29,10 +38,27 @@ class TelemetryPayload:
     either. ``data`` is the decompressed OTLP MetricsData (``content_type`` "OTLP"); ``labels`` are the
     KIP's broker-added labels."""
 
-    __slots__ = ("client_instance_id_bytes", "_uuid", "terminating", "content_type", "data", "labels",
-                 "compression_type", "subscription_id", "received_at_ms")
-    _FIELDS = ("client_instance_id", "terminating", "content_type", "data", "labels", "compression_type",
-               "subscription_id", "received_at_ms")
+    __slots__ = (
+        "_uuid",
+        "client_instance_id_bytes",
+        "compression_type",
+        "content_type",
+        "data",
+        "labels",
+        "received_at_ms",
+        "subscription_id",
+        "terminating",
+    )
+    _FIELDS = (
+        "client_instance_id",
+        "terminating",
+        "content_type",
+        "data",
+        "labels",
+        "compression_type",
+        "subscription_id",
+        "received_at_ms",
+    )
 
     client_instance_id_bytes: bytes
     terminating: bool
@@ -43,8 +69,17 @@ class TelemetryPayload:
     subscription_id: int
     received_at_ms: int
 
-    def __init__(self, client_instance_id: uuid.UUID | bytes, terminating: bool, content_type: str, data: bytes,
-                 labels: dict[str, str], compression_type: int, subscription_id: int, received_at_ms: int) -> None:
+    def __init__(
+        self,
+        client_instance_id: uuid.UUID | bytes,
+        terminating: bool,
+        content_type: str,
+        data: bytes,
+        labels: dict[str, str],
+        compression_type: int,
+        subscription_id: int,
+        received_at_ms: int,
+    ) -> None:
         if isinstance(client_instance_id, uuid.UUID):
             id16, u = client_instance_id.bytes, client_instance_id
         else:
@@ -84,8 +119,17 @@ class TelemetryPayload:
         return self._astuple() == other._astuple()
 
     def __hash__(self) -> int:
-        return hash((self.client_instance_id_bytes, self.terminating, self.content_type, self.data,
-                     self.compression_type, self.subscription_id, self.received_at_ms))
+        return hash(
+            (
+                self.client_instance_id_bytes,
+                self.terminating,
+                self.content_type,
+                self.data,
+                self.compression_type,
+                self.subscription_id,
+                self.received_at_ms,
+            )
+        )
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
@@ -158,8 +202,9 @@ class InstanceCloseObserver(Protocol):
     client that left without a terminating push from one still running. An exception there is logged and
     counted."""
 
-    def instance_closed(self, context: ReceiverContext, client_instance_id: uuid.UUID, at_ms: int,
-                        reason: str) -> None: ...
+    def instance_closed(
+        self, context: ReceiverContext, client_instance_id: uuid.UUID, at_ms: int, reason: str
+    ) -> None: ...
 
 
 class CallbackReceiver:

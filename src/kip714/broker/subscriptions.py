@@ -32,8 +32,8 @@ import base64
 import re
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .._crc import compute_subscription_id, uuid_hash
 from ..errors import InvalidConfigError, InvalidRequestError
@@ -45,17 +45,17 @@ ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 __all__ = [
     "ANONYMOUS_PRINCIPAL",
+    "DEFAULT_INTERVAL_MS",
+    "MATCH_SELECTORS",
+    "MAX_INTERVAL_MS",
+    "MIN_INTERVAL_MS",
     "ClientInfo",
     "Resolution",
-    "SubscriptionRegistry",
     "Subscription",
-    "DEFAULT_INTERVAL_MS",
-    "MIN_INTERVAL_MS",
-    "MAX_INTERVAL_MS",
-    "MATCH_SELECTORS",
+    "SubscriptionRegistry",
     "kafka_uuid_string",
-    "parse_kafka_list",
     "parse_config_string",
+    "parse_kafka_list",
 ]
 
 DEFAULT_INTERVAL_MS = 300_000
@@ -101,6 +101,9 @@ def _java_split_eq(text: str) -> list[str]:
     return parts
 
 
+_ZERO_UUID = uuid.UUID(int=0)
+
+
 @dataclass(frozen=True)
 class ClientInfo:
     """The connection attributes a broker matches subscriptions against and adds as labels.
@@ -109,7 +112,7 @@ class ClientInfo:
     ``"unknown"`` otherwise, as in Kafka. ``client_source_address`` should be in Java's textual form
     (IPv6 uncompressed, e.g. ``0:0:0:0:0:0:0:1``)."""
 
-    client_instance_id: uuid.UUID = uuid.UUID(int=0)
+    client_instance_id: uuid.UUID = _ZERO_UUID  # immutable, shared
     client_id: str = ""
     client_software_name: str = "unknown"
     client_software_version: str = "unknown"
@@ -141,7 +144,7 @@ class ClientInfo:
             "node_id": str(node_id),
         }
 
-    def with_instance_id(self, client_instance_id: uuid.UUID) -> "ClientInfo":
+    def with_instance_id(self, client_instance_id: uuid.UUID) -> ClientInfo:
         from dataclasses import replace
 
         return replace(self, client_instance_id=client_instance_id)
@@ -157,7 +160,7 @@ class Subscription:
     match: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
     config: Mapping[str, str] = field(default_factory=dict)
     #: the ``match`` patterns compiled for bounded-time matching (built from ``match`` when not given)
-    matchers: Mapping[str, "SafePattern"] = field(default_factory=dict, repr=False, compare=False)
+    matchers: Mapping[str, SafePattern] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if set(self.matchers) != set(self.match):
@@ -199,7 +202,7 @@ def parse_config_string(text: str) -> dict[str, str]:
             end = text.find("]", j)
             if end < 0:
                 raise InvalidConfigError(f"unclosed '[' in the value of {key!r}")
-            value = text[j + 1:end]
+            value = text[j + 1 : end]
             j = end + 1
             if j < n and text[j] != ",":
                 raise InvalidConfigError(f"expected ',' after the list value of {key!r}")
@@ -228,12 +231,14 @@ def _parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
                 raise ValueError
         except (TypeError, ValueError):
             raise InvalidConfigError(
-                f"Invalid value {raw} for configuration interval.ms: Not a number of type INT") from None
+                f"Invalid value {raw} for configuration interval.ms: Not a number of type INT"
+            ) from None
         if not -(2**31) <= interval < 2**31:
             raise InvalidConfigError(f"Invalid value {raw} for configuration interval.ms: Not a number of type INT")
         if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
             raise InvalidRequestError(
-                f"Invalid value {interval} for interval.ms, interval must be between 100 and 3600000 (1 hour)")
+                f"Invalid value {interval} for interval.ms, interval must be between 100 and 3600000 (1 hour)"
+            )
     match: dict[str, re.Pattern[str]] = {}
     matchers: dict[str, SafePattern] = {}
     for entry in parse_kafka_list(config.get("match")):

@@ -39,8 +39,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("decode", ".decode", "decode size-prefixed request frames (files of one or more frames)"),
     Command("pipeline", ".pipeline", "bulk-decode frames or a serve recording on Spark into Parquet"),
     Command("report", ".report", "conformance per client software and misbehaving clients, from a recording (Spark)"),
-    Command("conformance", ".conformance", "the client lab: provoke a client with KIP-714's broker answers and "
-                                           "judge what it does"),
+    Command(
+        "conformance",
+        ".conformance",
+        "the client lab: provoke a client with KIP-714's broker answers and judge what it does",
+    ),
     Command("simulate", ".simulate", "a simulated fleet of Kafka clients pushing realistic KIP-714 telemetry"),
     Command("bench", ".bench", "measure kip714 against its peers (kio, codec packages, crc32c, protobuf, Spark)"),
     Command("demo", ".demo", "real telemetry → kip714 serve → Spark pipeline → table and chart"),
@@ -51,12 +54,16 @@ _BY_NAME = {c.name: c for c in COMMANDS}
 #: Exit statuses of every subcommand (``kip714 --help`` shows them).
 EXIT_STATUS = {
     0: "success",
-    1: ("the command ran and found problems (decode: undecodable frames; simulate: no push accepted or a "
+    1: (
+        "the command ran and found problems (decode: undecodable frames; simulate: no push accepted or a "
         "protocol error answered; bench: a group failed; pipeline: the Spark job failed; conformance: a scenario "
-        "failed or could not run)"),
-    2: ("bad usage or bad input: an unknown option or value, a file that does not exist or does not hold what "
+        "failed or could not run)"
+    ),
+    2: (
+        "bad usage or bad input: an unknown option or value, a file that does not exist or does not hold what "
         "the command reads (the message names it), or an option whose extra is not installed (the message says "
-        "what to install)"),
+        "what to install)"
+    ),
     130: "interrupted (Ctrl-C)",
     141: "the output was closed early (e.g. piped into head), as for a tool stopped by SIGPIPE",
 }
@@ -64,9 +71,12 @@ EXIT_STATUS = {
 
 def _epilog() -> str:
     lines = ["exit status:"] + [f"  {code:<4} {text}" for code, text in EXIT_STATUS.items()]
-    lines += ["", "Errors are one line on stderr: 'kip714 COMMAND: what failed'. KIP714_TRACEBACK=1 also prints "
-                  "Python's traceback.",
-              "Durations take 90s, 10m, 2h, 1h30m, 500ms or plain seconds; sizes 64MB, 512KiB or bytes."]
+    lines += [
+        "",
+        "Errors are one line on stderr: 'kip714 COMMAND: what failed'. KIP714_TRACEBACK=1 also prints "
+        "Python's traceback.",
+        "Durations take 90s, 10m, 2h, 1h30m, 500ms or plain seconds; sizes 64MB, 512KiB or bytes.",
+    ]
     return "\n".join(lines)
 
 
@@ -93,9 +103,12 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, arguments: bo
 def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The ``kip714`` parser: every subcommand listed with its help; the options of those named in ``load``
     (default: all of them, importing every subcommand module, as the tests and docs want)."""
-    parser = argparse.ArgumentParser(prog="kip714", description="kip714 — the wire side of Apache Kafka "
-                                     "KIP-714 client telemetry, with a Cython core.", epilog=_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="kip714",
+        description="kip714 — the wire side of Apache Kafka KIP-714 client telemetry, with a Cython core.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"kip714 {kip714.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     loaded = set(_BY_NAME if load is None else load)
@@ -122,15 +135,15 @@ def _silence_stdout() -> None:
 
 def _describe(exc: BaseException) -> tuple[str, int]:
     """(one line, exit status) for an exception a command raised."""
-    if isinstance(exc, MissingExtraError):     # names the extra to install
+    if isinstance(exc, MissingExtraError):  # names the extra to install
         return str(exc), 2
-    if isinstance(exc, SparkJobError):         # says what ran out and what to raise
+    if isinstance(exc, SparkJobError):  # says what ran out and what to raise
         return str(exc), 1
     if isinstance(exc, kip714.Kip714Error):
         return f"{exc} (error code {exc.error_code.value} {exc.error_code.name})", 2
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}", 2
-    if isinstance(exc, OSError) and exc.strerror:     # the words, not "[Errno 98] …"
+    if isinstance(exc, OSError) and exc.strerror:  # the words, not "[Errno 98] …"
         return exc.strerror, 2
     if isinstance(exc, (OSError, ValueError)):
         return str(exc) or type(exc).__name__, 2

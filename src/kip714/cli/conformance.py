@@ -30,9 +30,18 @@ def run(args: argparse.Namespace) -> int:
         line = f"{result.scenario}: {result.status} — {result.why}"
         print(line, file=sys.stdout if listen_mode else sys.stderr, flush=True)
 
-    results = run_lab(args.client, args.scenario, interval_ms=args.interval_ms, compression=args.compression,
-                      jobs=args.jobs, startup_s=args.startup, out=args.out, junit=args.junit, listen=args.listen,
-                      progress=progress)
+    results = run_lab(
+        args.client,
+        args.scenario,
+        interval_ms=args.interval_ms,
+        compression=args.compression,
+        jobs=args.jobs,
+        startup_s=args.startup,
+        out=args.out,
+        junit=args.junit,
+        listen=args.listen,
+        progress=progress,
+    )
     print(table(results))
     if args.out:
         print(f"results: {args.out}/results.json, {args.out}/index.html")
@@ -57,27 +66,60 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..conformance.scenarios import SCENARIO_IDS
 
     p.description = plain(run.__doc__)
-    p.add_argument("--client", metavar="CMD",
-                   help="the client command, run once per scenario, with {bootstrap} (the lab's address) and "
-                        "{seconds} (how long to run before closing normally; {ms} in milliseconds) filled in; or "
-                        f"a built-in client: {', '.join(BUILTIN_CLIENTS)}")
-    p.add_argument("--listen", metavar="HOST:PORT",
-                   help="instead of starting the client, listen on PORT (node 1, the bootstrap) and PORT+1 (node 2) "
-                        "and run the scenarios one client session after another, saying on stdout what to start")
-    p.add_argument("--scenario", action="append", choices=SCENARIO_IDS, metavar="ID",
-                   help=f"run this scenario (repeatable; default all): {', '.join(SCENARIO_IDS)}")
-    p.add_argument("--out", metavar="DIR", help="write DIR/results.json, DIR/index.html and DIR/logs/ (the client's "
-                   "output per scenario)")
+    p.add_argument(
+        "--client",
+        metavar="CMD",
+        help="the client command, run once per scenario, with {bootstrap} (the lab's address) and "
+        "{seconds} (how long to run before closing normally; {ms} in milliseconds) filled in; or "
+        f"a built-in client: {', '.join(BUILTIN_CLIENTS)}",
+    )
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="instead of starting the client, listen on PORT (node 1, the bootstrap) and PORT+1 (node 2) "
+        "and run the scenarios one client session after another, saying on stdout what to start",
+    )
+    p.add_argument(
+        "--scenario",
+        action="append",
+        choices=SCENARIO_IDS,
+        metavar="ID",
+        help=f"run this scenario (repeatable; default all): {', '.join(SCENARIO_IDS)}",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write DIR/results.json, DIR/index.html and DIR/logs/ (the client's output per scenario)",
+    )
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per scenario")
-    p.add_argument("--interval-ms", type=_positive_int, default=DEFAULT_INTERVAL_MS, metavar="N",
-                   help=f"PushIntervalMs of the lab's subscriptions (default {DEFAULT_INTERVAL_MS}; the whole set "
-                        "then takes under 2 minutes; the terminating scenarios always use 30000)")
-    p.add_argument("--compression", metavar="LIST", default=None,
-                   help="the AcceptedCompressionTypes the lab answers, in its order (default zstd,lz4,gzip,snappy, "
-                        "Kafka's); e.g. gzip,zstd makes a client that takes the first type it supports use gzip")
-    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
-                   help="run N scenarios at once, each on its own ports (default 1; timing verdicts are measured "
-                        "from the lab's own clock, but a loaded machine delays every client)")
-    p.add_argument("--startup", type=duration, default=DEFAULT_STARTUP_S, metavar="DURATION",
-                   help=f"time a client gets to start and send its first Get (default {DEFAULT_STARTUP_S:g}s); "
-                        "{seconds} is this plus what the scenario needs")
+    p.add_argument(
+        "--interval-ms",
+        type=_positive_int,
+        default=DEFAULT_INTERVAL_MS,
+        metavar="N",
+        help=f"PushIntervalMs of the lab's subscriptions (default {DEFAULT_INTERVAL_MS}; the whole set "
+        "then takes under 2 minutes; the terminating scenarios always use 30000)",
+    )
+    p.add_argument(
+        "--compression",
+        metavar="LIST",
+        default=None,
+        help="the AcceptedCompressionTypes the lab answers, in its order (default zstd,lz4,gzip,snappy, "
+        "Kafka's); e.g. gzip,zstd makes a client that takes the first type it supports use gzip",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="run N scenarios at once, each on its own ports (default 1; timing verdicts are measured "
+        "from the lab's own clock, but a loaded machine delays every client)",
+    )
+    p.add_argument(
+        "--startup",
+        type=duration,
+        default=DEFAULT_STARTUP_S,
+        metavar="DURATION",
+        help=f"time a client gets to start and send its first Get (default {DEFAULT_STARTUP_S:g}s); "
+        "{seconds} is this plus what the scenario needs",
+    )

@@ -6,9 +6,9 @@ import argparse
 import ssl
 from typing import Any
 
+from .._units import duration
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
-from .._units import duration
 from ._args import host, port
 from ._sinks import add_sink_options, require_files
 from .serve import (
@@ -52,23 +52,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``kip714 proxy``."""
     p.description, p.formatter_class = DESCRIPTION, argparse.RawDescriptionHelpFormatter
     g = p.add_argument_group("upstream and listeners")
-    g.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                   help="the cluster's bootstrap servers (the proxy connects nowhere a client names)")
+    g.add_argument(
+        "--upstream",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the cluster's bootstrap servers (the proxy connects nowhere a client names)",
+    )
     g.add_argument("--host", type=host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     g.add_argument("--port", type=port, default=9092, help="bootstrap listener port (default 9092)")
-    g.add_argument("--broker-port-base", type=port, metavar="BASE",
-                   help="broker listener port = BASE + node id (default --port + 1)")
-    g.add_argument("--broker-ports", metavar="ID=PORT[,ID=PORT...]",
-                   help="explicit broker listener ports, e.g. 1=9193,2=9194 (instead of --broker-port-base)")
+    g.add_argument(
+        "--broker-port-base",
+        type=port,
+        metavar="BASE",
+        help="broker listener port = BASE + node id (default --port + 1)",
+    )
+    g.add_argument(
+        "--broker-ports",
+        metavar="ID=PORT[,ID=PORT...]",
+        help="explicit broker listener ports, e.g. 1=9193,2=9194 (instead of --broker-port-base)",
+    )
     g.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
-    g.add_argument("--telemetry", choices=TELEMETRY_MODES, default="auto",
-                   help="auto (default), terminate, tap or off (see above)")
-    g.add_argument("--connect-timeout", type=duration, default=10.0, metavar="DURATION",
-                   help="time allowed to connect upstream (default 10s)")
+    g.add_argument(
+        "--telemetry", choices=TELEMETRY_MODES, default="auto", help="auto (default), terminate, tap or off (see above)"
+    )
+    g.add_argument(
+        "--connect-timeout",
+        type=duration,
+        default=10.0,
+        metavar="DURATION",
+        help="time allowed to connect upstream (default 10s)",
+    )
     u = p.add_argument_group("TLS toward the cluster")
     u.add_argument("--upstream-tls", action="store_true", help="connect to the cluster with TLS")
-    u.add_argument("--upstream-ca", metavar="PEM", help="CA certificates to verify the cluster with "
-                                                        "(default: the system's)")
+    u.add_argument(
+        "--upstream-ca", metavar="PEM", help="CA certificates to verify the cluster with (default: the system's)"
+    )
     add_subscription_options(p, "kip714-proxy")
     add_tls_options(p)
     add_run_options(p, proxy=True)
@@ -84,7 +102,9 @@ def upstream_tls(args: Any) -> ssl.SSLContext | None:
     try:
         return ssl.create_default_context(cafile=args.upstream_ca)
     except ssl.SSLError as exc:
-        raise InvalidConfigError(f"--upstream-ca {args.upstream_ca}: not PEM CA certificates ({exc.reason or exc})") from None
+        raise InvalidConfigError(
+            f"--upstream-ca {args.upstream_ca}: not PEM CA certificates ({exc.reason or exc})"
+        ) from None
 
 
 def run(args: Any) -> int:
@@ -94,20 +114,41 @@ def run(args: Any) -> int:
     if args.broker_ports and args.broker_port_base is not None:
         raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")
     if args.telemetry == "off":
-        given = [opt for opt, on in (("--record", args.record), ("--prometheus", args.prometheus),
-                                     ("--otlp-endpoint", args.otlp_endpoint)) if on]
+        given = [
+            opt
+            for opt, on in (
+                ("--record", args.record),
+                ("--prometheus", args.prometheus),
+                ("--otlp-endpoint", args.otlp_endpoint),
+            )
+            if on
+        ]
         if given:
-            raise InvalidConfigError(f"--telemetry off forwards telemetry untouched: {', '.join(given)} would "
-                                     "receive nothing (use auto, terminate or tap)")
+            raise InvalidConfigError(
+                f"--telemetry off forwards telemetry untouched: {', '.join(given)} would "
+                "receive nothing (use auto, terminate or tap)"
+            )
     broker, watcher = build_broker(args)
     recorder = recorder_of(args)
     sinks = add_sinks(args, broker, recorder)
-    proxy = TelemetryProxy(args.upstream, broker, args.host, args.port, broker_port_base=args.broker_port_base,
-                           broker_ports=parse_broker_ports(args.broker_ports) if args.broker_ports else None,
-                           advertised_host=args.advertised_host, telemetry=args.telemetry,
-                           recorder=recorder, ssl=server_tls(args), upstream_ssl=upstream_tls(args),
-                           max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
-                           connect_timeout_s=args.connect_timeout, max_frame_bytes=args.max_frame_bytes,
-                           max_buffered_bytes=args.max_buffered_bytes, summary_interval_s=args.summary_interval)
+    proxy = TelemetryProxy(
+        args.upstream,
+        broker,
+        args.host,
+        args.port,
+        broker_port_base=args.broker_port_base,
+        broker_ports=parse_broker_ports(args.broker_ports) if args.broker_ports else None,
+        advertised_host=args.advertised_host,
+        telemetry=args.telemetry,
+        recorder=recorder,
+        ssl=server_tls(args),
+        upstream_ssl=upstream_tls(args),
+        max_connections=args.max_connections,
+        idle_timeout_s=args.idle_timeout,
+        connect_timeout_s=args.connect_timeout,
+        max_frame_bytes=args.max_frame_bytes,
+        max_buffered_bytes=args.max_buffered_bytes,
+        summary_interval_s=args.summary_interval,
+    )
     run_endpoint(proxy, args, watcher, sinks)  # the final summary is the proxy's "event=stopped" log line
     return 0

@@ -10,26 +10,37 @@ import sys
 
 from .._extras import require
 from ..spark.report import ReportOptions, options_from
-from ._text import plain
 from ..spark.report import report as build_report
+from ._text import plain
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``kip714 report``."""
     p.description = plain(sys.modules["kip714.spark.report"].__doc__)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("source", metavar="RECORDING_OR_POINTS",
-                   help="a kip714 serve --record folder, or a kip714 pipeline output folder (points/, errors/)")
-    p.add_argument("--out", default="kip714-report",
-                   help="where report.html, conformance.json, insights.json, summary.txt and tables/ go "
-                        "(default kip714-report)")
+    p.add_argument(
+        "source",
+        metavar="RECORDING_OR_POINTS",
+        help="a kip714 serve --record folder, or a kip714 pipeline output folder (points/, errors/)",
+    )
+    p.add_argument(
+        "--out",
+        default="kip714-report",
+        help="where report.html, conformance.json, insights.json, summary.txt and tables/ go (default kip714-report)",
+    )
     p.add_argument("--master", help="Spark master URL (default local[*], or the one spark-submit gives)")
     p.add_argument("--closed", help="a _closed folder of connection-closed rows to use (default: the recording's)")
     g = p.add_argument_group("thresholds (see kip714.spark.report.ReportOptions)")
     defaults = ReportOptions()
     for f in dataclasses.fields(ReportOptions):
-        g.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(getattr(defaults, f.name)),
-                       default=None, metavar="N", help=f"default {getattr(defaults, f.name)}")
+        g.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=type(getattr(defaults, f.name)),
+            default=None,
+            metavar="N",
+            help=f"default {getattr(defaults, f.name)}",
+        )
     p.add_argument("--json", action="store_true", help="print conformance and insights as JSON instead of the summary")
 
 
@@ -40,15 +51,21 @@ def run(args) -> int:
 
     require("spark", "this command")
     if "://" not in args.source and not (pathlib.Path(args.source) / "points").is_dir():
-        recording_paths(args.source)     # a missing or empty input says so before Spark starts
+        recording_paths(args.source)  # a missing or empty input says so before Spark starts
     spark = local_session(args.master, app_name="kip714-report")
     rep = build_report(args.source, spark, options=options_from(args), closed=args.closed)
     data = rep.write(args.out)
     if args.json:
         from ..spark.report_html import CONFORMANCE_FIELDS, INSIGHT_FIELDS
 
-        print(json.dumps({"conformance": [{k: r[k] for k in CONFORMANCE_FIELDS} for r in data["conformance"]],
-                          "insights": [{k: r[k] for k in INSIGHT_FIELDS} for r in data["insights"]]}))
+        print(
+            json.dumps(
+                {
+                    "conformance": [{k: r[k] for k in CONFORMANCE_FIELDS} for r in data["conformance"]],
+                    "insights": [{k: r[k] for k in INSIGHT_FIELDS} for r in data["insights"]],
+                }
+            )
+        )
     else:
         print(data["summary"])
     sys.stdout.flush()

@@ -1,7 +1,8 @@
 """``kip714 serve``: a KIP-714 telemetry endpoint real clients push to (not a Kafka broker).
 
 Also the option groups ``serve`` and ``proxy`` share (subscriptions, recording, client-side TLS, limits,
-running; the exporters' are in :mod:`._sinks`) and the helpers that turn them into a broker, a TLS context and a running endpoint."""
+running; the exporters' are in :mod:`._sinks`) and the helpers that turn them into a broker, a TLS context
+and a running endpoint."""
 
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ import signal
 import ssl
 from typing import Any
 
-from .._enums import (COMPRESSION_NAMES, DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_MAX_BUFFERED_BYTES,
-                      DEFAULT_TELEMETRY_MAX_BYTES, INSTANCE_CACHE_MAX_SIZE, SERVE_FRAME_HEADROOM,
-                      compression_type_from_name, serve_max_frame_bytes)
+from .._enums import (
+    COMPRESSION_NAMES,
+    DEFAULT_ACCEPTED_COMPRESSION_TYPES,
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_TELEMETRY_MAX_BYTES,
+    INSTANCE_CACHE_MAX_SIZE,
+    SERVE_FRAME_HEADROOM,
+    compression_type_from_name,
+    serve_max_frame_bytes,
+)
 from .._extras import available, require
 from .._units import DURATION_HELP, duration, format_duration, format_size, size
 from ..broker import SubscriptionRegistry, TelemetryBroker
@@ -36,91 +44,175 @@ def add_subscription_options(p, default_name: str) -> None:
     """The subscription and broker options (kafka-client-metrics.sh's, plus the broker's settings)."""
     g = p.add_argument_group("subscriptions (as kafka-client-metrics.sh sets them)")
     g.add_argument("--metrics", help="metric-name prefixes of a subscription, comma separated ('*' for all)")
-    g.add_argument("--interval-ms", type=int, help="push interval of that subscription in ms, 100-3600000 (default 300000, Kafka's)")
+    g.add_argument(
+        "--interval-ms",
+        type=int,
+        help="push interval of that subscription in ms, 100-3600000 (default 300000, Kafka's)",
+    )
     g.add_argument("--match", help="selectors of that subscription, e.g. client_software_name=apache-kafka-java")
-    g.add_argument("--subscription-name", default=default_name, help=f"name of that subscription (default {default_name})")
-    g.add_argument("--config", help="subscriptions file (JSON when it starts with '{', else lines 'NAME metrics=[..],interval.ms=..,match=[..]'); "
-                                    "reloaded on change, which bumps SubscriptionIds like Kafka; a version with any invalid "
-                                    "entry changes nothing (the last good one keeps serving, the error is logged once)")
-    g.add_argument("--accepted-compression", default=_ACCEPTED,
-                   help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})")
-    g.add_argument("--telemetry-max-bytes", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
-                   help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})")
-    g.add_argument("--max-instances", type=int, default=INSTANCE_CACHE_MAX_SIZE,
-                   help=f"client instances kept (LRU; default {INSTANCE_CACHE_MAX_SIZE})")
-    g.add_argument("--jdk", type=int, default=17,
-                   help="the Java version of the brokers to agree with on SubscriptionIds (their HashSet order "
-                        "changed in JDK 19): e.g. 11, 17 or 21 (default 17)")
-    g.add_argument("--record", metavar="DIR", help="record every push (accepted or not) as Parquet files in DIR "
-                                                   "(the input of 'kip714 pipeline' and kip714.spark)")
-    g.add_argument("--record-roll-bytes", type=size, default=ROLL_BYTES, metavar="SIZE",
-                   help=f"start a new recording file when the current one reaches this size "
-                        f"(default {format_size(ROLL_BYTES)})")
-    g.add_argument("--record-roll-interval", type=duration, default=ROLL_INTERVAL_S, metavar="DURATION",
-                   help=f"start a new recording file after this long (default {format_duration(ROLL_INTERVAL_S)}); "
-                        "rows reach the disk every second either way, in DIR/_open/ until the file rolls")
-    g.add_argument("--record-sync", action="store_true",
-                   help="answer a push only once its row is durably on disk (group commit: the rows that arrive "
-                        "while one commit is written form the next; each part and the folders fsync'd), so a "
-                        "crash or kill -9 loses no push a client was told was accepted. Costs throughput when few "
-                        "pushes are in flight (measured: 1270 vs 3460 pushes/s with 32 in flight, 7670 vs 8850 "
-                        "with 512, ~20 ms more latency; kip714 bench --only record). A failed write closes the client's connection "
-                        "instead of answering. Default off: rows are written every second, not fsync'd, and a "
-                        "kill -9 loses up to that second")
+    g.add_argument(
+        "--subscription-name", default=default_name, help=f"name of that subscription (default {default_name})"
+    )
+    g.add_argument(
+        "--config",
+        help="subscriptions file (JSON when it starts with '{', else lines "
+        "'NAME metrics=[..],interval.ms=..,match=[..]'); "
+        "reloaded on change, which bumps SubscriptionIds like Kafka; a version with any invalid "
+        "entry changes nothing (the last good one keeps serving, the error is logged once)",
+    )
+    g.add_argument(
+        "--accepted-compression",
+        default=_ACCEPTED,
+        help=f"AcceptedCompressionTypes in preference order (default {_ACCEPTED})",
+    )
+    g.add_argument(
+        "--telemetry-max-bytes",
+        type=size,
+        default=DEFAULT_TELEMETRY_MAX_BYTES,
+        help=f"telemetry.max.bytes (default {DEFAULT_TELEMETRY_MAX_BYTES})",
+    )
+    g.add_argument(
+        "--max-instances",
+        type=int,
+        default=INSTANCE_CACHE_MAX_SIZE,
+        help=f"client instances kept (LRU; default {INSTANCE_CACHE_MAX_SIZE})",
+    )
+    g.add_argument(
+        "--jdk",
+        type=int,
+        default=17,
+        help="the Java version of the brokers to agree with on SubscriptionIds (their HashSet order "
+        "changed in JDK 19): e.g. 11, 17 or 21 (default 17)",
+    )
+    g.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record every push (accepted or not) as Parquet files in DIR "
+        "(the input of 'kip714 pipeline' and kip714.spark)",
+    )
+    g.add_argument(
+        "--record-roll-bytes",
+        type=size,
+        default=ROLL_BYTES,
+        metavar="SIZE",
+        help=f"start a new recording file when the current one reaches this size (default {format_size(ROLL_BYTES)})",
+    )
+    g.add_argument(
+        "--record-roll-interval",
+        type=duration,
+        default=ROLL_INTERVAL_S,
+        metavar="DURATION",
+        help=f"start a new recording file after this long (default {format_duration(ROLL_INTERVAL_S)}); "
+        "rows reach the disk every second either way, in DIR/_open/ until the file rolls",
+    )
+    g.add_argument(
+        "--record-sync",
+        action="store_true",
+        help="answer a push only once its row is durably on disk (group commit: the rows that arrive "
+        "while one commit is written form the next; each part and the folders fsync'd), so a "
+        "crash or kill -9 loses no push a client was told was accepted. Costs throughput when few "
+        "pushes are in flight (measured: 1270 vs 3460 pushes/s with 32 in flight, 7670 vs 8850 "
+        "with 512, ~20 ms more latency; kip714 bench --only record). A failed write closes the client's connection "
+        "instead of answering. Default off: rows are written every second, not fsync'd, and a "
+        "kill -9 loses up to that second",
+    )
 
 
 def add_tls_options(p) -> None:
     """Client-side TLS: clients connect with ``security.protocol=SSL``."""
     g = p.add_argument_group("TLS toward clients")
-    g.add_argument("--tls-cert", metavar="PEM", help="certificate chain (PEM): take TLS connections only "
-                                                     "(clients use security.protocol=SSL)")
+    g.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        help="certificate chain (PEM): take TLS connections only (clients use security.protocol=SSL)",
+    )
     g.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert (PEM; default: inside --tls-cert)")
 
 
 def add_run_options(p, proxy: bool = False) -> None:
     """Limits, logging and how long to run (``proxy``: its frame limit is Kafka's, it forwards any request)."""
     g = p.add_argument_group("limits and running")
-    g.add_argument("--max-connections", type=int, default=10000, help="client connections (more are refused; "
-                                                                       "default 10000)")
-    g.add_argument("--idle-timeout", type=duration, default=600.0, metavar="DURATION",
-                   help="close a connection with no complete request for this long (default 10m)")
+    g.add_argument(
+        "--max-connections", type=int, default=10000, help="client connections (more are refused; default 10000)"
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=duration,
+        default=600.0,
+        metavar="DURATION",
+        help="close a connection with no complete request for this long (default 10m)",
+    )
     if proxy:
-        g.add_argument("--max-frame-bytes", type=size, default=DEFAULT_MAX_FRAME_BYTES, metavar="SIZE",
-                       help="largest request/response frame; a larger size prefix closes the connection before "
-                            f"anything is buffered (default {format_size(DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
-                            "socket.request.max.bytes)")
+        g.add_argument(
+            "--max-frame-bytes",
+            type=size,
+            default=DEFAULT_MAX_FRAME_BYTES,
+            metavar="SIZE",
+            help="largest request/response frame; a larger size prefix closes the connection before "
+            f"anything is buffered (default {format_size(DEFAULT_MAX_FRAME_BYTES)}, Kafka's "
+            "socket.request.max.bytes)",
+        )
     else:
-        g.add_argument("--max-frame-bytes", type=size, metavar="SIZE",
-                       help="largest request frame; a larger size prefix closes the connection before anything "
-                            "is buffered, as Kafka does (default --telemetry-max-bytes + "
-                            f"{format_size(SERVE_FRAME_HEADROOM)}, i.e. "
-                            f"{format_size(serve_max_frame_bytes(DEFAULT_TELEMETRY_MAX_BYTES))} by default: "
-                            "what ApiVersions, Metadata and the telemetry requests can need)")
+        g.add_argument(
+            "--max-frame-bytes",
+            type=size,
+            metavar="SIZE",
+            help="largest request frame; a larger size prefix closes the connection before anything "
+            "is buffered, as Kafka does (default --telemetry-max-bytes + "
+            f"{format_size(SERVE_FRAME_HEADROOM)}, i.e. "
+            f"{format_size(serve_max_frame_bytes(DEFAULT_TELEMETRY_MAX_BYTES))} by default: "
+            "what ApiVersions, Metadata and the telemetry requests can need)",
+        )
     captured = "telemetry, ApiVersions and SASL requests the proxy reads whole" if proxy else "requests"
-    g.add_argument("--max-buffered-bytes", type=size, default=DEFAULT_MAX_BUFFERED_BYTES, metavar="SIZE",
-                   help=f"bytes held in unfinished {captured} across all connections; over it the connections "
-                        "holding the most are closed (counted as dropped_memory_budget), so resident memory "
-                        "stays within about this much above the baseline "
-                        f"(default {format_size(DEFAULT_MAX_BUFFERED_BYTES)})")
-    g.add_argument("--summary-interval", type=duration, default=10.0, metavar="DURATION",
-                   help="time between summary log lines, 0 for none (default 10s)")
-    g.add_argument("--duration", type=duration, metavar="DURATION",
-                   help=f"stop after this long ({DURATION_HELP}; default: run until SIGINT/SIGTERM)")
-    g.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                   help="log lines on stderr at this level and above (default info)")
-    g.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
-                   help="event loop: uvloop (libuv; its transports move bytes with less CPU per request) or "
-                        "asyncio's own; auto (default) takes uvloop when it is installed (pip install "
-                        "'kip714[fast]')")
+    g.add_argument(
+        "--max-buffered-bytes",
+        type=size,
+        default=DEFAULT_MAX_BUFFERED_BYTES,
+        metavar="SIZE",
+        help=f"bytes held in unfinished {captured} across all connections; over it the connections "
+        "holding the most are closed (counted as dropped_memory_budget), so resident memory "
+        "stays within about this much above the baseline "
+        f"(default {format_size(DEFAULT_MAX_BUFFERED_BYTES)})",
+    )
+    g.add_argument(
+        "--summary-interval",
+        type=duration,
+        default=10.0,
+        metavar="DURATION",
+        help="time between summary log lines, 0 for none (default 10s)",
+    )
+    g.add_argument(
+        "--duration",
+        type=duration,
+        metavar="DURATION",
+        help=f"stop after this long ({DURATION_HELP}; default: run until SIGINT/SIGTERM)",
+    )
+    g.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines on stderr at this level and above (default info)",
+    )
+    g.add_argument(
+        "--loop",
+        default="auto",
+        choices=["auto", "asyncio", "uvloop"],
+        help="event loop: uvloop (libuv; its transports move bytes with less CPU per request) or "
+        "asyncio's own; auto (default) takes uvloop when it is installed (pip install "
+        "'kip714[fast]')",
+    )
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``kip714 serve``."""
-    p.description = ("A KIP-714 telemetry endpoint: answers ApiVersions, Metadata (itself as the only broker, "
-                     "no topics), GetTelemetrySubscriptions and PushTelemetry exactly as Apache Kafka 4.1+ does. "
-                     "It is not a Kafka broker: use it to collect client telemetry or to test a client's KIP-714 "
-                     "support. Subscription options follow kafka-client-metrics.sh. Without --metrics, --match, "
-                     "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
-                     "one and never push: serve says so at start-up.")
+    p.description = (
+        "A KIP-714 telemetry endpoint: answers ApiVersions, Metadata (itself as the only broker, "
+        "no topics), GetTelemetrySubscriptions and PushTelemetry exactly as Apache Kafka 4.1+ does. "
+        "It is not a Kafka broker: use it to collect client telemetry or to test a client's KIP-714 "
+        "support. Subscription options follow kafka-client-metrics.sh. Without --metrics, --match, "
+        "--interval-ms or --config there is no subscription, so clients (as with Kafka) get an empty "
+        "one and never push: serve says so at start-up."
+    )
     p.add_argument("--host", type=host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=port, default=9092, help="port to listen on (default 9092; 0 picks a free one)")
     p.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
@@ -133,8 +225,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(args: Any) -> None:
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
 
 
 def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, SubscriptionFileWatcher | None]:
@@ -149,9 +242,13 @@ def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, Subscrip
             cfg["match"] = args.match
         registry.set(args.subscription_name, cfg)
     accepted = [compression_type_from_name(c) for c in args.accepted_compression.split(",") if c.strip()]
-    broker = TelemetryBroker(registry, telemetry_max_bytes=args.telemetry_max_bytes,
-                             accepted_compression_types=accepted, max_instances=args.max_instances,
-                             node_id=node_id)
+    broker = TelemetryBroker(
+        registry,
+        telemetry_max_bytes=args.telemetry_max_bytes,
+        accepted_compression_types=accepted,
+        max_instances=args.max_instances,
+        node_id=node_id,
+    )
     return broker, watcher
 
 
@@ -160,8 +257,9 @@ def recorder_of(args: Any) -> ParquetRecorder | None:
         if getattr(args, "record_sync", False):
             raise InvalidConfigError("--record-sync needs --record DIR")
         return None
-    return ParquetRecorder(args.record, roll_bytes=args.record_roll_bytes, roll_interval_s=args.record_roll_interval,
-                           sync=args.record_sync)
+    return ParquetRecorder(
+        args.record, roll_bytes=args.record_roll_bytes, roll_interval_s=args.record_roll_interval, sync=args.record_sync
+    )
 
 
 def add_sinks(args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None) -> list[Any]:
@@ -258,11 +356,19 @@ def run(args: Any) -> int:
     warn_if_no_subscription(broker)
     recorder = recorder_of(args)
     sinks = add_sinks(args, broker, recorder)
-    server = TelemetryServer(broker, args.host, args.port, advertised_host=args.advertised_host,
-                             advertised_port=args.advertised_port, recorder=recorder,
-                             max_connections=args.max_connections, idle_timeout_s=args.idle_timeout,
-                             max_frame_bytes=args.max_frame_bytes, max_buffered_bytes=args.max_buffered_bytes,
-                             summary_interval_s=args.summary_interval,
-                             ssl=server_tls(args))
+    server = TelemetryServer(
+        broker,
+        args.host,
+        args.port,
+        advertised_host=args.advertised_host,
+        advertised_port=args.advertised_port,
+        recorder=recorder,
+        max_connections=args.max_connections,
+        idle_timeout_s=args.idle_timeout,
+        max_frame_bytes=args.max_frame_bytes,
+        max_buffered_bytes=args.max_buffered_bytes,
+        summary_interval_s=args.summary_interval,
+        ssl=server_tls(args),
+    )
     run_endpoint(server, args, watcher, sinks)  # the final summary is the server's "event=stopped" log line
     return 0

@@ -8,9 +8,9 @@ import os
 import sys
 
 from .._enums import INSTANCE_CACHE_MAX_SIZE
+from .._units import DURATION_HELP, duration
 from ..broker import SubscriptionRegistry, TelemetryBroker
 from ..tools.simulate import CODECS, SOFTWARE_PRESETS, Fleet, FleetStats
-from .._units import DURATION_HELP, duration
 from ._args import node_id
 
 
@@ -20,29 +20,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Simulate producers and consumers (Java and/or librdkafka style) pushing KIP-714 telemetry. "
         "By default the fleet runs in-process against a TelemetryBroker on a simulated clock "
         "(hours of telemetry in seconds); --connect drives it over TCP against a kip714 serve "
-        "endpoint in real time.")
+        "endpoint in real time."
+    )
     p.add_argument("--producers", type=int, default=10, help="simulated producers (default 10)")
     p.add_argument("--consumers", type=int, default=10, help="simulated consumers (default 10)")
-    p.add_argument("--duration", type=duration, default=600.0, metavar="DURATION",
-                   help=f"how long: simulated time in-process, real time with --connect ({DURATION_HELP}; "
-                        "default 10m)")
-    p.add_argument("--interval-ms", type=int, default=1000,
-                   help="push interval of the in-process subscription (default 1000; with --connect the "
-                        "server's subscriptions apply)")
-    p.add_argument("--metrics", default="*", help="metrics of the in-process subscription: '*' or "
-                                                  "comma-separated prefixes (default '*')")
-    p.add_argument("--codec", default="zstd", choices=sorted(CODECS) + ["mixed", "any"],
-                   help="compression the clients use (mixed: each client picks one; any: the broker's "
-                        "preference; default zstd)")
-    p.add_argument("--software", default="java", choices=sorted(SOFTWARE_PRESETS),
-                   help="client software: Java clients, librdkafka clients, or a mix (default java)")
+    p.add_argument(
+        "--duration",
+        type=duration,
+        default=600.0,
+        metavar="DURATION",
+        help=f"how long: simulated time in-process, real time with --connect ({DURATION_HELP}; default 10m)",
+    )
+    p.add_argument(
+        "--interval-ms",
+        type=int,
+        default=1000,
+        help="push interval of the in-process subscription (default 1000; with --connect the "
+        "server's subscriptions apply)",
+    )
+    p.add_argument(
+        "--metrics",
+        default="*",
+        help="metrics of the in-process subscription: '*' or comma-separated prefixes (default '*')",
+    )
+    p.add_argument(
+        "--codec",
+        default="zstd",
+        choices=sorted(CODECS) + ["mixed", "any"],
+        help="compression the clients use (mixed: each client picks one; any: the broker's preference; default zstd)",
+    )
+    p.add_argument(
+        "--software",
+        default="java",
+        choices=sorted(SOFTWARE_PRESETS),
+        help="client software: Java clients, librdkafka clients, or a mix (default java)",
+    )
     p.add_argument("--brokers", type=int, default=3, help="broker node ids the clients talk to (default 3)")
     p.add_argument("--cumulative", action="store_true", help="in-process broker asks for cumulative temporality")
-    p.add_argument("--record", metavar="DIR",
-                   help="in-process: record every push as Parquet in DIR (the kip714 serve --record schema)")
-    p.add_argument("--connect", metavar="HOST:PORT",
-                   help="drive the fleet over TCP against this endpoint in real time (loopback only unless "
-                        "--allow-remote)")
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        help="in-process: record every push as Parquet in DIR (the kip714 serve --record schema)",
+    )
+    p.add_argument(
+        "--connect",
+        metavar="HOST:PORT",
+        help="drive the fleet over TCP against this endpoint in real time (loopback only unless --allow-remote)",
+    )
     p.add_argument("--allow-remote", action="store_true", help="allow --connect to a non-loopback address")
     p.add_argument("--step-ms", type=int, default=10, help="in-process poll granularity (default 10)")
     p.add_argument("--node-id", type=node_id, default=1, help="node id of the in-process broker (default 1)")
@@ -53,10 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``kip714 simulate``. Exit status 0, or 1 when no push was accepted or a protocol error
     (anything but throttling) was answered."""
-    duration_ms = int(round(args.duration * 1000))
+    duration_ms = round(args.duration * 1000)
     codec = None if args.codec == "any" else args.codec
-    fleet = Fleet(args.producers, args.consumers, seed=args.seed, brokers=args.brokers, software=args.software,
-                  codec=codec)
+    fleet = Fleet(
+        args.producers, args.consumers, seed=args.seed, brokers=args.brokers, software=args.software, codec=codec
+    )
     tty = sys.stderr.isatty()
 
     def progress(st: FleetStats) -> None:
@@ -69,21 +94,25 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not port.isdigit():
             raise ValueError(f"--connect takes HOST:PORT, not {args.connect!r}")
         host = host.strip("[]")
-        stats = fleet.run_tcp(host, int(port), duration_ms / 1000.0, allow_remote=args.allow_remote,
-                              progress=progress)
+        stats = fleet.run_tcp(host, int(port), duration_ms / 1000.0, allow_remote=args.allow_remote, progress=progress)
     else:
         registry = SubscriptionRegistry()
         registry.set("kip714-simulate", {"metrics": args.metrics, "interval.ms": str(args.interval_ms)})
-        broker = TelemetryBroker(registry, node_id=args.node_id, delta_temporality=not args.cumulative,
-                                 max_instances=max(INSTANCE_CACHE_MAX_SIZE, 2 * len(fleet)))
+        broker = TelemetryBroker(
+            registry,
+            node_id=args.node_id,
+            delta_temporality=not args.cumulative,
+            max_instances=max(INSTANCE_CACHE_MAX_SIZE, 2 * len(fleet)),
+        )
         recorder = None
         if args.record:
             from ..sinks import ParquetRecorder
 
             recorder = ParquetRecorder(args.record, flush_interval_s=5.0)
         try:
-            stats = fleet.run_in_process(broker, duration_ms, step_ms=args.step_ms, recorder=recorder,
-                                         progress=progress)
+            stats = fleet.run_in_process(
+                broker, duration_ms, step_ms=args.step_ms, recorder=recorder, progress=progress
+            )
         finally:
             if recorder is not None:
                 recorder.close()

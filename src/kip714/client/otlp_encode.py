@@ -45,6 +45,7 @@ Example::
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import math
 import numbers
@@ -60,11 +61,11 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 __all__ = [
     "LAYOUTS",
     "RESOURCE_ATTRIBUTE_KEYS",
+    "Gauge",
+    "Histogram",
     "MetricSelector",
     "MetricsCollector",
-    "Gauge",
     "Sum",
-    "Histogram",
 ]
 
 log = logging.getLogger(__name__)
@@ -255,8 +256,15 @@ class _Metric:
 
     kind = ""
 
-    def __init__(self, collector: MetricsCollector, name: str, attributes: tuple[tuple[str, Any], ...],
-                 description: str, unit: str, added_ns: int) -> None:
+    def __init__(
+        self,
+        collector: MetricsCollector,
+        name: str,
+        attributes: tuple[tuple[str, Any], ...],
+        description: str,
+        unit: str,
+        added_ns: int,
+    ) -> None:
         self._collector = collector
         self._lock = collector._lock
         self.name = name
@@ -281,8 +289,17 @@ class Gauge(_Metric):
 
     kind = "gauge"
 
-    def __init__(self, collector, name, attributes, description, unit, added_ns,
-                 value_fn: Callable[[], Any] | None, value_type: str | None) -> None:
+    def __init__(
+        self,
+        collector,
+        name,
+        attributes,
+        description,
+        unit,
+        added_ns,
+        value_fn: Callable[[], Any] | None,
+        value_type: str | None,
+    ) -> None:
         super().__init__(collector, name, attributes, description, unit, added_ns)
         self._value: Any = None
         self.value_fn = value_fn
@@ -308,8 +325,18 @@ class Sum(_Metric):
 
     kind = "sum"
 
-    def __init__(self, collector, name, attributes, description, unit, added_ns,
-                 value_fn: Callable[[], Any] | None, value_type: str | None, monotonic: bool) -> None:
+    def __init__(
+        self,
+        collector,
+        name,
+        attributes,
+        description,
+        unit,
+        added_ns,
+        value_fn: Callable[[], Any] | None,
+        value_type: str | None,
+        monotonic: bool,
+    ) -> None:
         super().__init__(collector, name, attributes, description, unit, added_ns)
         self._total: Any = None
         self.value_fn = value_fn
@@ -363,11 +390,10 @@ class Histogram(_Metric):
 
     kind = "histogram"
 
-    def __init__(self, collector, name, attributes, description, unit, added_ns,
-                 boundaries: Sequence[float]) -> None:
+    def __init__(self, collector, name, attributes, description, unit, added_ns, boundaries: Sequence[float]) -> None:
         super().__init__(collector, name, attributes, description, unit, added_ns)
         bounds = tuple(float(b) for b in boundaries)
-        if any(math.isnan(b) for b in bounds) or any(a >= b for a, b in zip(bounds, bounds[1:])):
+        if any(math.isnan(b) for b in bounds) or any(a >= b for a, b in itertools.pairwise(bounds)):
             raise ValueError("histogram boundaries must be strictly increasing numbers")
         self.boundaries = bounds
         self._counts = [0] * (len(bounds) + 1)
@@ -496,13 +522,24 @@ class MetricsCollector:
             else:
                 self._resource[key] = value
 
-    def set_resource(self, *, client_rack: str | None = None, transactional_id: str | None = None,
-                     group_id: str | None = None, group_instance_id: str | None = None,
-                     group_member_id: str | None = None) -> None:
+    def set_resource(
+        self,
+        *,
+        client_rack: str | None = None,
+        transactional_id: str | None = None,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        group_member_id: str | None = None,
+    ) -> None:
         """Set the Kafka client resource attributes; only the ones given (not ``None``) are set, in the
         Java client's key names and order. Existing other attributes are kept."""
-        given = dict(client_rack=client_rack, transactional_id=transactional_id, group_id=group_id,
-                     group_instance_id=group_instance_id, group_member_id=group_member_id)
+        given = {
+            "client_rack": client_rack,
+            "transactional_id": transactional_id,
+            "group_id": group_id,
+            "group_instance_id": group_instance_id,
+            "group_member_id": group_member_id,
+        }
         with self._lock:
             for key in RESOURCE_ATTRIBUTE_KEYS:
                 if given[key] is not None:
@@ -516,8 +553,16 @@ class MetricsCollector:
             raise ValueError("timestamps must be Unix-epoch nanoseconds in 0..2**64-1")
         return t - t % self.timestamp_resolution_ns
 
-    def _register(self, cls: type, name: str, attributes, kind_args: dict[str, Any],
-                  description: str, unit: str, added_ns: int | None) -> Any:
+    def _register(
+        self,
+        cls: type,
+        name: str,
+        attributes,
+        kind_args: dict[str, Any],
+        description: str,
+        unit: str,
+        added_ns: int | None,
+    ) -> Any:
         if not isinstance(name, str) or not name:
             raise ValueError("a metric needs a non-empty str name")
         items = _attr_items(attributes)
@@ -532,33 +577,64 @@ class MetricsCollector:
             self._metrics[ident] = metric
             return metric
 
-    def gauge(self, name: str, attributes: Mapping[str, Any] | None = None, *, description: str = "",
-              unit: str = "", value_fn: Callable[[], Any] | None = None, value_type: str | None = None,
-              added_ns: int | None = None) -> Gauge:
+    def gauge(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        description: str = "",
+        unit: str = "",
+        value_fn: Callable[[], Any] | None = None,
+        value_type: str | None = None,
+        added_ns: int | None = None,
+    ) -> Gauge:
         """The gauge ``name`` with these data-point attributes (created on first use)."""
         if value_type not in _VALUE_TYPES:
             raise ValueError(f"value types are {_VALUE_TYPES}")
-        return self._register(Gauge, name, attributes, dict(value_fn=value_fn, value_type=value_type),
-                              description, unit, added_ns)
+        return self._register(
+            Gauge, name, attributes, {"value_fn": value_fn, "value_type": value_type}, description, unit, added_ns
+        )
 
-    def counter(self, name: str, attributes: Mapping[str, Any] | None = None, *, monotonic: bool = True,
-                description: str = "", unit: str = "", value_fn: Callable[[], Any] | None = None,
-                value_type: str | None = ..., added_ns: int | None = None) -> Sum:  # type: ignore[assignment]
+    def counter(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        monotonic: bool = True,
+        description: str = "",
+        unit: str = "",
+        value_fn: Callable[[], Any] | None = None,
+        value_type: str | None = ...,
+        added_ns: int | None = None,
+    ) -> Sum:  # type: ignore[assignment]
         """The sum ``name`` with these attributes (created on first use). ``value_fn``, if given, returns the
         running total at collection time. ``value_type`` defaults to the collector's ``sum_value_type``."""
         if value_type is ...:
             value_type = self.sum_value_type
         if value_type not in _VALUE_TYPES:
             raise ValueError(f"value types are {_VALUE_TYPES}")
-        return self._register(Sum, name, attributes,
-                              dict(value_fn=value_fn, value_type=value_type, monotonic=monotonic),
-                              description, unit, added_ns)
+        return self._register(
+            Sum,
+            name,
+            attributes,
+            {"value_fn": value_fn, "value_type": value_type, "monotonic": monotonic},
+            description,
+            unit,
+            added_ns,
+        )
 
-    def histogram(self, name: str, boundaries: Sequence[float], attributes: Mapping[str, Any] | None = None,
-                  *, description: str = "", unit: str = "", added_ns: int | None = None) -> Histogram:
+    def histogram(
+        self,
+        name: str,
+        boundaries: Sequence[float],
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        description: str = "",
+        unit: str = "",
+        added_ns: int | None = None,
+    ) -> Histogram:
         """The explicit-bucket histogram ``name`` with these attributes (created on first use)."""
-        return self._register(Histogram, name, attributes, dict(boundaries=boundaries), description, unit,
-                              added_ns)
+        return self._register(Histogram, name, attributes, {"boundaries": boundaries}, description, unit, added_ns)
 
     def get(self, name: str, attributes: Mapping[str, Any] | None = None) -> _Metric | None:
         """The registered metric, or ``None``."""
@@ -586,14 +662,22 @@ class MetricsCollector:
 
     # -- collecting --------------------------------------------------------------------------------------
 
-    def collect(self, now_ns: int | None = None, delta: bool = True,
-                selector: MetricSelector | Callable[[str], bool] | None = None) -> bytes:
+    def collect(
+        self,
+        now_ns: int | None = None,
+        delta: bool = True,
+        selector: MetricSelector | Callable[[str], bool] | None = None,
+    ) -> bytes:
         """Serialized ``MetricsData`` for the metrics ``selector`` selects (default: all), at ``now_ns``
         (default: the clock). Delta collections move the delta baselines of the metrics they emit."""
         return self.collect_message(now_ns, delta, selector).SerializeToString()
 
-    def collect_message(self, now_ns: int | None = None, delta: bool = True,
-                        selector: MetricSelector | Callable[[str], bool] | None = None) -> Any:
+    def collect_message(
+        self,
+        now_ns: int | None = None,
+        delta: bool = True,
+        selector: MetricSelector | Callable[[str], bool] | None = None,
+    ) -> Any:
         """Like :meth:`collect` but returns the ``MetricsData`` message."""
         if selector is None:
             selector = MetricSelector.ALL

@@ -14,7 +14,8 @@
             send(kip714.encode_request(body, correlation_id, client_id))
     # when its response arrives:             telemetry.handle_response(response.body, now_ms)
     # when the request failed on the wire:   telemetry.handle_failed_request(now_ms, exc)
-    # on client close:                       telemetry.initiate_close(now_ms); ...send the last push...; telemetry.close()
+    # on client close:                       telemetry.initiate_close(now_ms); ...send the last push...;
+    #                                        telemetry.close()
 
 ``now_ms`` is the scheduling clock (any millisecond clock, monotonic is fine). The OTLP timestamps in the
 payload come from the collector's own wall clock.
@@ -47,21 +48,21 @@ from ..errors import InvalidConfigError
 from .otlp_encode import MetricSelector
 
 __all__ = [
+    "ALL_COMPRESSION_TYPES",
     "DEFAULT_PUSH_INTERVAL_MS",
     "INT_MAX",
     "LONG_MAX",
-    "ALL_COMPRESSION_TYPES",
-    "ClientTelemetryState",
-    "ClientTelemetrySubscription",
-    "ClientTelemetryStats",
     "ClientTelemetry",
+    "ClientTelemetryState",
+    "ClientTelemetryStats",
+    "ClientTelemetrySubscription",
     "TelemetryCollector",
     "accepted_compression_types",
     "choose_compression",
     "compress_payload",
     "error_interval_ms",
-    "validate_interval_ms",
     "push_jitter_ms",
+    "validate_interval_ms",
 ]
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def _compress_or_none(payload: bytes, ct: CompressionType, level: int | Mapping[
         from .._codec import compress
 
         return bytes(compress(payload, int(ct), _level_for(level, ct)))
-    except (InvalidConfigError, TypeError):   # the caller's configuration, not the codec
+    except (InvalidConfigError, TypeError):  # the caller's configuration, not the codec
         raise
     except Exception as exc:  # any codec failure (Java: IOException): the caller sends it uncompressed
         log.info("compressing the telemetry payload with %s failed (%s); sending it uncompressed", ct.name, exc)
@@ -230,7 +231,8 @@ _S = ClientTelemetryState
 _VALID_NEXT_STATES: dict[ClientTelemetryState, frozenset[ClientTelemetryState]] = {
     _S.SUBSCRIPTION_NEEDED: frozenset({_S.SUBSCRIPTION_IN_PROGRESS, _S.TERMINATED}),
     _S.SUBSCRIPTION_IN_PROGRESS: frozenset(
-        {_S.PUSH_NEEDED, _S.SUBSCRIPTION_NEEDED, _S.TERMINATING_PUSH_NEEDED, _S.TERMINATED}),
+        {_S.PUSH_NEEDED, _S.SUBSCRIPTION_NEEDED, _S.TERMINATING_PUSH_NEEDED, _S.TERMINATED}
+    ),
     _S.PUSH_NEEDED: frozenset({_S.PUSH_IN_PROGRESS, _S.SUBSCRIPTION_NEEDED, _S.TERMINATING_PUSH_NEEDED, _S.TERMINATED}),
     _S.PUSH_IN_PROGRESS: frozenset({_S.PUSH_NEEDED, _S.SUBSCRIPTION_NEEDED, _S.TERMINATING_PUSH_NEEDED, _S.TERMINATED}),
     _S.TERMINATING_PUSH_NEEDED: frozenset({_S.TERMINATING_PUSH_IN_PROGRESS, _S.TERMINATED}),
@@ -278,8 +280,9 @@ class ClientTelemetryStats:
 class TelemetryCollector(Protocol):
     """What :class:`ClientTelemetry` needs from a collector (:class:`kip714.MetricsCollector`)."""
 
-    def collect(self, now_ns: int | None = None, delta: bool = True,
-                selector: Any = None) -> bytes: ...  # pragma: no cover
+    def collect(
+        self, now_ns: int | None = None, delta: bool = True, selector: Any = None
+    ) -> bytes: ...  # pragma: no cover
 
     def reset(self) -> None: ...  # pragma: no cover
 
@@ -339,7 +342,7 @@ class ClientTelemetry:
         self.compression_level = compression_level
         from .._codec import compress
 
-        for ct in self.supported_compression:   # a level a codec does not take: refused now, not at a push
+        for ct in self.supported_compression:  # a level a codec does not take: refused now, not at a push
             level = _level_for(compression_level, ct)
             if ct != CompressionType.NONE and level is not None:
                 compress(b"", int(ct), level)
@@ -441,8 +444,11 @@ class ClientTelemetry:
             self.last_request_ms = now_ms
             return None
         try:
-            payload = b"" if self.collector is None else bytes(
-                self.collector.collect(now_ns=None, delta=sub.delta_temporality, selector=sub.selector))
+            payload = (
+                b""
+                if self.collector is None
+                else bytes(self.collector.collect(now_ns=None, delta=sub.delta_temporality, selector=sub.selector))
+            )
         except Exception:
             self.stats.payload_errors += 1
             log.warning("could not build the telemetry payload", exc_info=True)
@@ -452,7 +458,7 @@ class ClientTelemetry:
                 return None
             payload = b""
         ctype = choose_compression(sub.accepted_compression_types, self.supported_compression, len(payload))
-        data = _compress_or_none(payload, ctype, self.compression_level)   # before the state moves
+        data = _compress_or_none(payload, ctype, self.compression_level)  # before the state moves
         if not self._set_state(_S.TERMINATING_PUSH_IN_PROGRESS if terminating else _S.PUSH_IN_PROGRESS):
             return None
         if data is None:
@@ -466,15 +472,20 @@ class ClientTelemetry:
         st.by_compression[ctype.name] = st.by_compression.get(ctype.name, 0) + 1
         if 0 < sub.telemetry_max_bytes < len(data):
             st.oversized_pushes += 1  # sent anyway, like both real clients
-            log.warning("telemetry payload of %d bytes exceeds TelemetryMaxBytes %d", len(data),
-                        sub.telemetry_max_bytes)
-        return PushTelemetryRequest(client_instance_id=sub.client_instance_id, subscription_id=sub.subscription_id,
-                                    terminating=terminating, compression_type=int(ctype), metrics=data)
+            log.warning(
+                "telemetry payload of %d bytes exceeds TelemetryMaxBytes %d", len(data), sub.telemetry_max_bytes
+            )
+        return PushTelemetryRequest(
+            client_instance_id=sub.client_instance_id,
+            subscription_id=sub.subscription_id,
+            terminating=terminating,
+            compression_type=int(ctype),
+            metrics=data,
+        )
 
     # -- responses -----------------------------------------------------------------------------------------
 
-    def handle_response(self, response: GetTelemetrySubscriptionsResponse | PushTelemetryResponse,
-                        now_ms: int) -> None:
+    def handle_response(self, response: GetTelemetrySubscriptionsResponse | PushTelemetryResponse, now_ms: int) -> None:
         """Apply a GetTelemetrySubscriptions or PushTelemetry response body (or a decoded
         :class:`kip714.wire.Response` holding one)."""
         if isinstance(response, Response):
@@ -529,8 +540,9 @@ class ClientTelemetry:
         )
         old = self.subscription
         if old is not None and old.client_instance_id != new.client_instance_id:
-            log.info("client telemetry instance id changed from %s to %s", old.client_instance_id,
-                     new.client_instance_id)
+            log.info(
+                "client telemetry instance id changed from %s to %s", old.client_instance_id, new.client_instance_id
+            )
         if old is not None and old.delta_temporality != new.delta_temporality and self.collector is not None:
             self.collector.reset()
         self.subscription = new
@@ -600,5 +612,7 @@ class ClientTelemetry:
             self._set_state(_S.TERMINATED)
 
     def __repr__(self) -> str:
-        return (f"<ClientTelemetry {self.state.name} enabled={self.enabled} "
-                f"instance={self.client_instance_id} interval_ms={self.interval_ms}>")
+        return (
+            f"<ClientTelemetry {self.state.name} enabled={self.enabled} "
+            f"instance={self.client_instance_id} interval_ms={self.interval_ms}>"
+        )

@@ -24,7 +24,23 @@ from .scenarios import SCENARIO_IDS, SCENARIOS, Scenario, Timing, Verdict
 from .trace import ConnectionEvent, Exchange, Trace
 
 __all__ = [
-    "BUILTIN_CLIENTS", "DEFAULT_INTERVAL_MS", "DEFAULT_STARTUP_S", "SCENARIOS", "SCENARIO_IDS", "Client",
-    "ConnectionEvent", "Directive", "Exchange", "LabCluster", "Result", "Scenario", "Timing", "Trace", "Verdict",
-    "exit_status", "run", "run_async", "table",
+    "BUILTIN_CLIENTS",
+    "DEFAULT_INTERVAL_MS",
+    "DEFAULT_STARTUP_S",
+    "SCENARIOS",
+    "SCENARIO_IDS",
+    "Client",
+    "ConnectionEvent",
+    "Directive",
+    "Exchange",
+    "LabCluster",
+    "Result",
+    "Scenario",
+    "Timing",
+    "Trace",
+    "Verdict",
+    "exit_status",
+    "run",
+    "run_async",
+    "table",
 ]

@@ -61,6 +61,7 @@ def run_confluent(kind: str, bootstrap: str, seconds: float, extra: dict[str, An
 
 # ------------------------------------------------------------------------------------------ kip714-client
 
+
 class _Connection:
     """One blocking socket to one broker, requests answered in order."""
 
@@ -164,7 +165,7 @@ def run_kip714_client(bootstrap: str, seconds: float) -> None:
 
     conn: _Connection | None = None
     attempt = 0
-    while time.monotonic() < end:   # disabled telemetry: the client runs on, silent
+    while time.monotonic() < end:  # disabled telemetry: the client runs on, silent
         if conn is None:
             try:
                 conn = connect(attempt)

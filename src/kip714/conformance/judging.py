@@ -27,10 +27,31 @@ from .lab import Directive, LabCluster
 from .payload import Payload, read_payload
 from .trace import ConnectionEvent, Exchange, Trace
 
-__all__ = ["INVALID_RECORD", "INVALID_REQUEST", "NOMATCH_PREFIX", "SUBSCRIPTION", "THROTTLED", "TOO_LARGE",
-           "UNKNOWN_SUB", "UNSUPPORTED_COMPRESSION", "ZERO", "ChangesSubscription", "ClosesTelemetryConnection",
-           "Frame", "Scenario", "Timing", "Verdict", "fail", "frames_of", "kid", "ms", "na", "passed",
-           "previous_telemetry", "regular"]
+__all__ = [
+    "INVALID_RECORD",
+    "INVALID_REQUEST",
+    "NOMATCH_PREFIX",
+    "SUBSCRIPTION",
+    "THROTTLED",
+    "TOO_LARGE",
+    "UNKNOWN_SUB",
+    "UNSUPPORTED_COMPRESSION",
+    "ZERO",
+    "ChangesSubscription",
+    "ClosesTelemetryConnection",
+    "Frame",
+    "Scenario",
+    "Timing",
+    "Verdict",
+    "fail",
+    "frames_of",
+    "kid",
+    "ms",
+    "na",
+    "passed",
+    "previous_telemetry",
+    "regular",
+]
 
 ZERO = uuid.UUID(int=0)
 SUBSCRIPTION = "kip714-conformance"
@@ -87,8 +108,10 @@ class Timing:
         return self.interval - self.eps, 1.5 * self.interval + self.late
 
     def describe(self) -> str:
-        return (f"PushIntervalMs {self.interval_ms}: ε {self.eps * 1000:.0f} ms, late {self.late * 1000:.0f} ms, "
-                f"immediately = within {self.immediate * 1000:.0f} ms")
+        return (
+            f"PushIntervalMs {self.interval_ms}: ε {self.eps * 1000:.0f} ms, late {self.late * 1000:.0f} ms, "
+            f"immediately = within {self.immediate * 1000:.0f} ms"
+        )
 
 
 def ms(seconds: float) -> str:
@@ -109,7 +132,7 @@ def first_name_prefix(names: Sequence[str]) -> str:
         cut = name.rfind(".")
         if cut <= 0:
             continue
-        prefix = name[:cut + 1]
+        prefix = name[: cut + 1]
         count = sum(1 for n in names if n.startswith(prefix))
         if count < len(names) and count > best_count:
             best, best_count = prefix, count
@@ -166,9 +189,12 @@ class Scenario:
         could not see ``what``."""
         end = trace.client_end
         if end is not None and end - since < need:
-            return Verdict("error", f"the client stopped {ms(end - since)} after {what}; the scenario needs "
-                                    f"{ms(need)} to judge (it started too late for its {{seconds}}, or does not "
-                                    "run for {seconds})")
+            return Verdict(
+                "error",
+                f"the client stopped {ms(end - since)} after {what}; the scenario needs "
+                f"{ms(need)} to judge (it started too late for its {{seconds}}, or does not "
+                "run for {seconds})",
+            )
         return None
 
     def cadence(self, trace: Trace, pushes: Sequence[Exchange], first: bool = True) -> list[str]:
@@ -186,13 +212,17 @@ class Scenario:
             gap = p.t_rx - prev.answered_at
             if prev.is_get:
                 if first and not lo1 <= gap <= hi1:
-                    problems.append(f"the first push after the Get answered at {ms(prev.answered_at)} came "
-                                    f"{ms(gap)} after it; KIP-714 asks for 0.5–1.5 × PushIntervalMs "
-                                    f"(the lab allows {ms(lo1)}–{ms(hi1)})")
+                    problems.append(
+                        f"the first push after the Get answered at {ms(prev.answered_at)} came "
+                        f"{ms(gap)} after it; KIP-714 asks for 0.5–1.5 × PushIntervalMs "
+                        f"(the lab allows {ms(lo1)}–{ms(hi1)})"
+                    )
             elif prev.is_push and not prev.request.get("terminating") and not lo <= gap <= hi:
-                problems.append(f"push at {ms(p.t_rx)} came {ms(gap)} after the previous push was answered; "
-                                f"the interval is {ms(self.timing.interval)} (the lab allows "
-                                f"{ms(lo)}–{ms(hi)})")
+                problems.append(
+                    f"push at {ms(p.t_rx)} came {ms(gap)} after the previous push was answered; "
+                    f"the interval is {ms(self.timing.interval)} (the lab allows "
+                    f"{ms(lo)}–{ms(hi)})"
+                )
         return problems
 
 
@@ -249,11 +279,17 @@ class ClosesTelemetryConnection(Scenario):
         self.closed_conn: int | None = None
 
     def on_telemetry(self, lab: LabCluster, exchange: Exchange, response: Any) -> Directive | None:
-        if (self.closed_conn is None and exchange.is_push and response.error_code == 0
-                and not exchange.request.get("terminating")):
+        if (
+            self.closed_conn is None
+            and exchange.is_push
+            and response.error_code == 0
+            and not exchange.request.get("terminating")
+        ):
             self.closed_conn = exchange.conn
-            return Directive(close_after_s=self.CLOSE_AFTER_S,
-                             note=f"the lab closes this connection {ms(self.CLOSE_AFTER_S)} after the answer")
+            return Directive(
+                close_after_s=self.CLOSE_AFTER_S,
+                note=f"the lab closes this connection {ms(self.CLOSE_AFTER_S)} after the answer",
+            )
         return None
 
     def close_event(self, trace: Trace) -> ConnectionEvent | None:
@@ -278,8 +314,12 @@ class ChangesSubscription(Scenario):
         self.switched_at: float | None = None
 
     def on_telemetry(self, lab: LabCluster, exchange: Exchange, response: Any) -> Directive | None:
-        if (self.prefix is None and exchange.is_push and response.error_code == 0
-                and not exchange.request.get("terminating")):
+        if (
+            self.prefix is None
+            and exchange.is_push
+            and response.error_code == 0
+            and not exchange.request.get("terminating")
+        ):
             names = self.payload(exchange).names
             if not names:
                 return None

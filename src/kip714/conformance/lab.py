@@ -91,7 +91,7 @@ def _raw_push_fields(frame: bytes) -> tuple[int, uuid.UUID, dict[str, Any], bool
         (id_len,) = struct.unpack_from(">h", frame, pos)
         pos += 2 + max(0, id_len)
         pos += 1 + frame[pos]  # header tagged fields: a count (assumed < 128) of none
-        instance = uuid.UUID(bytes=bytes(frame[pos:pos + 16]))
+        instance = uuid.UUID(bytes=bytes(frame[pos : pos + 16]))
         pos += 16
         sub_id, terminating, ctype = struct.unpack_from(">i?b", frame, pos)
         pos += 6
@@ -103,8 +103,12 @@ def _raw_push_fields(frame: bytes) -> tuple[int, uuid.UUID, dict[str, Any], bool
             shift += 7
             if not byte & 0x80:
                 break
-        fields = {"client_instance_id": kafka_uuid_string(instance), "subscription_id": sub_id,
-                  "terminating": bool(terminating), "compression_type": ctype}
+        fields = {
+            "client_instance_id": kafka_uuid_string(instance),
+            "subscription_id": sub_id,
+            "terminating": bool(terminating),
+            "compression_type": ctype,
+        }
         return corr, instance, fields, length == 0
     except (struct.error, IndexError, ValueError):
         return None
@@ -112,20 +116,26 @@ def _raw_push_fields(frame: bytes) -> tuple[int, uuid.UUID, dict[str, Any], bool
 
 def _telemetry_fields(body: Any) -> dict[str, Any]:
     if type(body) is PushTelemetryRequest:
-        return {"client_instance_id": kafka_uuid_string(body.client_instance_id),
-                "subscription_id": body.subscription_id,
-                "terminating": bool(body.terminating), "compression_type": body.compression_type}
+        return {
+            "client_instance_id": kafka_uuid_string(body.client_instance_id),
+            "subscription_id": body.subscription_id,
+            "terminating": bool(body.terminating),
+            "compression_type": body.compression_type,
+        }
     return {"client_instance_id": kafka_uuid_string(body.client_instance_id)}
 
 
 def _answer_fields(response: Any) -> dict[str, Any]:
     if type(response) is GetTelemetrySubscriptionsResponse and response.error_code == 0:
-        return {"client_instance_id": kafka_uuid_string(response.client_instance_id),
-                "subscription_id": response.subscription_id,
-                "accepted_compression_types": list(response.accepted_compression_types),
-                "push_interval_ms": response.push_interval_ms, "telemetry_max_bytes": response.telemetry_max_bytes,
-                "delta_temporality": bool(response.delta_temporality),
-                "requested_metrics": list(response.requested_metrics)}
+        return {
+            "client_instance_id": kafka_uuid_string(response.client_instance_id),
+            "subscription_id": response.subscription_id,
+            "accepted_compression_types": list(response.accepted_compression_types),
+            "push_interval_ms": response.push_interval_ms,
+            "telemetry_max_bytes": response.telemetry_max_bytes,
+            "delta_temporality": bool(response.delta_temporality),
+            "requested_metrics": list(response.requested_metrics),
+        }
     return {}
 
 
@@ -175,8 +185,16 @@ class _LabConnection(FramedConnection):
 
     def _exchange(self, api_key: int, version: int, corr: int, client_id: str | None) -> Exchange:
         trace = self.lab.trace
-        ex = Exchange(seq=trace.next_seq(), conn=self.connection_id, node=self.node, api_key=api_key,
-                      api_version=version, correlation_id=corr, client_id=client_id, t_rx=trace.at(self.rx_ns))
+        ex = Exchange(
+            seq=trace.next_seq(),
+            conn=self.connection_id,
+            node=self.node,
+            api_key=api_key,
+            api_version=version,
+            correlation_id=corr,
+            client_id=client_id,
+            t_rx=trace.at(self.rx_ns),
+        )
         trace.events.append(ex)
         return ex
 
@@ -224,13 +242,16 @@ class _LabConnection(FramedConnection):
         elif type(body) is ApiVersionsRequest:
             error = self.identity.api_versions(body, version)
             if version >= 3:
-                ex.request = {"client_software_name": body.client_software_name,
-                              "client_software_version": body.client_software_version}
+                ex.request = {
+                    "client_software_name": body.client_software_name,
+                    "client_software_version": body.client_software_version,
+                }
                 if not error and self.lab.trace.software is None:
                     self.lab.trace.software = (body.client_software_name, body.client_software_version)
             ex.error_code = error
-            resp = ApiVersionsResponse(error_code=error,
-                                       api_keys=[ApiVersion(*a) for a in ADVERTISED_APIS] if not error else [])
+            resp = ApiVersionsResponse(
+                error_code=error, api_keys=[ApiVersion(*a) for a in ADVERTISED_APIS] if not error else []
+            )
             self._answer(ex, req.correlation_id, resp, version)
         elif type(body) is MetadataRequest:
             if version < 12 and any(t.name is None for t in body.topics or ()):
@@ -256,8 +277,11 @@ class _LabConnection(FramedConnection):
         if directive is not None:
             if directive.error_code is not None and directive.error_code != response.error_code:
                 said = response.error_code
-                response = (PushTelemetryResponse(0, directive.error_code) if type(body) is PushTelemetryRequest
-                            else GetTelemetrySubscriptionsResponse(0, directive.error_code))
+                response = (
+                    PushTelemetryResponse(0, directive.error_code)
+                    if type(body) is PushTelemetryRequest
+                    else GetTelemetrySubscriptionsResponse(0, directive.error_code)
+                )
                 instance = body.client_instance_id
                 if instance.int != 0 and lab.broker.instances.get_state(instance.bytes) is not None:
                     lab.broker.instances.set_last_error(instance.bytes, directive.error_code)
@@ -278,8 +302,14 @@ class LabCluster:
 
     ``ports``: the ports to bind (0: any free one); ``--listen`` gives fixed ones. Binds ``host`` only."""
 
-    def __init__(self, broker: TelemetryBroker, trace: Trace, script: Script, host: str = "127.0.0.1",
-                 ports: tuple[int, int] = (0, 0)) -> None:
+    def __init__(
+        self,
+        broker: TelemetryBroker,
+        trace: Trace,
+        script: Script,
+        host: str = "127.0.0.1",
+        ports: tuple[int, int] = (0, 0),
+    ) -> None:
         self.broker = broker
         self.trace = trace
         self.script = script
@@ -294,7 +324,7 @@ class LabCluster:
         self.stats = EndpointStats()
         self.budget = BufferBudget(64 * 1024 * 1024, self.stats)
         self.open_connections: set[_LabConnection] = set()
-        self.activity = asyncio.Event()   # set on every connection event (the listen mode waits on it)
+        self.activity = asyncio.Event()  # set on every connection event (the listen mode waits on it)
         self._servers: list[asyncio.AbstractServer] = []
 
     @property
@@ -334,13 +364,15 @@ class LabCluster:
             code = _UNKNOWN_TOPIC if t.name is not None else _UNKNOWN_TOPIC_ID
             topics.append(MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id))
         brokers = [MetadataResponseBroker(node, self.host, port, None) for node, port in zip(NODE_IDS, self.ports)]
-        return MetadataResponse(brokers=brokers, cluster_id="kip714-conformance-lab", controller_id=NODE_IDS[0],
-                                topics=topics)
+        return MetadataResponse(
+            brokers=brokers, cluster_id="kip714-conformance-lab", controller_id=NODE_IDS[0], topics=topics
+        )
 
     def opened(self, conn: _LabConnection) -> None:
         self.open_connections.add(conn)
-        self.trace.events.append(ConnectionEvent(self.trace.at(time.monotonic_ns()), conn.connection_id, conn.node,
-                                                 "open"))
+        self.trace.events.append(
+            ConnectionEvent(self.trace.at(time.monotonic_ns()), conn.connection_id, conn.node, "open")
+        )
         self.activity.set()
 
     def closed(self, conn: _LabConnection) -> None:
@@ -348,8 +380,11 @@ class LabCluster:
             return
         self.open_connections.discard(conn)
         by = "lab" if conn.closed_by_endpoint else "client"
-        self.trace.events.append(ConnectionEvent(self.trace.at(time.monotonic_ns()), conn.connection_id, conn.node,
-                                                 "close", by, conn.close_reason))
+        self.trace.events.append(
+            ConnectionEvent(
+                self.trace.at(time.monotonic_ns()), conn.connection_id, conn.node, "close", by, conn.close_reason
+            )
+        )
         self.activity.set()
 
     def close_connection(self, conn_id: int, reason: str) -> bool:

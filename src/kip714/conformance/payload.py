@@ -81,8 +81,7 @@ def read_payload(ex: Exchange) -> Payload:
                     out.temporalities.append((metric.name, kind, metric.histogram.aggregation_temporality))
                     points = list(metric.histogram.data_points)
                 elif kind == "exponential_histogram":
-                    out.temporalities.append((metric.name, kind,
-                                              metric.exponential_histogram.aggregation_temporality))
+                    out.temporalities.append((metric.name, kind, metric.exponential_histogram.aggregation_temporality))
                     points = list(metric.exponential_histogram.data_points)
                 elif kind == "gauge":
                     points = list(metric.gauge.data_points)

@@ -42,10 +42,11 @@ def table(results: Sequence[Result], width: int = 120) -> str:
     lines = [f"{'scenario':<{sid}}  {'verdict':<7}  why", f"{'-' * sid}  {'-' * 7}  {'-' * 3}"]
     room = max(20, width - sid - 11)
     for r in results:
-        why = r.why if len(r.why) <= room else r.why[:room - 1] + "…"
+        why = r.why if len(r.why) <= room else r.why[: room - 1] + "…"
         lines.append(f"{r.scenario:<{sid}}  {r.status:<7}  {why}")
-    software = next(((r.client_software_name, r.client_software_version) for r in results
-                     if r.client_software_name), None)
+    software = next(
+        ((r.client_software_name, r.client_software_version) for r in results if r.client_software_name), None
+    )
     lines.append("")
     if software:
         lines.append(f"client software: {software[0]} {software[1]}")
@@ -62,21 +63,39 @@ def write_junit(results: Sequence[Result], path: Path, client: str) -> None:
     ``<error>``, n/a → ``<skipped>``; the evidence in ``<system-out>``."""
     counts = Counter(r.status for r in results)
     total_time = sum(r.duration_s for r in results)
-    suites = ET.Element("testsuites", name="kip714 conformance", tests=str(len(results)),
-                        failures=str(counts["fail"]), errors=str(counts["error"]), skipped=str(counts["n/a"]),
-                        time=f"{total_time:.3f}")
-    suite = ET.SubElement(suites, "testsuite", name="kip714 conformance", tests=str(len(results)),
-                          failures=str(counts["fail"]), errors=str(counts["error"]), skipped=str(counts["n/a"]),
-                          time=f"{total_time:.3f}")
+    suites = ET.Element(
+        "testsuites",
+        name="kip714 conformance",
+        tests=str(len(results)),
+        failures=str(counts["fail"]),
+        errors=str(counts["error"]),
+        skipped=str(counts["n/a"]),
+        time=f"{total_time:.3f}",
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="kip714 conformance",
+        tests=str(len(results)),
+        failures=str(counts["fail"]),
+        errors=str(counts["error"]),
+        skipped=str(counts["n/a"]),
+        time=f"{total_time:.3f}",
+    )
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="client", value=client)
     software = next((r for r in results if r.client_software_name), None)
     if software is not None:
-        ET.SubElement(props, "property", name="client_software",
-                      value=f"{software.client_software_name} {software.client_software_version}")
+        ET.SubElement(
+            props,
+            "property",
+            name="client_software",
+            value=f"{software.client_software_name} {software.client_software_version}",
+        )
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname="kip714.conformance", name=r.scenario,
-                             time=f"{r.duration_s:.3f}")
+        case = ET.SubElement(
+            suite, "testcase", classname="kip714.conformance", name=r.scenario, time=f"{r.duration_s:.3f}"
+        )
         detail = "\n".join([f"rule: {r.rule}", *[f"note: {n}" for n in r.evidence.get("notes", [])]])
         if r.status == "fail":
             ET.SubElement(case, "failure", message=r.why, type="fail").text = detail
@@ -116,43 +135,66 @@ def _frame_row(frame: dict[str, Any]) -> str:
     request = frame.get("request")
     answer = frame.get("answer")
     extra = [frame.get("lab", ""), frame.get("problem", ""), frame.get("by", ""), frame.get("reason", "")]
-    return ("<tr>" + "".join(f"<td class=mono>{_e(v)}</td>" for v in (
-        frame.get("t_ms", ""), frame.get("answered_ms", "") or "", frame.get("conn", ""), frame.get("node", ""), what,
-        json.dumps(request) if request else "", json.dumps(answer) if answer else "",
-        "; ".join(x for x in extra if x))) + "</tr>")
+    return (
+        "<tr>"
+        + "".join(
+            f"<td class=mono>{_e(v)}</td>"
+            for v in (
+                frame.get("t_ms", ""),
+                frame.get("answered_ms", "") or "",
+                frame.get("conn", ""),
+                frame.get("node", ""),
+                what,
+                json.dumps(request) if request else "",
+                json.dumps(answer) if answer else "",
+                "; ".join(x for x in extra if x),
+            )
+        )
+        + "</tr>"
+    )
 
 
 def write_html(results: Sequence[Result], path: Path, client: str) -> None:
     """One self-contained page: the summary table, then each scenario's rule, verdict, notes and frames."""
     software = next((r for r in results if r.client_software_name), None)
-    parts = ["<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
-             "<title>kip714 conformance</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>KIP-714 conformance</h1>", f"<p>Client: <code>{_e(client)}</code>"]
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        "<title>kip714 conformance</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>KIP-714 conformance</h1>",
+        f"<p>Client: <code>{_e(client)}</code>",
+    ]
     if software is not None:
-        parts.append(f" — software <b>{_e(software.client_software_name)} "
-                     f"{_e(software.client_software_version)}</b>")
+        parts.append(f" — software <b>{_e(software.client_software_name)} {_e(software.client_software_version)}</b>")
     parts.append(f"</p><p>{_e(summary_line(results))}</p>")
     parts.append("<table id=summary><tr><th>scenario</th><th>verdict</th><th>why</th></tr>")
     for r in results:
-        parts.append(f"<tr><td><a href='#{_e(r.scenario)}'>{_e(r.scenario)}</a></td>"
-                     f"<td class={_cls(r.status)}>{_e(r.status)}</td><td>{_e(r.why)}</td></tr>")
+        parts.append(
+            f"<tr><td><a href='#{_e(r.scenario)}'>{_e(r.scenario)}</a></td>"
+            f"<td class={_cls(r.status)}>{_e(r.status)}</td><td>{_e(r.why)}</td></tr>"
+        )
     parts.append("</table>")
     for r in results:
         parts.append(f"<h2 id='{_e(r.scenario)}'>{_e(r.scenario)}</h2>")
-        parts.append(f"<table><tr><td class={_cls(r.status)}>{_e(r.status)}</td><td class=why>{_e(r.why)}</td></tr>"
-                     "</table>")
+        parts.append(
+            f"<table><tr><td class={_cls(r.status)}>{_e(r.status)}</td><td class=why>{_e(r.why)}</td></tr></table>"
+        )
         parts.append(f"<p class=rule>{_e(r.rule)}</p>")
         notes = r.evidence.get("notes") or []
         if notes:
             parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
         frames = r.evidence.get("frames") or []
         if frames:
-            parts.append("<table class=frames><tr><th>t (ms)</th><th>answered (ms)</th><th>conn</th><th>node</th>"
-                         "<th>request / event</th><th>fields</th><th>answer</th><th>lab</th></tr>")
+            parts.append(
+                "<table class=frames><tr><th>t (ms)</th><th>answered (ms)</th><th>conn</th><th>node</th>"
+                "<th>request / event</th><th>fields</th><th>answer</th><th>lab</th></tr>"
+            )
             parts.extend(_frame_row(f) for f in frames)
             parts.append("</table>")
-        parts.append(f"<p class=mono>PushIntervalMs {_e(r.evidence.get('push_interval_ms'))}, client ran "
-                     f"{_e(r.evidence.get('client_seconds'))} s, exit status {_e(r.evidence.get('exit_status'))}"
-                     "</p>")
+        parts.append(
+            f"<p class=mono>PushIntervalMs {_e(r.evidence.get('push_interval_ms'))}, client ran "
+            f"{_e(r.evidence.get('client_seconds'))} s, exit status {_e(r.evidence.get('exit_status'))}"
+            "</p>"
+        )
     parts.append("</body></html>\n")
     path.write_text("".join(parts))

@@ -27,6 +27,12 @@ class Result:
     duration_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "status": self.status, "why": self.why, "rule": self.rule,
-                "evidence": self.evidence, "client_software_name": self.client_software_name,
-                "client_software_version": self.client_software_version}
+        return {
+            "scenario": self.scenario,
+            "status": self.status,
+            "why": self.why,
+            "rule": self.rule,
+            "evidence": self.evidence,
+            "client_software_name": self.client_software_name,
+            "client_software_version": self.client_software_version,
+        }

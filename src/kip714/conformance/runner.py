@@ -56,6 +56,7 @@ LISTEN_QUIET_S = 1.0
 #: Client names that stand for a ready command (``python clients.py NAME {bootstrap} {seconds}``).
 BUILTIN_CLIENTS = ("confluent-producer", "confluent-consumer", "kip714-client")
 
+
 @dataclass
 class _Options:
     interval_ms: int
@@ -75,11 +76,15 @@ def client_argv(client: str, bootstrap: str, seconds: float) -> list[str]:
     if client in BUILTIN_CLIENTS:
         return [sys.executable, str(Path(__file__).with_name("clients.py")), client, bootstrap, text]
     if "{bootstrap}" not in client:
-        raise ValueError("the client command must contain {bootstrap} (and {seconds} or {ms}: how long to run), or "
-                         f"be one of {', '.join(BUILTIN_CLIENTS)}")
+        raise ValueError(
+            "the client command must contain {bootstrap} (and {seconds} or {ms}: how long to run), or "
+            f"be one of {', '.join(BUILTIN_CLIENTS)}"
+        )
     argv = shlex.split(client)
-    return [a.replace("{bootstrap}", bootstrap).replace("{seconds}", text).replace("{ms}", str(round(seconds * 1000)))
-            for a in argv]
+    return [
+        a.replace("{bootstrap}", bootstrap).replace("{seconds}", text).replace("{ms}", str(round(seconds * 1000)))
+        for a in argv
+    ]
 
 
 def _tail(path: Path | None, lines: int = 8) -> str:
@@ -103,8 +108,9 @@ class _Run:
         self.seconds = round(opts.startup_s + self.scenario.active_s(), 1)
         self.trace = Trace(time.monotonic_ns())
         ports = (opts.listen[1], opts.listen[1] + 1) if opts.listen else (0, 0)
-        self.lab = LabCluster(self.broker, self.trace, self.scenario, opts.listen[0] if opts.listen else opts.host,
-                              ports)
+        self.lab = LabCluster(
+            self.broker, self.trace, self.scenario, opts.listen[0] if opts.listen else opts.host, ports
+        )
         self.launch_error: str | None = None
         self.lab_error: str | None = None
         self.log_path: Path | None = None
@@ -126,16 +132,25 @@ class _Run:
         verdict = self._verdict()
         software = self.trace.software
         evidence: dict[str, Any] = {
-            "notes": verdict.notes, "frames": [f.to_json() for f in verdict.frames],
+            "notes": verdict.notes,
+            "frames": [f.to_json() for f in verdict.frames],
             "push_interval_ms": self.scenario.interval_ms,
             "accepted_compression_types": [codec_name(c) for c in self.opts.compression],
-            "client_seconds": self.seconds, "exit_status": self.trace.exit_status,
+            "client_seconds": self.seconds,
+            "exit_status": self.trace.exit_status,
         }
         if self.log_path is not None and self.opts.out is not None:
             evidence["log"] = str(self.log_path.relative_to(self.opts.out))
-        return Result(self.scenario.id, verdict.status, verdict.why, self.scenario.rule, evidence,
-                      software[0] if software else None, software[1] if software else None,
-                      time.monotonic() - started)
+        return Result(
+            self.scenario.id,
+            verdict.status,
+            verdict.why,
+            self.scenario.rule,
+            evidence,
+            software[0] if software else None,
+            software[1] if software else None,
+            time.monotonic() - started,
+        )
 
     # -------------------------------------------------------------------------------------- the client
 
@@ -168,8 +183,13 @@ class _Run:
             self.log_path = Path(name)
         try:
             try:
-                proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=sink,
-                                                            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 self.launch_error = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
                 return
@@ -189,8 +209,10 @@ class _Run:
                 self._kill(proc)
                 await exited
                 self.trace.exit_detail = "killed by the lab"
-                self.launch_error = (f"the client did not exit within {{seconds}} ({self.seconds} s) + "
-                                     f"{EXIT_GRACE_S:.0f} s; it must close itself after {{seconds}}")
+                self.launch_error = (
+                    f"the client did not exit within {{seconds}} ({self.seconds} s) + "
+                    f"{EXIT_GRACE_S:.0f} s; it must close itself after {{seconds}}"
+                )
             self.trace.client_end = self.trace.at(time.monotonic_ns())
             self.trace.exit_status = proc.returncode
         finally:
@@ -207,14 +229,16 @@ class _Run:
         if status is not None and "killed" not in self.trace.exit_detail:
             why = f"the client exited with status {status} without connecting to {self.lab.bootstrap}"
         else:
-            why = (f"the client never connected to {self.lab.bootstrap} within "
-                   f"{self.opts.startup_s + CONNECT_GRACE_S:.0f} s")
+            why = (
+                f"the client never connected to {self.lab.bootstrap} within "
+                f"{self.opts.startup_s + CONNECT_GRACE_S:.0f} s"
+            )
         return f"{why}{': ' + tail.splitlines()[-1] if tail else ''}"
 
     @staticmethod
     def _kill(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)   # its own session: the client and what it started
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the client and what it started
 
     async def _thread(self, client: Callable[[str, float], Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -228,7 +252,7 @@ class _Run:
             error: BaseException | None = None
             try:
                 client(self.lab.bootstrap, self.seconds)
-            except BaseException as exc:  # noqa: BLE001 (anything the client raises is its crash, reported)
+            except BaseException as exc:
                 error = exc
             loop.call_soon_threadsafe(finish, error)
 
@@ -251,8 +275,10 @@ class _Run:
 
     async def _listen_session(self) -> None:
         say = self.opts.say
-        say(f"scenario {self.scenario.id}: start the client now with bootstrap {self.lab.bootstrap} and let it run "
-            f"{self.seconds:.1f} s, then close it normally ({self.scenario.summary})")
+        say(
+            f"scenario {self.scenario.id}: start the client now with bootstrap {self.lab.bootstrap} and let it run "
+            f"{self.seconds:.1f} s, then close it normally ({self.scenario.summary})"
+        )
         never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if not await self._wait_connection(self.opts.listen_wait_s, never):
             self.launch_error = f"no client connected to {self.lab.bootstrap} within {self.opts.listen_wait_s:.0f} s"
@@ -297,12 +323,20 @@ class _Run:
         status = trace.exit_status
         if status not in (0, None):
             how = f"signal {-status}" if status < 0 else f"status {status}"
-            return Verdict("fail", f"the client exited with {how} at {(trace.client_end or 0) * 1000:.0f} ms (it "
-                                   "crashed or reported an error)", _detail(trace.exit_detail),
-                           _as_frames(trace.telemetry[-5:]))
+            return Verdict(
+                "fail",
+                f"the client exited with {how} at {(trace.client_end or 0) * 1000:.0f} ms (it "
+                "crashed or reported an error)",
+                _detail(trace.exit_detail),
+                _as_frames(trace.telemetry[-5:]),
+            )
         if not trace.gets:
-            return Verdict("n/a", "the client sent no GetTelemetrySubscriptions request (telemetry disabled or not "
-                                  "supported)", [], _as_frames(trace.exchanges[:6]))
+            return Verdict(
+                "n/a",
+                "the client sent no GetTelemetrySubscriptions request (telemetry disabled or not supported)",
+                [],
+                _as_frames(trace.exchanges[:6]),
+            )
         try:
             return self.scenario.judge(trace)
         except Exception as exc:  # a lab bug: say so instead of guessing a verdict
@@ -327,12 +361,21 @@ def _parse_listen(listen: str | tuple[str, int]) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-async def run_async(client: Client | None, scenarios: Sequence[str] | None = None, *,
-                    interval_ms: int = DEFAULT_INTERVAL_MS, compression: Sequence[str] | str | None = None,
-                    jobs: int = 1, startup_s: float = DEFAULT_STARTUP_S, host: str = "127.0.0.1",
-                    out: str | os.PathLike[str] | None = None, listen: str | tuple[str, int] | None = None,
-                    listen_wait_s: float = 600.0, say: Callable[[str], None] | None = None,
-                    progress: Callable[[Result], None] | None = None) -> list[Result]:
+async def run_async(
+    client: Client | None,
+    scenarios: Sequence[str] | None = None,
+    *,
+    interval_ms: int = DEFAULT_INTERVAL_MS,
+    compression: Sequence[str] | str | None = None,
+    jobs: int = 1,
+    startup_s: float = DEFAULT_STARTUP_S,
+    host: str = "127.0.0.1",
+    out: str | os.PathLike[str] | None = None,
+    listen: str | tuple[str, int] | None = None,
+    listen_wait_s: float = 600.0,
+    say: Callable[[str], None] | None = None,
+    progress: Callable[[Result], None] | None = None,
+) -> list[Result]:
     """:func:`run` inside a running event loop (no outputs written)."""
     ids = list(dict.fromkeys(scenarios)) if scenarios else list(SCENARIO_IDS)
     classes = [scenario_class(i) for i in ids]
@@ -343,13 +386,20 @@ async def run_async(client: Client | None, scenarios: Sequence[str] | None = Non
     if listen is None and client is None:
         raise ValueError("give a client (a command, a built-in name or a callable) or listen")
     if isinstance(client, str):
-        client_argv(client, "127.0.0.1:1", 1.0)   # a bad template fails now, not in every scenario
+        client_argv(client, "127.0.0.1:1", 1.0)  # a bad template fails now, not in every scenario
     listen_at = _parse_listen(listen) if listen is not None else None
-    opts = _Options(interval_ms=int(interval_ms), compression=compression_list(compression), startup_s=startup_s,
-                    host=host, out=Path(out) if out is not None else None, listen=listen_at,
-                    listen_wait_s=listen_wait_s, say=say or (lambda text: print(text, flush=True)))
+    opts = _Options(
+        interval_ms=int(interval_ms),
+        compression=compression_list(compression),
+        startup_s=startup_s,
+        host=host,
+        out=Path(out) if out is not None else None,
+        listen=listen_at,
+        listen_wait_s=listen_wait_s,
+        say=say or (lambda text: print(text, flush=True)),
+    )
     if listen_at is not None:
-        jobs = 1   # fixed ports: one session at a time
+        jobs = 1  # fixed ports: one session at a time
     gate = asyncio.Semaphore(jobs)
 
     async def one(cls: type[Scenario]) -> Result:
@@ -362,12 +412,22 @@ async def run_async(client: Client | None, scenarios: Sequence[str] | None = Non
     return list(await asyncio.gather(*(one(cls) for cls in classes)))
 
 
-def run(client: Client | None, scenarios: Sequence[str] | None = None, *, interval_ms: int = DEFAULT_INTERVAL_MS,
-        compression: Sequence[str] | str | None = None, jobs: int = 1, startup_s: float = DEFAULT_STARTUP_S,
-        host: str = "127.0.0.1", out: str | os.PathLike[str] | None = None,
-        junit: str | os.PathLike[str] | None = None, listen: str | tuple[str, int] | None = None,
-        listen_wait_s: float = 600.0, say: Callable[[str], None] | None = None,
-        progress: Callable[[Result], None] | None = None) -> list[Result]:
+def run(
+    client: Client | None,
+    scenarios: Sequence[str] | None = None,
+    *,
+    interval_ms: int = DEFAULT_INTERVAL_MS,
+    compression: Sequence[str] | str | None = None,
+    jobs: int = 1,
+    startup_s: float = DEFAULT_STARTUP_S,
+    host: str = "127.0.0.1",
+    out: str | os.PathLike[str] | None = None,
+    junit: str | os.PathLike[str] | None = None,
+    listen: str | tuple[str, int] | None = None,
+    listen_wait_s: float = 600.0,
+    say: Callable[[str], None] | None = None,
+    progress: Callable[[Result], None] | None = None,
+) -> list[Result]:
     """Run the scenarios (all of them, or the ids given) against ``client`` and return one :class:`Result`
     each, in scenario order.
 
@@ -381,9 +441,22 @@ def run(client: Client | None, scenarios: Sequence[str] | None = None, *, interv
     long the client gets to send its first Get; ``{seconds}`` is that plus what the scenario needs.
     ``out``: write ``results.json``, ``index.html`` and the client logs there; ``junit``: write JUnit XML.
     """
-    results = asyncio.run(run_async(client, scenarios, interval_ms=interval_ms, compression=compression, jobs=jobs,
-                                    startup_s=startup_s, host=host, out=out, listen=listen,
-                                    listen_wait_s=listen_wait_s, say=say, progress=progress))
+    results = asyncio.run(
+        run_async(
+            client,
+            scenarios,
+            interval_ms=interval_ms,
+            compression=compression,
+            jobs=jobs,
+            startup_s=startup_s,
+            host=host,
+            out=out,
+            listen=listen,
+            listen_wait_s=listen_wait_s,
+            say=say,
+            progress=progress,
+        )
+    )
     from .report import client_label, write_html, write_json, write_junit
 
     label = client_label(client, listen)

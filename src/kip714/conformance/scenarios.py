@@ -33,9 +33,24 @@ __all__ = ["SCENARIOS", "SCENARIO_IDS", "Scenario", "Timing", "Verdict", "compre
 
 #: Every scenario, in the order they run and are reported.
 SCENARIOS: tuple[type[Scenario], ...] = (
-    FirstContact, PushInterval, RequestedOnly, EmptySubscription, UnmatchedMetrics, SubscriptionChanged,
-    UnsupportedCompression, Throttled, TelemetryTooLarge, InvalidRecord, InvalidRequest, RecoversAfterError,
-    Temporality, TerminatingPush, TerminatingResubscribe, ConnectionLost, PayloadValid)
+    FirstContact,
+    PushInterval,
+    RequestedOnly,
+    EmptySubscription,
+    UnmatchedMetrics,
+    SubscriptionChanged,
+    UnsupportedCompression,
+    Throttled,
+    TelemetryTooLarge,
+    InvalidRecord,
+    InvalidRequest,
+    RecoversAfterError,
+    Temporality,
+    TerminatingPush,
+    TerminatingResubscribe,
+    ConnectionLost,
+    PayloadValid,
+)
 SCENARIO_IDS: tuple[str, ...] = tuple(s.id for s in SCENARIOS)
 
 

@@ -28,10 +28,12 @@ __all__ = ["PayloadValid", "RequestedOnly", "Temporality"]
 class RequestedOnly(ChangesSubscription):
     id = "requested_only"
     summary = "with '*' metrics are pushed; with a prefix subscription, only metrics under the prefixes"
-    rule = ('001:1772 "...the client shall update its internal metrics collection to match the received '
-            'subscription (absolute update)..." 001:1951-1954 "RequestedMetrics Array[string] // Requested telemetry '
-            'metrics prefix string match. // Empty array: No metrics subscribed. // Array[0] "*": All metrics '
-            'subscribed. // Array[..]: prefix string match."')
+    rule = (
+        '001:1772 "...the client shall update its internal metrics collection to match the received '
+        'subscription (absolute update)..." 001:1951-1954 "RequestedMetrics Array[string] // Requested telemetry '
+        'metrics prefix string match. // Empty array: No metrics subscribed. // Array[0] "*": All metrics '
+        'subscribed. // Array[..]: prefix string match."'
+    )
 
     def judge(self, trace: Trace) -> Verdict:
         get = trace.first_successful_get()
@@ -43,38 +45,63 @@ class RequestedOnly(ChangesSubscription):
             short = self.short(trace, get.answered_at, self.active_s(), "its first Get")
             if short is not None:
                 return short
-            return na("no accepted push with readable metrics under '*' (push cadence and payloads are judged by "
-                       "push_interval and payload_valid)", get, trace.pushes[:4])
+            return na(
+                "no accepted push with readable metrics under '*' (push cadence and payloads are judged by "
+                "push_interval and payload_valid)",
+                get,
+                trace.pushes[:4],
+            )
         prefixes = [self.prefix or ""]
-        new_gets = [g for g in trace.gets if g.t_rx > self.switched_at and g.error_code == 0
-                    and g.answer.get("requested_metrics") == prefixes]
+        new_gets = [
+            g
+            for g in trace.gets
+            if g.t_rx > self.switched_at and g.error_code == 0 and g.answer.get("requested_metrics") == prefixes
+        ]
         if not new_gets:
-            refused = next((p for p in trace.pushes if p.t_rx > self.switched_at and p.error_code == UNKNOWN_SUB),
-                           None)
+            refused = next((p for p in trace.pushes if p.t_rx > self.switched_at and p.error_code == UNKNOWN_SUB), None)
             if refused is None:
                 short = self.short(trace, self.switched_at, self.timing.gap_window()[1], "the subscription changed")
-                return short or na("no push came after the subscription changed (cadence is judged by "
-                                    "push_interval)", get, trace.after(self.switched_at)[:4])
+                return short or na(
+                    "no push came after the subscription changed (cadence is judged by push_interval)",
+                    get,
+                    trace.after(self.switched_at)[:4],
+                )
             short = self.short(trace, refused.answered_at, self.timing.immediate, "UNKNOWN_SUBSCRIPTION_ID")
-            return short or na("phase B not reached: the client sent no Get after UNKNOWN_SUBSCRIPTION_ID (judged "
-                                "by subscription_changed)", get, refused, trace.after(refused.answered_at)[:3])
+            return short or na(
+                "phase B not reached: the client sent no Get after UNKNOWN_SUBSCRIPTION_ID (judged "
+                "by subscription_changed)",
+                get,
+                refused,
+                trace.after(refused.answered_at)[:3],
+            )
         new_get = new_gets[0]
         pushes = [p for p in trace.pushes if p.seq > new_get.seq]
         bad = self.unmatched(pushes, prefixes)
         if bad is not None:
-            return fail(f"after the Get asking for {prefixes}, the push at {ms(bad[0].t_rx)} carried "
-                         f"{len(bad[1])} metric(s) outside it, e.g. {bad[1][:3]}", new_get, bad[0])
+            return fail(
+                f"after the Get asking for {prefixes}, the push at {ms(bad[0].t_rx)} carried "
+                f"{len(bad[1])} metric(s) outside it, e.g. {bad[1][:3]}",
+                new_get,
+                bad[0],
+            )
         with_metrics = [p for p in pushes if self.payload(p).names]
         if not with_metrics:
-            short = self.short(trace, new_get.answered_at, 1.5 * self.timing.interval + self.timing.late,
-                               "the Get of the prefix subscription")
+            short = self.short(
+                trace,
+                new_get.answered_at,
+                1.5 * self.timing.interval + self.timing.late,
+                "the Get of the prefix subscription",
+            )
             if short is not None:
                 return short
-            return fail(f"after the Get asking for {prefixes}, no push carried a metric under it", new_get,
-                         pushes[:4])
-        return passed(f"'*' gave {len(self.payload(self._first_accepted(trace)).names)} metrics; {prefixes} gave "
-                     f"{len(self.payload(with_metrics[0]).names)}, all under the prefix", get, new_get,
-                     with_metrics[:3])
+            return fail(f"after the Get asking for {prefixes}, no push carried a metric under it", new_get, pushes[:4])
+        return passed(
+            f"'*' gave {len(self.payload(self._first_accepted(trace)).names)} metrics; {prefixes} gave "
+            f"{len(self.payload(with_metrics[0]).names)}, all under the prefix",
+            get,
+            new_get,
+            with_metrics[:3],
+        )
 
     def _first_accepted(self, trace: Trace) -> Exchange:
         return next(p for p in trace.pushes if p.error_code == 0 and self.payload(p).names)
@@ -82,13 +109,17 @@ class RequestedOnly(ChangesSubscription):
 
 class Temporality(Scenario):
     id = "temporality"
-    summary = ("DeltaTemporality true gives delta sums and histograms; after a forced UNKNOWN_SUBSCRIPTION_ID and a "
-               "Get with false, cumulative ones")
-    rule = ('001:1437 "Metrics are to be sent as either DELTA or CUMULATIVE values, depending on the value of '
-            'DeltaTemporality in the GetTelemetrySubscriptionsResponse. Clients must support both temporalities." '
-            '001:1949-1950 "DeltaTemporality bool // If True; monotonic/counter metrics are to be emitted as deltas '
-            'to the previous sample. // If False; monotonic/counter metrics are to be emitted as cumulative absolute '
-            'values."')
+    summary = (
+        "DeltaTemporality true gives delta sums and histograms; after a forced UNKNOWN_SUBSCRIPTION_ID and a "
+        "Get with false, cumulative ones"
+    )
+    rule = (
+        '001:1437 "Metrics are to be sent as either DELTA or CUMULATIVE values, depending on the value of '
+        'DeltaTemporality in the GetTelemetrySubscriptionsResponse. Clients must support both temporalities." '
+        '001:1949-1950 "DeltaTemporality bool // If True; monotonic/counter metrics are to be emitted as deltas '
+        "to the previous sample. // If False; monotonic/counter metrics are to be emitted as cumulative absolute "
+        'values."'
+    )
 
     def __init__(self, interval_ms: int, compression: Sequence[int]) -> None:
         super().__init__(interval_ms, compression)
@@ -130,9 +161,13 @@ class Temporality(Scenario):
             wrong = [(n, k, t) for n, k, t in payload.temporalities if t != want]
             if wrong:
                 n, k, t = wrong[0]
-                return fail(f"after a Get with DeltaTemporality {want == DELTA}, the push at {ms(p.t_rx)} carried "
-                             f"{len(wrong)} {TEMPORALITY_NAMES[want]}-expected metric(s) as "
-                             f"{TEMPORALITY_NAMES.get(t, t)}, e.g. {k} {n}", told, p)
+                return fail(
+                    f"after a Get with DeltaTemporality {want == DELTA}, the push at {ms(p.t_rx)} carried "
+                    f"{len(wrong)} {TEMPORALITY_NAMES[want]}-expected metric(s) as "
+                    f"{TEMPORALITY_NAMES.get(t, t)}, e.g. {k} {n}",
+                    told,
+                    p,
+                )
             if payload.temporalities:
                 judged[want] += 1
                 kinds.update(k for _, k, _ in payload.temporalities)
@@ -143,58 +178,82 @@ class Temporality(Scenario):
         cumulative_gets = [g for g in trace.gets if g.error_code == 0 and not g.answer.get("delta_temporality")]
         if not judged[DELTA] and not judged[CUMULATIVE]:
             short = self.short(trace, get.answered_at, self.active_s(), "its first Get")
-            return short or na("the client pushed no sums or histograms (nothing has a temporality)", get,
-                                trace.pushes[:3])
+            return short or na(
+                "the client pushed no sums or histograms (nothing has a temporality)", get, trace.pushes[:3]
+            )
         notes = []
         if "histogram" not in kinds and "exponential_histogram" not in kinds:
             notes.append("no histograms pushed: sums judged")
         if not cumulative_gets:
             forced = next((p for p in trace.pushes if p.seq == self.forced), None)
             if forced is None:
-                short = self.short(trace, get.answered_at, 3 * self.timing.interval + 2 * self.timing.late,
-                                   "its first Get")
-                return short or na("no second push, so DeltaTemporality could not change (cadence is judged by "
-                                    "push_interval)", frames, notes=notes)
+                short = self.short(
+                    trace, get.answered_at, 3 * self.timing.interval + 2 * self.timing.late, "its first Get"
+                )
+                return short or na(
+                    "no second push, so DeltaTemporality could not change (cadence is judged by push_interval)",
+                    frames,
+                    notes=notes,
+                )
             short = self.short(trace, forced.answered_at, self.timing.immediate, "UNKNOWN_SUBSCRIPTION_ID")
-            return short or na("the cumulative phase was not reached: no Get after UNKNOWN_SUBSCRIPTION_ID (judged "
-                                "by subscription_changed)", frames, notes=notes)
+            return short or na(
+                "the cumulative phase was not reached: no Get after UNKNOWN_SUBSCRIPTION_ID (judged "
+                "by subscription_changed)",
+                frames,
+                notes=notes,
+            )
         if not judged[CUMULATIVE]:
-            short = self.short(trace, cumulative_gets[0].answered_at, 1.5 * self.timing.interval + self.timing.late,
-                               "the Get with DeltaTemporality false")
-            return short or fail("no push with sums or histograms after the Get with DeltaTemporality false",
-                                  cumulative_gets[0], notes=notes)
-        return passed(f"{judged[DELTA]} delta push(es) and {judged[CUMULATIVE]} cumulative push(es), each as asked "
-                     f"({', '.join(sorted(kinds))})", frames, notes=notes)
+            short = self.short(
+                trace,
+                cumulative_gets[0].answered_at,
+                1.5 * self.timing.interval + self.timing.late,
+                "the Get with DeltaTemporality false",
+            )
+            return short or fail(
+                "no push with sums or histograms after the Get with DeltaTemporality false",
+                cumulative_gets[0],
+                notes=notes,
+            )
+        return passed(
+            f"{judged[DELTA]} delta push(es) and {judged[CUMULATIVE]} cumulative push(es), each as asked "
+            f"({', '.join(sorted(kinds))})",
+            frames,
+            notes=notes,
+        )
 
 
 class PayloadValid(Scenario):
     id = "payload_valid"
-    summary = ("every payload decompresses with its declared codec and decodes as OTLP MetricsData, with names "
-               "that follow KIP-714's naming rule; the lab steps the client through each accepted codec")
-    rule = ('001:1963 "Metrics binary // Metrics encoded in OpenTelemetry MetricsData v1 protobuf format." 001:1453 '
-            '"The PushTelemetryRequest.CompressionType must then be set to the corresponding compression type value '
-            'as defined for MessageV2." 001:1389-1393 "The telemetry metric name is derived by concatenation of: The '
-            'prefix "org.apache.kafka." The group name with "-metrics" removed, and every \'-\' replaced with \'.\' '
-            'The metric name with every \'-\' replaced with \'.\'" 001:1406 "...using an implementation-specific '
-            'reverse domain name as the namespace to avoid clashes" 001:1422 "...replacing \'-\' with \'_\'"')
+    summary = (
+        "every payload decompresses with its declared codec and decodes as OTLP MetricsData, with names "
+        "that follow KIP-714's naming rule; the lab steps the client through each accepted codec"
+    )
+    rule = (
+        '001:1963 "Metrics binary // Metrics encoded in OpenTelemetry MetricsData v1 protobuf format." 001:1453 '
+        '"The PushTelemetryRequest.CompressionType must then be set to the corresponding compression type value '
+        'as defined for MessageV2." 001:1389-1393 "The telemetry metric name is derived by concatenation of: The '
+        "prefix \"org.apache.kafka.\" The group name with \"-metrics\" removed, and every '-' replaced with '.' "
+        "The metric name with every '-' replaced with '.'\" 001:1406 \"...using an implementation-specific "
+        "reverse domain name as the namespace to avoid clashes\" 001:1422 \"...replacing '-' with '_'\""
+    )
 
     def __init__(self, interval_ms: int, compression: Sequence[int]) -> None:
         super().__init__(interval_ms, compression)
         self.rotating = True
 
     def on_telemetry(self, lab: LabCluster, exchange: Exchange, response: Any) -> Directive | None:
-        if (not self.rotating or not exchange.is_push or response.error_code != 0
-                or exchange.request.get("terminating")):
+        if not self.rotating or not exchange.is_push or response.error_code != 0 or exchange.request.get("terminating"):
             return None
         ctype = int(exchange.request.get("compression_type", 0))
-        if ctype == 0 or ctype not in lab.broker.accepted_compression_types:   # uncompressed, or not following
+        if ctype == 0 or ctype not in lab.broker.accepted_compression_types:  # uncompressed, or not following
             self.rotating = False
             return None
         remaining = [c for c in lab.broker.accepted_compression_types if c != ctype]
         lab.broker.accepted_compression_types = remaining
-        return Directive(error_code=UNKNOWN_SUB,
-                         note=f"accepted, then answered so the client Gets the next codec list "
-                              f"{[codec_name(c) for c in remaining]}")
+        return Directive(
+            error_code=UNKNOWN_SUB,
+            note=f"accepted, then answered so the client Gets the next codec list {[codec_name(c) for c in remaining]}",
+        )
 
     def active_s(self) -> float:
         t = self.timing
@@ -216,11 +275,17 @@ class PayloadValid(Scenario):
             told = trace.last_get_before(p.t_rx)
             accepted = list(told.answer.get("accepted_compression_types") or []) if told else []
             if ctype != 0 and ctype not in accepted:
-                return fail(f"the push at {ms(p.t_rx)} used {codec_name(ctype)}, which its Get's "
-                             f"AcceptedCompressionTypes {[codec_name(c) for c in accepted]} does not hold", told, p)
+                return fail(
+                    f"the push at {ms(p.t_rx)} used {codec_name(ctype)}, which its Get's "
+                    f"AcceptedCompressionTypes {[codec_name(c) for c in accepted]} does not hold",
+                    told,
+                    p,
+                )
             if ctype != 0 and accepted and ctype != accepted[0]:
-                notes.append(f"the push at {ms(p.t_rx)} used {codec_name(ctype)} while {codec_name(accepted[0])} "
-                             "came first (the KIP says 'should pick the first mutually supported type')")
+                notes.append(
+                    f"the push at {ms(p.t_rx)} used {codec_name(ctype)} while {codec_name(accepted[0])} "
+                    "came first (the KIP says 'should pick the first mutually supported type')"
+                )
             bad = [(n, name_problems(n)) for n in payload.names if name_problems(n)]
             if bad:
                 n, why = bad[0]
@@ -243,8 +308,13 @@ class PayloadValid(Scenario):
         missed = [c for c in offered if c not in used]
         if missed:
             notes.append(f"codecs not reached: {missed}")
-        return passed(f"{len(trace.pushes)} payload(s) decoded ({', '.join(used)}), names and attribute keys follow "
-                     "the naming rule", get, trace.pushes[:8], notes=notes)
+        return passed(
+            f"{len(trace.pushes)} payload(s) decoded ({', '.join(used)}), names and attribute keys follow "
+            "the naming rule",
+            get,
+            trace.pushes[:8],
+            notes=notes,
+        )
 
 
 #: Every scenario, in the order they run and are reported.

@@ -102,10 +102,15 @@ class Exchange:
         return f"{what} at {self.t_rx * 1000:.1f} ms on connection {self.conn} (node {self.node}) → {answer}"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t_ms": round(self.t_rx * 1000, 1),
-                               "answered_ms": None if self.t_tx is None else round(self.t_tx * 1000, 1),
-                               "conn": self.conn, "node": self.node, "api": self.api,
-                               "api_version": self.api_version, "correlation_id": self.correlation_id}
+        out: dict[str, Any] = {
+            "t_ms": round(self.t_rx * 1000, 1),
+            "answered_ms": None if self.t_tx is None else round(self.t_tx * 1000, 1),
+            "conn": self.conn,
+            "node": self.node,
+            "api": self.api,
+            "api_version": self.api_version,
+            "correlation_id": self.correlation_id,
+        }
         request = dict(self.request)
         if self.is_push:
             request["metrics_bytes"] = None if self.metrics_null else len(self.metrics or b"")
@@ -127,13 +132,17 @@ class ConnectionEvent:
     t: float
     conn: int
     node: int
-    kind: str          # "open" | "close"
+    kind: str  # "open" | "close"
     by: str = ""
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t_ms": round(self.t * 1000, 1), "conn": self.conn, "node": self.node,
-                               "event": f"connection {'opened' if self.kind == 'open' else 'closed'}"}
+        out: dict[str, Any] = {
+            "t_ms": round(self.t * 1000, 1),
+            "conn": self.conn,
+            "node": self.node,
+            "event": f"connection {'opened' if self.kind == 'open' else 'closed'}",
+        }
         if self.kind == "close":
             out["by"] = self.by
         if self.reason:

@@ -9,4 +9,4 @@ from __future__ import annotations
 from .proxy import TelemetryProxy
 from .server import TelemetryServer
 
-__all__ = ["TelemetryServer", "TelemetryProxy"]
+__all__ = ["TelemetryProxy", "TelemetryServer"]

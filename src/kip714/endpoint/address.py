@@ -19,5 +19,5 @@ def java_host_address(host: str) -> str:
         return str(ip)
     if ip.ipv4_mapped is not None:
         return str(ip.ipv4_mapped)
-    groups = ":".join(format(int.from_bytes(ip.packed[i:i + 2], "big"), "x") for i in range(0, 16, 2))
+    groups = ":".join(format(int.from_bytes(ip.packed[i : i + 2], "big"), "x") for i in range(0, 16, 2))
     return groups + (f"%{scope}" if scope else "")

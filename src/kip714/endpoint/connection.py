@@ -9,8 +9,8 @@ flow control both ways, tracks idleness and hands each whole frame to :meth:`Fra
 :class:`EndpointConnection` is the part both share whatever they do with the bytes (bookkeeping, drop, the
 telemetry answers, and the answers held until the recording is durable: :meth:`EndpointConnection.send`
 and :meth:`EndpointConnection.send_durable`, in request order). :class:`RecordGate` turns a sync recorder's
-group commits into futures of the event loop. :class:`EndpointStats` holds the connection-level counters of an endpoint; push and Get counts come from
-the broker (``TelemetryBroker.metrics()``), never from a parallel count here.
+group commits into futures of the event loop. :class:`EndpointStats` holds the connection-level counters of an
+endpoint; push and Get counts come from the broker (``TelemetryBroker.metrics()``), never from a parallel count here.
 """
 
 from __future__ import annotations
@@ -31,8 +31,15 @@ from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
 from ..errors import FrameTooLargeError, Kip714Error
 from .address import java_host_address
 
-__all__ = ["BufferBudget", "ClientIdentity", "EndpointConnection", "EndpointStats", "FramedConnection",
-           "RecordGate", "connection_ids"]
+__all__ = [
+    "BufferBudget",
+    "ClientIdentity",
+    "EndpointConnection",
+    "EndpointStats",
+    "FramedConnection",
+    "RecordGate",
+    "connection_ids",
+]
 
 log = logging.getLogger("kip714.endpoint")
 
@@ -44,7 +51,7 @@ HELD_MAX = 64
 class ClientIdentity:
     """What an endpoint knows about the client on one connection."""
 
-    __slots__ = ("address", "port", "software", "principal", "_infos")
+    __slots__ = ("_infos", "address", "port", "principal", "software")
 
     def __init__(self, address: str = "", port: int = 0, principal: str = ANONYMOUS_PRINCIPAL) -> None:
         self.address = address
@@ -76,9 +83,14 @@ class ClientIdentity:
         key = client_id or ""
         info = self._infos.get(key)
         if info is None:
-            info = ClientInfo(client_id=key, client_software_name=self.software[0],
-                              client_software_version=self.software[1], client_source_address=self.address,
-                              client_source_port=self.port, principal=self.principal)
+            info = ClientInfo(
+                client_id=key,
+                client_software_name=self.software[0],
+                client_software_version=self.software[1],
+                client_source_address=self.address,
+                client_source_port=self.port,
+                principal=self.principal,
+            )
             self._infos[key] = info
         return info
 
@@ -86,8 +98,12 @@ class ClientIdentity:
 def os_error_words(exc: BaseException) -> str:
     """An OS error in words, lower case: ``address already in use``, ``connection refused``, ``name or service
     not known``… — not ``[Errno 98] …`` nor asyncio's text that repeats the address."""
-    if isinstance(exc, OSError) and not isinstance(exc, socket.gaierror) and isinstance(exc.errno, int) \
-            and exc.errno > 0:
+    if (
+        isinstance(exc, OSError)
+        and not isinstance(exc, socket.gaierror)
+        and isinstance(exc.errno, int)
+        and exc.errno > 0
+    ):
         return os.strerror(exc.errno).lower()
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
@@ -97,8 +113,10 @@ def os_error_words(exc: BaseException) -> str:
 def warn_if_no_subscription(broker: Any) -> None:
     """Say at start-up that nobody is subscribed (clients then never push, as with Kafka)."""
     if not len(broker.registry):
-        log.warning("event=no_subscription clients get an empty subscription and will not push (as with Kafka "
-                    "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE")
+        log.warning(
+            "event=no_subscription clients get an empty subscription and will not push (as with Kafka "
+            "without CLIENT_METRICS resources); pass --metrics '*' for all metrics, or --config FILE"
+        )
 
 
 class EndpointStats(Counter):
@@ -118,8 +136,11 @@ class EndpointStats(Counter):
         now = time.monotonic()
         if now - self._tls_said >= 10.0:
             self._tls_said = now
-            log.warning("event=tls_handshake_failed total=%d (a client that does not speak TLS, or that refused "
-                        "the certificate; said at most every 10 s)", self["tls_handshakes_failed"])
+            log.warning(
+                "event=tls_handshake_failed total=%d (a client that does not speak TLS, or that refused "
+                "the certificate; said at most every 10 s)",
+                self["tls_handshakes_failed"],
+            )
 
 
 def _unmade(made: list, stats: EndpointStats) -> None:
@@ -145,14 +166,14 @@ class BufferBudget:
     Reading is not paused instead: a connection paused in the middle of a frame still holds what it sent,
     so pausing frees nothing; checking after every read bounds the overshoot to one read."""
 
-    __slots__ = ("limit", "total", "held", "stats")
+    __slots__ = ("held", "limit", "stats", "total")
 
     def __init__(self, limit: int, stats: EndpointStats) -> None:
         if limit < 1:
             raise ValueError("the buffered-bytes budget must be at least 1 byte")
         self.limit = int(limit)
         self.total = 0
-        self.held: dict[Any, int] = {}      # connection -> bytes it holds (only connections holding some)
+        self.held: dict[Any, int] = {}  # connection -> bytes it holds (only connections holding some)
         self.stats = stats
 
     def hold(self, conn: Any, n: int) -> None:
@@ -185,8 +206,13 @@ class BufferBudget:
             dropped += 1
             conn.drop_for_memory(n)
         self.stats["dropped_memory_budget"] += dropped
-        log.warning("event=memory_budget dropped=%d limit=%d held=%d connections_holding=%d", dropped,
-                    self.limit, self.total, len(self.held))
+        log.warning(
+            "event=memory_budget dropped=%d limit=%d held=%d connections_holding=%d",
+            dropped,
+            self.limit,
+            self.total,
+            len(self.held),
+        )
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -210,7 +236,7 @@ class RecordGate:
             return None
         if source is not self._source:
             self._source, self._future = source, asyncio.wrap_future(source)
-            self._future.add_done_callback(_retrieve)   # a failure is counted by the connections it closes
+            self._future.add_done_callback(_retrieve)  # a failure is counted by the connections it closes
         return self._future
 
     async def settle(self, timeout_s: float = 5.0) -> None:
@@ -220,9 +246,9 @@ class RecordGate:
         if waiter is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
-            except Exception:   # failed or too slow: those connections close unanswered
+            except Exception:  # failed or too slow: those connections close unanswered
                 pass
-        await asyncio.sleep(0)   # the connections' release callbacks run before their transports close
+        await asyncio.sleep(0)  # the connections' release callbacks run before their transports close
 
 
 class EndpointConnection(asyncio.Protocol):
@@ -233,7 +259,8 @@ class EndpointConnection(asyncio.Protocol):
     another broker decided) — the one code path ``serve`` and ``proxy`` handle telemetry by.
 
     ``endpoint`` provides ``connections`` (a set), ``max_connections``, ``stats``
-    (:class:`EndpointStats`), ``budget`` (its :class:`BufferBudget`), ``next_connection_id()`` and ``broker`` (a :class:`~kip714.TelemetryBroker`;
+    (:class:`EndpointStats`), ``budget`` (its :class:`BufferBudget`), ``next_connection_id()`` and ``broker``
+    (a :class:`~kip714.TelemetryBroker`;
     its ``connection_closed`` is called when the connection goes: Kafka 4.0+ drops the instance created on
     it)."""
 
@@ -245,10 +272,10 @@ class EndpointConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.identity = ClientIdentity()
         self.last_activity = time.monotonic()
-        self.connection_id = endpoint.next_connection_id()   # the broker's key for this connection
-        self.closed_by_endpoint = False   # set when the endpoint closes it (shutdown, idle, protocol error)
-        self._held: deque | None = None   # (future or None, frame): answers waiting for the disk, in order
-        self.read_block = 0   # bits, one per reason to stop reading from the client (each subclass names its own)
+        self.connection_id = endpoint.next_connection_id()  # the broker's key for this connection
+        self.closed_by_endpoint = False  # set when the endpoint closes it (shutdown, idle, protocol error)
+        self._held: deque | None = None  # (future or None, frame): answers waiting for the disk, in order
+        self.read_block = 0  # bits, one per reason to stop reading from the client (each subclass names its own)
         self._made = [False]
         if getattr(endpoint, "ssl", None) is not None:
             weakref.finalize(self, _unmade, self._made, endpoint.stats)
@@ -390,8 +417,13 @@ class EndpointConnection(asyncio.Protocol):
                     break
                 if waiter.cancelled() or waiter.exception() is not None:
                     error = "cancelled" if waiter.cancelled() else repr(waiter.exception())
-                    log.warning("event=disconnect peer=%s:%s reason=record_sync_failed error=%s held=%d",
-                                self.address, self.port, error, sum(1 for w, _ in held if w is not None))
+                    log.warning(
+                        "event=disconnect peer=%s:%s reason=record_sync_failed error=%s held=%d",
+                        self.address,
+                        self.port,
+                        error,
+                        sum(1 for w, _ in held if w is not None),
+                    )
                     self.endpoint.stats["record_sync_failures"] += sum(1 for w, _ in held if w is not None)
                     held.clear()
                     self.closed_by_endpoint = True
@@ -444,7 +476,7 @@ class FramedConnection(EndpointConnection):
             del buffer[:consumed]
         endpoint.budget.hold(self, len(buffer))
         if buffer and (self.transport is None or self.transport.is_closing()):
-            return              # dropped: it held the most while the endpoint was over its budget
+            return  # dropped: it held the most while the endpoint was over its budget
         for frame in frames:
             if self.transport is None or self.transport.is_closing():
                 return

@@ -32,7 +32,8 @@ import socket
 import ssl as _ssl
 import struct
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey
 from .._protocol import DEFAULT_MAX_FRAME_BYTES, ApiVersionsRequest, MetadataRequest, decode_response, encode_request
@@ -41,12 +42,21 @@ from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, ListenerError
 from . import rewrite
-from .connection import (BufferBudget, EndpointStats, RecordGate, connection_ids, log_summaries, os_error_words,
-                         reap_idle, serve_until, warn_if_no_subscription)
+from .connection import (
+    BufferBudget,
+    EndpointStats,
+    RecordGate,
+    connection_ids,
+    log_summaries,
+    os_error_words,
+    reap_idle,
+    serve_until,
+    warn_if_no_subscription,
+)
 from .proxy_connection import ProxyConnection, upstream_error_words
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 
-__all__ = ["TelemetryProxy", "TELEMETRY_MODES", "parse_upstream", "parse_broker_ports"]
+__all__ = ["TELEMETRY_MODES", "TelemetryProxy", "parse_broker_ports", "parse_upstream"]
 
 log = logging.getLogger("kip714.proxy")
 
@@ -83,7 +93,7 @@ def parse_broker_ports(spec: str) -> dict[int, int]:
     """``1=9193,2=9194`` → {1: 9193, 2: 9194}."""
     out = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
-        node, sep, port = item.partition("=")
+        node, _sep, port = item.partition("=")
         try:
             out[int(node)] = int(port)
         except ValueError:
@@ -105,7 +115,8 @@ class TelemetryProxy:
     ``0`` picks free ports, for tests — not stable across restarts) or its port in ``broker_ports``
     ({node_id: port}); a broker of the cluster without a usable port (none in ``broker_ports``, past 65535, or
     taken) makes ``start()`` raise :class:`ListenerError` (INVALID_CONFIG), and one that appears later is an
-    error on the connection whose response named it. ``advertised_host``: the host clients are told (default ``host``). ``telemetry``: ``auto``,
+    error on the connection whose response named it. ``advertised_host``: the host clients are told (default
+    ``host``). ``telemetry``: ``auto``,
     ``terminate``, ``tap`` or ``off``. ``broker`` answers (terminate) or records (tap) telemetry;
     ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it; with a
     synchronous recorder (``sync=True``, ``--record-sync``) a push's answer, the proxy's own or the
@@ -119,13 +130,28 @@ class TelemetryProxy:
     (``stats["dropped_memory_budget"]``) —, ``idle_timeout_s`` without traffic closes a connection,
     ``connect_timeout_s`` per upstream connect."""
 
-    def __init__(self, upstream, broker: TelemetryBroker | None = None, host: str = "127.0.0.1",
-                 port: int = 9092, *, broker_port_base: int | None = None,
-                 broker_ports: dict[int, int] | None = None, advertised_host: str | None = None,
-                 telemetry: str = "auto", recorder=None, on_payload=None, ssl=None, upstream_ssl=None,
-                 max_connections: int = 10000, idle_timeout_s: float = 600.0, connect_timeout_s: float = 10.0,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES, summary_interval_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        upstream,
+        broker: TelemetryBroker | None = None,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        *,
+        broker_port_base: int | None = None,
+        broker_ports: dict[int, int] | None = None,
+        advertised_host: str | None = None,
+        telemetry: str = "auto",
+        recorder=None,
+        on_payload=None,
+        ssl=None,
+        upstream_ssl=None,
+        max_connections: int = 10000,
+        idle_timeout_s: float = 600.0,
+        connect_timeout_s: float = 10.0,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        summary_interval_s: float = 0.0,
+    ) -> None:
         if telemetry not in TELEMETRY_MODES:
             raise InvalidConfigError(f"telemetry must be one of {', '.join(TELEMETRY_MODES)}, not {telemetry!r}")
         self.upstreams = parse_upstream(upstream)
@@ -135,7 +161,7 @@ class TelemetryProxy:
         self.broker_port_base = broker_port_base
         self.explicit_ports = dict(broker_ports) if broker_ports else None
         self.telemetry = telemetry
-        self.mode = telemetry if telemetry != "auto" else "terminate"   # resolved by start()
+        self.mode = telemetry if telemetry != "auto" else "terminate"  # resolved by start()
         self.recorder = recorder
         if recorder is not None:
             self.broker.add_receiver(recorder)
@@ -152,10 +178,10 @@ class TelemetryProxy:
         self.next_connection_id = connection_ids()
         self.stats = EndpointStats()
         self.budget = BufferBudget(max_buffered_bytes, self.stats)
-        self.bytes_up = 0            # bytes read from clients
-        self.bytes_down = 0          # bytes read from upstream brokers
-        self.nodes: dict[int, tuple[str, int]] = {}     # node id -> upstream (host, port)
-        self._ports: dict[int, int] = {}                # node id -> listening port
+        self.bytes_up = 0  # bytes read from clients
+        self.bytes_down = 0  # bytes read from upstream brokers
+        self.nodes: dict[int, tuple[str, int]] = {}  # node id -> upstream (host, port)
+        self._ports: dict[int, int] = {}  # node id -> listening port
         self._servers: list[asyncio.AbstractServer] = []
         self._pending_servers: list[asyncio.Task] = []
         self._tasks: list[asyncio.Task] = []
@@ -173,8 +199,11 @@ class TelemetryProxy:
             self.caps[_GTS] = 0
             self.caps[_PUSH] = 0
         # API keys above Fetch the request path looks at
-        self.special_apis = frozenset(set(REWRITERS) | REMOVED_APIS | {
-            _GTS, _PUSH, int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
+        self.special_apis = frozenset(
+            set(REWRITERS)
+            | REMOVED_APIS
+            | {_GTS, _PUSH, int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)}
+        )
 
     @property
     def broker_ports(self) -> dict[int, int]:
@@ -192,8 +221,10 @@ class TelemetryProxy:
             return 0
         port = base + node_id
         if node_id < 0 or port > 65535:
-            raise ListenerError(f"broker node id {node_id} maps to port {port}, outside 1-65535 "
-                               f"(--broker-port-base {base}); use --broker-ports")
+            raise ListenerError(
+                f"broker node id {node_id} maps to port {port}, outside 1-65535 "
+                f"(--broker-port-base {base}); use --broker-ports"
+            )
         return port
 
     def advertise(self, node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -234,10 +265,13 @@ class TelemetryProxy:
         sock.setblocking(False)
         port = sock.getsockname()[1]
         loop = asyncio.get_running_loop()
-        factory = (lambda: ProxyConnection(self, node_id))
+
+        def factory() -> ProxyConnection:
+            return ProxyConnection(self, node_id)
+
         task = loop.create_task(loop.create_server(factory, sock=sock, ssl=self.ssl, backlog=1024))
         task.add_done_callback(self._server_started)
-        task.sock = sock          # closed by close() if the server never started (a failed start)
+        task.sock = sock  # closed by close() if the server never started (a failed start)
         self._pending_servers.append(task)
         if node_id is not None:
             self._ports[node_id] = port
@@ -249,14 +283,14 @@ class TelemetryProxy:
         if not task.cancelled() and task.exception() is None:
             self._servers.append(task.result())
         else:
-            task.sock.close()     # no server took it over
+            task.sock.close()  # no server took it over
 
     # ---------------------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
         """Ask the cluster for its APIs and brokers, resolve ``auto``, open the listeners."""
         self._ready = asyncio.Event()
-        self.port = self._listen(None)      # first: the broker ports may derive from it
+        self.port = self._listen(None)  # first: the broker ports may derive from it
         try:
             await self._probe()
         except BaseException:
@@ -268,22 +302,32 @@ class TelemetryProxy:
         self._tasks.append(asyncio.create_task(reap_idle(self, self.stats)))
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
-        log.info("event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s tls=%s",
-                 self.host, self.port, self.mode, ",".join(f"{h}:{p}" for h, p in self.upstreams),
-                 self.broker_ports, self.ssl is not None)
+        log.info(
+            "event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s tls=%s",
+            self.host,
+            self.port,
+            self.mode,
+            ",".join(f"{h}:{p}" for h, p in self.upstreams),
+            self.broker_ports,
+            self.ssl is not None,
+        )
 
     async def _probe(self) -> None:
         errors = []
         for host, port in self.upstreams:
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                    host, port, ssl=self.upstream_ssl, server_hostname=host if self.upstream_ssl else None),
-                    self.connect_timeout_s)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(
+                        host, port, ssl=self.upstream_ssl, server_hostname=host if self.upstream_ssl else None
+                    ),
+                    self.connect_timeout_s,
+                )
             except (OSError, asyncio.TimeoutError, _ssl.SSLError) as exc:
                 errors.append(f"{host}:{port}: {upstream_error_words(exc)}")
                 continue
             try:
-                async def call(body, version, corr):
+
+                async def call(body, version, corr, reader=reader, writer=writer):
                     writer.write(encode_request(body, corr, "kip714-proxy", version))
                     size = _I32.unpack(await reader.readexactly(4))[0]
                     if not 4 <= size <= self.max_frame_bytes:
@@ -300,12 +344,13 @@ class TelemetryProxy:
                 if meta and meta[1] >= 1:
                     version = min(meta[1], 12)
                     try:
-                        frame = await asyncio.wait_for(call(MetadataRequest(topics=[]), version, 2),
-                                                       self.connect_timeout_s)
+                        frame = await asyncio.wait_for(
+                            call(MetadataRequest(topics=[]), version, 2), self.connect_timeout_s
+                        )
                         # the brokers as a client's Metadata answer would name them (opens their listeners)
                         rewrite.rewrite_metadata(frame, version, self.advertise)
                     except ListenerError:
-                        raise           # the proxy's own configuration: refuse to start
+                        raise  # the proxy's own configuration: refuse to start
                     except (Kip714Error, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
                         # e.g. a SASL listener: Metadata only after authentication; listeners open as
                         # clients' own Metadata answers name the brokers
@@ -324,9 +369,11 @@ class TelemetryProxy:
         if self.telemetry == "auto":
             self.mode = "tap" if offered else "terminate"
         if self.mode == "tap" and not offered:
-            log.warning("event=no_telemetry_upstream the cluster does not advertise GetTelemetrySubscriptions and "
-                        "PushTelemetry (API keys 71, 72): with --telemetry tap its clients never push; auto or "
-                        "terminate answers them here")
+            log.warning(
+                "event=no_telemetry_upstream the cluster does not advertise GetTelemetrySubscriptions and "
+                "PushTelemetry (API keys 71, 72): with --telemetry tap its clients never push; auto or "
+                "terminate answers them here"
+            )
         if self.mode == "terminate":
             warn_if_no_subscription(self.broker)
         self._configure_mode()
@@ -346,7 +393,7 @@ class TelemetryProxy:
             await server.wait_closed()
         if self.recorder is not None:
             self.recorder.close()
-        if self._ready is not None and self._ready.is_set():   # a start that failed has no summary to give
+        if self._ready is not None and self._ready.is_set():  # a start that failed has no summary to give
             log.info("event=stopped %s", self.summary())
 
     async def serve(self, duration_s: float | None = None, stop: asyncio.Event | None = None) -> None:
@@ -363,10 +410,12 @@ class TelemetryProxy:
 
     def summary(self) -> str:
         stats = self.stats
-        return (f"telemetry={self.mode} connections_open={len(self.connections)} "
-                f"connections_total={stats['connections']} refused={stats['connections_refused']} "
-                f"bytes_from_clients={self.bytes_up} bytes_from_upstream={self.bytes_down} "
-                f"protocol_errors={stats['protocol_errors']} frames_too_large={stats['frames_too_large']} "
-                f"dropped_memory_budget={stats['dropped_memory_budget']} rewrite_errors={stats['rewrite_errors']} "
-                f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}"
-                + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else ""))
+        return (
+            f"telemetry={self.mode} connections_open={len(self.connections)} "
+            f"connections_total={stats['connections']} refused={stats['connections_refused']} "
+            f"bytes_from_clients={self.bytes_up} bytes_from_upstream={self.bytes_down} "
+            f"protocol_errors={stats['protocol_errors']} frames_too_large={stats['frames_too_large']} "
+            f"dropped_memory_budget={stats['dropped_memory_budget']} rewrite_errors={stats['rewrite_errors']} "
+            f"upstream_errors={stats['upstream_errors']} brokers={self.broker_ports}"
+            + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else "")
+        )

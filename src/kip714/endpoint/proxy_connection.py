@@ -54,21 +54,21 @@ _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 #: The ApiVersions versions the proxy reads (an answer to a newer request lists this range, in v0 format).
 _API_VERSIONS_RANGE = ApiVersion(_API_VERSIONS, 0, MAX_VERSIONS[_API_VERSIONS])
 
-_REQ_HEAD = struct.Struct(">hhi")      # api_key, api_version, correlation_id (after the size prefix)
+_REQ_HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id (after the size prefix)
 _I32 = struct.Struct(">i")
 
 # what a forwarded request expects back (the second item of a pending entry)
-_A_PASS = 0          # the response streams through
-_A_REWRITE = 1       # addresses to rewrite: info = (rewrite function, version)
+_A_PASS = 0  # the response streams through
+_A_REWRITE = 1  # addresses to rewrite: info = (rewrite function, version)
 _A_API_VERSIONS = 2  # info = (version, client_id)
-_A_TAP = 3           # tap: a PushTelemetry to record with the upstream's answer, or a Get whose answer to
-                     # remember (told_by_upstream): info = decoded request
-_A_SASL = 4          # a SaslAuthenticate: info = the user name it authenticates as (or None)
-_A_LOCAL = 5         # an answer the proxy made: info = the frame to write when its turn comes
-_A_INTERNAL = 6      # the proxy's own ApiVersions: info = (client correlation id, client version, our version)
+_A_TAP = 3  # tap: a PushTelemetry to record with the upstream's answer, or a Get whose answer to
+# remember (told_by_upstream): info = decoded request
+_A_SASL = 4  # a SaslAuthenticate: info = the user name it authenticates as (or None)
+_A_LOCAL = 5  # an answer the proxy made: info = the frame to write when its turn comes
+_A_INTERNAL = 6  # the proxy's own ApiVersions: info = (client correlation id, client version, our version)
 _INTERNAL_CORRELATION_ID = 0x7FFF_F714
 
-_WRITE_HIGH = 1 << 20   # write-buffer high-water mark of each side (bytes)
+_WRITE_HIGH = 1 << 20  # write-buffer high-water mark of each side (bytes)
 
 
 class _Drop(Exception):
@@ -104,7 +104,7 @@ class _Upstream(asyncio.Protocol):
         self.client.upstream_lost(exc)
 
     def eof_received(self):
-        return False    # close
+        return False  # close
 
     # the upstream reads slower than the client sends: stop reading the client
     def pause_writing(self) -> None:
@@ -122,19 +122,21 @@ class ProxyConnection(EndpointConnection):
     def __init__(self, proxy: Any, node_id: int | None) -> None:
         super().__init__(proxy)
         self.proxy = proxy
-        self.listener_node = node_id            # None: the bootstrap listener
-        self.node_id = -1 if node_id is None else node_id   # the upstream node (telemetry's node_id)
+        self.listener_node = node_id  # None: the bootstrap listener
+        self.node_id = -1 if node_id is None else node_id  # the upstream node (telemetry's node_id)
         self.upstream: _Upstream | None = None
-        self.early: list[bytes] = []            # read before the upstream connected (uvloop; see data_received)
+        self.early: list[bytes] = []  # read before the upstream connected (uvloop; see data_received)
         self.pending: collections.deque = collections.deque()
-        self.locals = 0                         # _A_LOCAL entries in pending
+        self.locals = 0  # _A_LOCAL entries in pending
         # read_block bits: 1 upstream not ready, 2 upstream full, 4 client full, 8 answers held
         self.closing = False
         self.sasl_mechanism = ""
-        self.requests = FrameStream(self._request_head, self._request_captured, self._to_upstream, 8,
-                                    proxy.max_frame_bytes)
-        self.responses = FrameStream(self._response_head, self._response_captured, self._to_client, 4,
-                                     proxy.max_frame_bytes)
+        self.requests = FrameStream(
+            self._request_head, self._request_captured, self._to_upstream, 8, proxy.max_frame_bytes
+        )
+        self.responses = FrameStream(
+            self._response_head, self._response_captured, self._to_client, 4, proxy.max_frame_bytes
+        )
 
     # ------------------------------------------------------------------------------ life cycle
 
@@ -152,7 +154,7 @@ class ProxyConnection(EndpointConnection):
     async def _connect(self) -> None:
         proxy = self.proxy
         loop = asyncio.get_running_loop()
-        await proxy._ready.wait()     # the telemetry mode is known once the cluster was asked
+        await proxy._ready.wait()  # the telemetry mode is known once the cluster was asked
         if self.listener_node is None:
             candidates = proxy.bootstrap_order()
         else:
@@ -166,9 +168,16 @@ class ProxyConnection(EndpointConnection):
         last = None
         for host, port in candidates:
             try:
-                _, upstream = await asyncio.wait_for(loop.create_connection(
-                    lambda: _Upstream(self), host, port, ssl=proxy.upstream_ssl,
-                    server_hostname=host if proxy.upstream_ssl is not None else None), proxy.connect_timeout_s)
+                _, upstream = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: _Upstream(self),
+                        host,
+                        port,
+                        ssl=proxy.upstream_ssl,
+                        server_hostname=host if proxy.upstream_ssl is not None else None,
+                    ),
+                    proxy.connect_timeout_s,
+                )
             except (OSError, asyncio.TimeoutError, _ssl.SSLError) as exc:
                 last = exc
                 continue
@@ -182,11 +191,22 @@ class ProxyConnection(EndpointConnection):
             for data in early:
                 self.data_received(data)
             self.block_reading(1, False)
-            log.debug("event=upstream_connected peer=%s:%s upstream=%s:%d node_id=%d", self.address, self.port,
-                      host, port, self.node_id)
+            log.debug(
+                "event=upstream_connected peer=%s:%s upstream=%s:%d node_id=%d",
+                self.address,
+                self.port,
+                host,
+                port,
+                self.node_id,
+            )
             return
-        log.warning("event=upstream_unreachable peer=%s:%s upstream=%s error=%r", self.address, self.port,
-                    ",".join(f"{h}:{p}" for h, p in candidates), last)
+        log.warning(
+            "event=upstream_unreachable peer=%s:%s upstream=%s error=%r",
+            self.address,
+            self.port,
+            ",".join(f"{h}:{p}" for h, p in candidates),
+            last,
+        )
         proxy.stats["upstream_errors"] += 1
         self._close()
 
@@ -201,8 +221,14 @@ class ProxyConnection(EndpointConnection):
 
     def upstream_lost(self, exc) -> None:
         if not self.closing:
-            log.info("event=upstream_closed peer=%s:%s node_id=%d pending=%d error=%r", self.address, self.port,
-                     self.node_id, len(self.pending), exc)
+            log.info(
+                "event=upstream_closed peer=%s:%s node_id=%d pending=%d error=%r",
+                self.address,
+                self.port,
+                self.node_id,
+                len(self.pending),
+                exc,
+            )
         self._close()
 
     def _close(self) -> None:
@@ -291,18 +317,22 @@ class ProxyConnection(EndpointConnection):
             return STREAM
         if api_key == _PRODUCE:
             if version > MAX_VERSIONS[_PRODUCE]:
-                raise _Drop(f"Produce v{version} is over the proxy's v{MAX_VERSIONS[_PRODUCE]} "
-                            "(newer answers may name leader addresses)")
+                raise _Drop(
+                    f"Produce v{version} is over the proxy's v{MAX_VERSIONS[_PRODUCE]} "
+                    "(newer answers may name leader addresses)"
+                )
             acks = rewrite.produce_acks(buf, start, end, version)
             if acks is None:
                 return None
-            if acks != 0:       # acks=0: Kafka sends no response
+            if acks != 0:  # acks=0: Kafka sends no response
                 self.pending.append((corr, _A_PASS, None))
             return STREAM
         if api_key == _FETCH:
             if version > MAX_VERSIONS[_FETCH]:
-                raise _Drop(f"Fetch v{version} is over the proxy's v{MAX_VERSIONS[_FETCH]} "
-                            "(newer answers may name leader addresses)")
+                raise _Drop(
+                    f"Fetch v{version} is over the proxy's v{MAX_VERSIONS[_FETCH]} "
+                    "(newer answers may name leader addresses)"
+                )
             self.pending.append((corr, _A_PASS, None))
             return STREAM
         fn = REWRITERS.get(api_key)
@@ -313,9 +343,9 @@ class ProxyConnection(EndpointConnection):
             return STREAM
         if api_key in REMOVED_APIS:
             raise _Drop(f"API key {api_key} answers name addresses the proxy does not rewrite")
-        if api_key == _GTS or api_key == _PUSH:
+        if api_key in (_GTS, _PUSH):
             mode = self.proxy.mode
-            if mode == "terminate" or mode == "tap":    # tap: a Get's answer says the push interval
+            if mode == "terminate" or mode == "tap":  # tap: a Get's answer says the push interval
                 return CAPTURE
             self.pending.append((corr, _A_PASS, None))
             return STREAM
@@ -327,7 +357,7 @@ class ProxyConnection(EndpointConnection):
     def _request_captured(self, frame: bytes) -> None:
         api_key, version, corr = _REQ_HEAD.unpack_from(frame, 4)
         body = memoryview(frame)[4:]
-        if api_key == _GTS or api_key == _PUSH:
+        if api_key in (_GTS, _PUSH):
             try:
                 req = decode_request(body)
             except Kip714Error as exc:
@@ -346,14 +376,14 @@ class ProxyConnection(EndpointConnection):
                 return
             except Kip714Error as exc:
                 raise _Drop(f"malformed ApiVersions request: {exc}") from None
-            self.identity.api_versions(req.body, version)   # KIP-511 software name (the upstream validates it)
+            self.identity.api_versions(req.body, version)  # KIP-511 software name (the upstream validates it)
             self.pending.append((corr, _A_API_VERSIONS, (version, req.header.client_id)))
         elif api_key == _SASL_HANDSHAKE:
             if version < 1:
                 raise _Drop("SaslHandshake v0 (SASL tokens outside Kafka frames) is not proxied")
             self.sasl_mechanism = rewrite.sasl_mechanism(body)
             self.pending.append((corr, _A_PASS, None))
-        else:   # SaslAuthenticate: the principal is set when the upstream accepts it
+        else:  # SaslAuthenticate: the principal is set when the upstream accepts it
             user = rewrite.sasl_user(body, version, self.sasl_mechanism)
             self.pending.append((corr, _A_SASL, None if user is None else (user, version)))
         self._to_upstream(frame)
@@ -428,8 +458,14 @@ class ProxyConnection(EndpointConnection):
             client_corr, client_version, our_version = info
             if rewrite.api_versions_error(body) != 0:
                 raise _Drop("the upstream refused ApiVersions")
-            frame = rewrite.rewrite_api_versions(body, our_version, self.proxy.api_additions, self.proxy.caps,
-                                                 out_version=client_version, correlation_id=client_corr)
+            frame = rewrite.rewrite_api_versions(
+                body,
+                our_version,
+                self.proxy.api_additions,
+                self.proxy.caps,
+                out_version=client_version,
+                correlation_id=client_corr,
+            )
         elif action == _A_TAP and info.api_key == _GTS:
             try:
                 told = decode_response(body, _GTS, info.api_version).body
@@ -442,7 +478,7 @@ class ProxyConnection(EndpointConnection):
             except Kip714Error as exc:
                 raise _Drop(f"malformed PushTelemetry response: {exc}") from None
             self.telemetry_tapped(info, error, node_id=self.node_id)
-            self.send_durable(frame)   # the cluster's answer, once the row is on disk with --record-sync
+            self.send_durable(frame)  # the cluster's answer, once the row is on disk with --record-sync
             if self.locals:
                 self._flush_locals()
             return
@@ -459,13 +495,18 @@ class ProxyConnection(EndpointConnection):
         cluster answers v3+ with a body kafka-python cannot parse): ask it at a version it knows and
         answer the client in the version it asked for."""
         ours = 0
-        try:    # Kafka answers in the v0 format with the range it supports
+        try:  # Kafka answers in the v0 format with the range it supports
             ranges = rewrite.upstream_api_versions(body, 0)
             if _API_VERSIONS in ranges:
                 ours = max(0, min(ranges[_API_VERSIONS][1], version - 1))
         except Kip714Error:
             pass
-        log.debug("event=api_versions_fallback peer=%s:%s client_version=%d upstream_version=%d", self.address,
-                  self.port, version, ours)
+        log.debug(
+            "event=api_versions_fallback peer=%s:%s client_version=%d upstream_version=%d",
+            self.address,
+            self.port,
+            version,
+            ours,
+        )
         self.pending.append((_INTERNAL_CORRELATION_ID, _A_INTERNAL, (corr, version, ours)))
         self._to_upstream(encode_request(ApiVersionsRequest(), _INTERNAL_CORRELATION_ID, client_id, ours))

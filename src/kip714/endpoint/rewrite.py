@@ -20,15 +20,26 @@ byte offsets, which no message library exposes.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 from .._enums import ApiKey, ErrorCode
 from .._protocol import ApiVersion, decode_response, encode_response
 from ..errors import MalformedFrameError, RewriteError
 
-__all__ = ["RewriteError", "MAX_VERSIONS", "REMOVED_APIS", "rewrite_metadata", "rewrite_find_coordinator",
-           "rewrite_describe_cluster", "rewrite_api_versions", "produce_acks", "sasl_mechanism",
-           "sasl_user", "sasl_authenticate_error", "Advertise"]
+__all__ = [
+    "MAX_VERSIONS",
+    "REMOVED_APIS",
+    "Advertise",
+    "RewriteError",
+    "produce_acks",
+    "rewrite_api_versions",
+    "rewrite_describe_cluster",
+    "rewrite_find_coordinator",
+    "rewrite_metadata",
+    "sasl_authenticate_error",
+    "sasl_mechanism",
+    "sasl_user",
+]
 
 #: ``advertise(node_id, upstream_host, upstream_port) -> (host, port)``: the proxy listener of a node.
 Advertise = Callable[[int, str, int], "tuple[str, int]"]
@@ -61,11 +72,11 @@ class _Short(Exception):
 
 
 class _Reader:
-    __slots__ = ("buf", "pos", "end", "short")
+    __slots__ = ("buf", "end", "pos", "short")
 
     def __init__(self, buf, pos: int = 0, end: int | None = None, short: bool = False) -> None:
         self.buf, self.pos, self.end = buf, pos, len(buf) if end is None else end
-        self.short = short   # running out raises _Short (more bytes will come) instead of MalformedFrameError
+        self.short = short  # running out raises _Short (more bytes will come) instead of MalformedFrameError
 
     def need(self, n: int) -> int:
         p = self.pos
@@ -77,7 +88,7 @@ class _Reader:
         return p
 
     def i8(self) -> int:
-        return int.from_bytes(self.buf[self.need(1):self.pos], "big", signed=True)
+        return int.from_bytes(self.buf[self.need(1) : self.pos], "big", signed=True)
 
     def i16(self) -> int:
         return _I16.unpack_from(self.buf, self.need(2))[0]
@@ -91,7 +102,7 @@ class _Reader:
             b = self.buf[self.need(1)]
             value |= (b & 0x7F) << shift
             if not b & 0x80:
-                return value & 0xFFFFFFFF   # a 5th byte's bits 4-6 fall out of Java's int, as in Kafka
+                return value & 0xFFFFFFFF  # a 5th byte's bits 4-6 fall out of Java's int, as in Kafka
             shift += 7
             if shift > 28:
                 raise MalformedFrameError("varint longer than 5 bytes")
@@ -107,7 +118,7 @@ class _Reader:
                 return None
             raise MalformedFrameError(f"bad string length {n}")
         start = self.need(n)
-        return bytes(self.buf[start:self.pos]).decode("utf-8", "replace")
+        return bytes(self.buf[start : self.pos]).decode("utf-8", "replace")
 
     def array(self, flexible: bool) -> int:
         n = self.uvarint() - 1 if flexible else self.i32()
@@ -137,7 +148,7 @@ def _string(value: str, flexible: bool) -> bytes:
 class _Splice:
     """Copies ``frame`` and replaces (host, port) spans; returns a size-prefixed frame."""
 
-    __slots__ = ("frame", "parts", "last", "advertise", "flexible")
+    __slots__ = ("advertise", "flexible", "frame", "last", "parts")
 
     def __init__(self, frame, advertise: Advertise, flexible: bool) -> None:
         self.frame, self.parts, self.last = frame, [], 0
@@ -154,14 +165,14 @@ class _Splice:
                 raise RewriteError(f"an address {host}:{port} without a node id cannot be rewritten")
             return
         new_host, new_port = self.advertise(node_id, host, port)
-        self.parts += (self.frame[self.last:start], _string(new_host, self.flexible), _I32.pack(new_port))
+        self.parts += (self.frame[self.last : start], _string(new_host, self.flexible), _I32.pack(new_port))
         self.last = r.pos
 
     def done(self) -> bytes:
         frame = self.frame
         if not self.parts:
             return _I32.pack(len(frame)) + frame
-        self.parts.append(frame[self.last:])
+        self.parts.append(frame[self.last :])
         body = b"".join(self.parts)
         return _I32.pack(len(body)) + body
 
@@ -173,17 +184,17 @@ def rewrite_metadata(frame: bytes, version: int, advertise: Advertise) -> bytes:
         raise RewriteError(f"Metadata v{version} is not rewritten by this proxy")
     flexible = version >= 9
     r = _Reader(frame)
-    r.need(4)                   # correlation id
+    r.need(4)  # correlation id
     if flexible:
-        r.tags()                # response header v1
+        r.tags()  # response header v1
     if version >= 3:
-        r.need(4)               # throttle_time_ms
+        r.need(4)  # throttle_time_ms
     s = _Splice(frame, advertise, flexible)
     for _ in range(r.array(flexible)):
         node_id = r.i32()
         s.address(r, node_id)
         if version >= 1:
-            r.string(flexible, nullable=True)   # rack
+            r.string(flexible, nullable=True)  # rack
         if flexible:
             r.tags()
     return s.done()
@@ -199,20 +210,20 @@ def rewrite_find_coordinator(frame: bytes, version: int, advertise: Advertise) -
     if flexible:
         r.tags()
     if version >= 1:
-        r.need(4)                                   # throttle_time_ms
+        r.need(4)  # throttle_time_ms
     s = _Splice(frame, advertise, flexible)
     if version <= 3:
-        r.i16()                                     # error_code
+        r.i16()  # error_code
         if version >= 1:
-            r.string(flexible, nullable=True)       # error_message
+            r.string(flexible, nullable=True)  # error_message
         s.address(r, r.i32())
     else:
         for _ in range(r.array(True)):
-            r.string(True)                          # key
+            r.string(True)  # key
             node_id = r.i32()
             s.address(r, node_id)
-            r.i16()                                 # error_code
-            r.string(True, nullable=True)           # error_message
+            r.i16()  # error_code
+            r.string(True, nullable=True)  # error_message
             r.tags()
     return s.done()
 
@@ -225,23 +236,25 @@ def rewrite_describe_cluster(frame: bytes, version: int, advertise: Advertise) -
     r = _Reader(frame)
     r.need(4)
     r.tags()
-    r.need(4)                                       # throttle_time_ms
-    r.i16()                                         # error_code
-    r.string(True, nullable=True)                   # error_message
+    r.need(4)  # throttle_time_ms
+    r.i16()  # error_code
+    r.string(True, nullable=True)  # error_message
     endpoint_type = r.i8() if version >= 1 else 1
-    r.string(True)                                  # cluster_id
-    r.i32()                                         # controller_id
+    r.string(True)  # cluster_id
+    r.i32()  # controller_id
     s = _Splice(frame, advertise, True)
     n = r.array(True)
     if n and endpoint_type != 1:
-        raise RewriteError(f"DescribeCluster answer for endpoint type {endpoint_type} (controllers) "
-                           "names addresses the proxy does not serve")
+        raise RewriteError(
+            f"DescribeCluster answer for endpoint type {endpoint_type} (controllers) "
+            "names addresses the proxy does not serve"
+        )
     for _ in range(n):
         node_id = r.i32()
         s.address(r, node_id)
-        r.string(True, nullable=True)               # rack
+        r.string(True, nullable=True)  # rack
         if version >= 2:
-            r.need(1)                               # is_fenced
+            r.need(1)  # is_fenced
         r.tags()
     return s.done()
 
@@ -266,9 +279,14 @@ def upstream_api_versions(frame, version: int) -> dict[int, tuple[int, int]]:
     return {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
 
 
-def rewrite_api_versions(frame, version: int, add: tuple[tuple[int, int, int], ...] = (),
-                         caps: dict[int, int] | None = None, out_version: int | None = None,
-                         correlation_id: int | None = None) -> bytes:
+def rewrite_api_versions(
+    frame,
+    version: int,
+    add: tuple[tuple[int, int, int], ...] = (),
+    caps: dict[int, int] | None = None,
+    out_version: int | None = None,
+    correlation_id: int | None = None,
+) -> bytes:
     """The ApiVersions answer the proxy gives: the upstream's (``frame``, an answer to ``version``,
     without size prefix) with versions capped to ``caps`` (default :data:`MAX_VERSIONS`), the APIs in
     :data:`REMOVED_APIS` left out, and ``add`` entries (api_key, min, max) added when missing. Encoded at
@@ -284,7 +302,7 @@ def rewrite_api_versions(frame, version: int, add: tuple[tuple[int, int, int], .
         cap = caps.get(key)
         if cap is not None and a.max_version > cap:
             if a.min_version > cap:
-                continue            # nothing the proxy can read is left
+                continue  # nothing the proxy can read is left
             a = ApiVersion(key, a.min_version, cap, a.unknown_tagged_fields)
         keys.append(a)
     have = {a.api_key for a in keys}
@@ -296,9 +314,10 @@ def rewrite_api_versions(frame, version: int, add: tuple[tuple[int, int, int], .
 
 # ------------------------------------------------------------------------------------------ request heads
 
+
 def _skip_request_header(r: _Reader, flexible: bool) -> None:
-    r.need(8)                                       # api_key, api_version, correlation_id
-    n = r.i16()                                     # client_id (nullable, never compact)
+    r.need(8)  # api_key, api_version, correlation_id
+    n = r.i16()  # client_id (nullable, never compact)
     if n > 0:
         r.need(n)
     if flexible:
@@ -313,7 +332,7 @@ def produce_acks(buf, start: int, end: int, version: int) -> int | None:
         flexible = version >= 9
         _skip_request_header(r, flexible)
         if version >= 3:
-            n = r.length(flexible)                  # transactional_id
+            n = r.length(flexible)  # transactional_id
             if n > 0:
                 r.need(n)
         return r.i16()
@@ -342,7 +361,7 @@ def sasl_user(frame, version: int, mechanism: str) -> str | None:
     if n < 0:
         return None
     start = r.need(n)
-    auth = bytes(frame[start:r.pos])
+    auth = bytes(frame[start : r.pos])
     mech = mechanism.upper()
     if mech == "PLAIN":
         parts = auth.split(b"\0")
@@ -353,7 +372,7 @@ def sasl_user(frame, version: int, mechanism: str) -> str | None:
         text = auth.decode("utf-8", "replace")
         # client-first-message: gs2-header ("n,," / "y,," / "p=..,", optional "a=authzid") then attributes
         pieces = text.split(",", 2)
-        if len(pieces) < 3 or pieces[0] not in ("n", "y") and not pieces[0].startswith("p="):
+        if len(pieces) < 3 or (pieces[0] not in ("n", "y") and not pieces[0].startswith("p=")):
             return None
         for attr in pieces[2].split(","):
             if attr.startswith("n="):

@@ -31,16 +31,29 @@ from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
-from .connection import (BufferBudget, EndpointStats, FramedConnection, RecordGate, connection_ids, log_summaries,
-                         os_error_words, reap_idle, serve_until)
+from .connection import (
+    BufferBudget,
+    EndpointStats,
+    FramedConnection,
+    RecordGate,
+    connection_ids,
+    log_summaries,
+    os_error_words,
+    reap_idle,
+    serve_until,
+)
 
-__all__ = ["TelemetryServer", "ADVERTISED_APIS"]
+__all__ = ["ADVERTISED_APIS", "TelemetryServer"]
 
 log = logging.getLogger("kip714.server")
 
 #: (api_key, min_version, max_version) advertised in ApiVersions responses.
-ADVERTISED_APIS = ((int(ApiKey.METADATA), 0, 12), (int(ApiKey.API_VERSIONS), 0, 4),
-                   (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), 0, 0), (int(ApiKey.PUSH_TELEMETRY), 0, 0))
+ADVERTISED_APIS = (
+    (int(ApiKey.METADATA), 0, 12),
+    (int(ApiKey.API_VERSIONS), 0, 4),
+    (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), 0, 0),
+    (int(ApiKey.PUSH_TELEMETRY), 0, 0),
+)
 #: The ApiVersions versions kip714 decodes (an answer to a newer one lists this range, in the v0 format).
 API_VERSIONS_RANGE = ApiVersion(int(ApiKey.API_VERSIONS), 0, 4)
 UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -58,8 +71,7 @@ class _ServeConnection(FramedConnection):
             header = exc.header
             if header.api_key == ApiKey.API_VERSIONS:
                 # Kafka answers an ApiVersions version it does not know in the v0 format, listing its range
-                body = ApiVersionsResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
-                                           api_keys=[API_VERSIONS_RANGE])
+                body = ApiVersionsResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION), api_keys=[API_VERSIONS_RANGE])
                 self.write(encode_response(header.correlation_id, body, 0))
                 return
             self.drop(f"unsupported version {header.api_version} of API key {header.api_key}")
@@ -74,13 +86,14 @@ class _ServeConnection(FramedConnection):
         body = req.body
         version = req.api_version
         if type(body) is PushTelemetryRequest:
-            self.send_durable(self.telemetry_response(req))   # after its row is on disk with --record-sync
+            self.send_durable(self.telemetry_response(req))  # after its row is on disk with --record-sync
         elif type(body) is GetTelemetrySubscriptionsRequest:
             self.write(self.telemetry_response(req))
         elif type(body) is ApiVersionsRequest:
             error = self.identity.api_versions(body, version)
-            resp = ApiVersionsResponse(error_code=error,
-                                       api_keys=[ApiVersion(*a) for a in ADVERTISED_APIS] if not error else [])
+            resp = ApiVersionsResponse(
+                error_code=error, api_keys=[ApiVersion(*a) for a in ADVERTISED_APIS] if not error else []
+            )
             self.write(encode_response(req.correlation_id, resp, version))
         elif type(body) is MetadataRequest:
             if version < 12 and any(t.name is None for t in body.topics or ()):
@@ -118,12 +131,24 @@ class TelemetryServer:
     is written only once its row is durably on disk, later answers on the connection waiting behind it; a
     failed write closes the connection instead of answering (``stats["record_sync_failures"]``)."""
 
-    def __init__(self, broker: TelemetryBroker | None = None, host: str = "127.0.0.1", port: int = 9092, *,
-                 advertised_host: str | None = None, advertised_port: int | None = None,
-                 max_frame_bytes: int | None = None, max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
-                 max_connections: int = 10000,
-                 idle_timeout_s: float = 600.0, recorder=None, cluster_id: str = "kip714-telemetry",
-                 summary_interval_s: float = 0.0, on_payload=None, ssl=None) -> None:
+    def __init__(
+        self,
+        broker: TelemetryBroker | None = None,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        *,
+        advertised_host: str | None = None,
+        advertised_port: int | None = None,
+        max_frame_bytes: int | None = None,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        max_connections: int = 10000,
+        idle_timeout_s: float = 600.0,
+        recorder=None,
+        cluster_id: str = "kip714-telemetry",
+        summary_interval_s: float = 0.0,
+        on_payload=None,
+        ssl=None,
+    ) -> None:
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
         self.host, self.port = host, port
         self.advertised_host, self.advertised_port = advertised_host, advertised_port
@@ -177,17 +202,24 @@ class TelemetryServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(lambda: _ServeConnection(self), self.host, self.port,
-                                                    reuse_address=True, backlog=1024, ssl=self.ssl)
+            self._server = await loop.create_server(
+                lambda: _ServeConnection(self), self.host, self.port, reuse_address=True, backlog=1024, ssl=self.ssl
+            )
         except OSError as exc:
             raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port}: {os_error_words(exc)}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(reap_idle(self, self._stats)))
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
-        log.info("event=listening host=%s port=%d node_id=%d advertised=%s:%d tls=%s", self.host, self.port,
-                 self.node_id, self.advertised_host or self.host, self.advertised_port or self.port,
-                 self.ssl is not None)
+        log.info(
+            "event=listening host=%s port=%d node_id=%d advertised=%s:%d tls=%s",
+            self.host,
+            self.port,
+            self.node_id,
+            self.advertised_host or self.host,
+            self.advertised_port or self.port,
+            self.ssl is not None,
+        )
 
     async def close(self) -> None:
         for t in self._tasks:
@@ -217,18 +249,22 @@ class TelemetryServer:
             # a topic asked for by id alone (v12+, name null) is an unknown topic id, as in Kafka
             code = UNKNOWN_TOPIC_OR_PARTITION if t.name is not None else UNKNOWN_TOPIC_ID
             topics.append(MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id))
-        me = MetadataResponseBroker(self.node_id, self.advertised_host or self.host,
-                                    self.advertised_port or self.port, None)
-        return MetadataResponse(brokers=[me], cluster_id=self.cluster_id, controller_id=self.node_id,
-                                topics=topics)
+        me = MetadataResponseBroker(
+            self.node_id, self.advertised_host or self.host, self.advertised_port or self.port, None
+        )
+        return MetadataResponse(brokers=[me], cluster_id=self.cluster_id, controller_id=self.node_id, topics=topics)
 
     def summary(self) -> str:
         stats = self.stats
-        codes = " ".join(f"{ErrorCode(c).name if c in ErrorCode._value2member_map_ else c}={n}"
-                         for c, n in sorted(self.push_codes.items()))
-        return (f"connections_open={len(self.connections)} connections_total={stats['connections']} "
-                f"gets={stats['gets']} pushes={stats['pushes']} push_results=[{codes}] "
-                f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']} "
-                f"frames_too_large={stats['frames_too_large']} "
-                f"dropped_memory_budget={stats['dropped_memory_budget']} buffered_bytes={self.budget.total}"
-                + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else ""))
+        codes = " ".join(
+            f"{ErrorCode(c).name if c in ErrorCode._value2member_map_ else c}={n}"
+            for c, n in sorted(self.push_codes.items())
+        )
+        return (
+            f"connections_open={len(self.connections)} connections_total={stats['connections']} "
+            f"gets={stats['gets']} pushes={stats['pushes']} push_results=[{codes}] "
+            f"instances={len(self.broker.instances)} protocol_errors={stats['protocol_errors']} "
+            f"frames_too_large={stats['frames_too_large']} "
+            f"dropped_memory_budget={stats['dropped_memory_budget']} buffered_bytes={self.budget.total}"
+            + (f" record_sync_failures={stats['record_sync_failures']}" if self.record_gate else "")
+        )

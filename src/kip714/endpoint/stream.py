@@ -12,11 +12,12 @@ a frame that streams is never parsed, joined or copied here.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import FrameTooLargeError, MalformedFrameError
 
-__all__ = ["FrameStream", "STREAM", "CAPTURE"]
+__all__ = ["CAPTURE", "STREAM", "FrameStream"]
 
 STREAM = 1
 CAPTURE = 2
@@ -31,15 +32,31 @@ class FrameStream:
     ``on_boundary``, when set, is called whenever a streamed frame ends (the proxy uses it to slip answers
     it made itself in between upstream responses)."""
 
-    __slots__ = ("decide", "captured", "write", "min_size", "max_frame", "left", "cap", "cap_size", "part",
-                 "on_boundary")
+    __slots__ = (
+        "cap",
+        "cap_size",
+        "captured",
+        "decide",
+        "left",
+        "max_frame",
+        "min_size",
+        "on_boundary",
+        "part",
+        "write",
+    )
 
-    def __init__(self, decide: Callable[[Any, int, int, int], int | None], captured: Callable[[bytes], None],
-                 write: Callable[[Any], None], min_size: int, max_frame: int) -> None:
+    def __init__(
+        self,
+        decide: Callable[[Any, int, int, int], int | None],
+        captured: Callable[[bytes], None],
+        write: Callable[[Any], None],
+        min_size: int,
+        max_frame: int,
+    ) -> None:
         self.decide, self.captured, self.write = decide, captured, write
         self.min_size, self.max_frame = min_size, max_frame
-        self.left = 0                       # bytes of the streaming frame still to come
-        self.cap: bytearray | None = None   # the captured frame so far
+        self.left = 0  # bytes of the streaming frame still to come
+        self.cap: bytearray | None = None  # the captured frame so far
         self.cap_size = 0
         self.part: bytearray | None = None  # a frame head held until ``decide`` can decide
         self.on_boundary: Callable[[], None] | None = None
@@ -68,7 +85,7 @@ class FrameStream:
 
     def feed(self, data: bytes) -> None:
         n = len(data)
-        pos = run = 0               # data[run:pos] streams through and is not written yet
+        pos = run = 0  # data[run:pos] streams through and is not written yet
         view = None
         write = self.write
         while pos < n:
@@ -93,7 +110,7 @@ class FrameStream:
                 k = min(self.cap_size - len(cap), n - pos)
                 if view is None:
                     view = memoryview(data)
-                cap += view[pos:pos + k]
+                cap += view[pos : pos + k]
                 pos += k
                 run = pos
                 if len(cap) == self.cap_size:
@@ -106,14 +123,14 @@ class FrameStream:
                     view = memoryview(data)
                 if len(part) < 4:
                     k = min(4 - len(part), n - pos)
-                    part += view[pos:pos + k]
+                    part += view[pos : pos + k]
                     pos += k
                     run = pos
                     if len(part) < 4:
                         break
                 size = self._size(part, 0)
                 k = min(4 + size - len(part), n - pos, max(0, _HEAD_LIMIT - len(part)))
-                part += view[pos:pos + k]
+                part += view[pos : pos + k]
                 pos += k
                 run = pos
                 d = self.decide(part, 0, len(part), size)
@@ -136,7 +153,7 @@ class FrameStream:
             # a frame starts at data[pos]
             if n - pos < 8:
                 if n - pos >= 4:
-                    self._size(data, pos)       # a bad size is an error now, not when more bytes come
+                    self._size(data, pos)  # a bad size is an error now, not when more bytes come
                 if run < pos:
                     write(memoryview(data)[run:pos])
                 self.part = bytearray(data[pos:])

@@ -22,12 +22,14 @@ def load_subscription_file(path: str | os.PathLike) -> dict[str, dict[str, str]]
     (a file named ``*.json``, or whose first non-blank character is ``{``) or lines
     ``name metrics=[a,b],interval.ms=1000,match=[client_id=x]`` (``#`` starts a comment)."""
     text = pathlib.Path(path).read_text()
-    if str(path).endswith(".json") or text.lstrip().startswith("{"):   # an empty .json file is an error
+    if str(path).endswith(".json") or text.lstrip().startswith("{"):  # an empty .json file is an error
         data = json.loads(text)
         if not isinstance(data, dict) or not all(isinstance(cfg, dict) for cfg in data.values()):
             raise InvalidConfigError("a JSON subscription file maps each name to an object of configs")
-        return {name: {k: str(v) if not isinstance(v, list) else ",".join(map(str, v)) for k, v in cfg.items()}
-                for name, cfg in data.items()}
+        return {
+            name: {k: str(v) if not isinstance(v, list) else ",".join(map(str, v)) for k, v in cfg.items()}
+            for name, cfg in data.items()
+        }
     subs = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
@@ -64,7 +66,7 @@ class SubscriptionFileWatcher:
             subs = load_subscription_file(self.path)
             scratch = SubscriptionRegistry(jdk=self.registry.jdk)
             for name, cfg in subs.items():
-                scratch.set(name, cfg)    # the registry's own validation, on every entry, before any change
+                scratch.set(name, cfg)  # the registry's own validation, on every entry, before any change
         except Exception:
             self._failed = key
             raise
@@ -76,8 +78,7 @@ class SubscriptionFileWatcher:
                 self.registry.set(name, cfg)
         self._applied = subs
         self._mtime = key
-        log.info("event=subscriptions_loaded file=%s count=%d version=%d", self.path, len(subs),
-                 self.registry.version)
+        log.info("event=subscriptions_loaded file=%s count=%d version=%d", self.path, len(subs), self.registry.version)
         return True
 
     async def watch(self, interval_s: float = 1.0) -> None:

@@ -34,7 +34,6 @@ from .schema import COLUMNS, UNSIGNED_FIELDS
 _TEMPORALITY = {0: None, 1: "delta", 2: "cumulative"}
 
 
-
 def exceeds_int64(row: dict) -> bool:
     """Whether a reference row holds an unsigned value that the native decoder's int64 columns refuse."""
     for name in UNSIGNED_FIELDS:
@@ -44,7 +43,6 @@ def exceeds_int64(row: dict) -> bool:
         if (max(v, default=0) if isinstance(v, list) else v) >= 1 << 63:
             return True
     return False
-
 
 
 def _json_value(v) -> Any:
@@ -135,16 +133,27 @@ def flatten(data) -> list[dict[str, Any]]:
                 if kind is None:
                     continue
                 body = getattr(m, kind)
-                temporality = _TEMPORALITY.get(body.aggregation_temporality) if kind in (
-                    "sum", "histogram", "exponential_histogram") else None
+                temporality = (
+                    _TEMPORALITY.get(body.aggregation_temporality)
+                    if kind in ("sum", "histogram", "exponential_histogram")
+                    else None
+                )
                 monotonic = body.is_monotonic if kind == "sum" else None
                 for p in body.data_points:
                     row = dict.fromkeys(COLUMNS)
                     row.update(
-                        metric=m.name, description=m.description, unit=m.unit, kind=kind,
-                        temporality=temporality, monotonic=monotonic, attributes=_attrs(p.attributes),
-                        resource=resource, scope_name=scope_name, scope_version=scope_version,
-                        start_time_unix_nano=p.start_time_unix_nano, time_unix_nano=p.time_unix_nano,
+                        metric=m.name,
+                        description=m.description,
+                        unit=m.unit,
+                        kind=kind,
+                        temporality=temporality,
+                        monotonic=monotonic,
+                        attributes=_attrs(p.attributes),
+                        resource=resource,
+                        scope_name=scope_name,
+                        scope_version=scope_version,
+                        start_time_unix_nano=p.start_time_unix_nano,
+                        time_unix_nano=p.time_unix_nano,
                         flags=p.flags,
                     )
                     if kind in ("gauge", "sum"):
@@ -156,23 +165,32 @@ def flatten(data) -> list[dict[str, Any]]:
                             row["value"] = p.as_double
                         row["exemplar_count"] = len(p.exemplars)
                     elif kind == "histogram":
-                        row.update(count=p.count, sum=p.sum if p.HasField("sum") else None,
-                                   min=p.min if p.HasField("min") else None,
-                                   max=p.max if p.HasField("max") else None,
-                                   bucket_counts=list(p.bucket_counts), explicit_bounds=list(p.explicit_bounds),
-                                   exemplar_count=len(p.exemplars))
+                        row.update(
+                            count=p.count,
+                            sum=p.sum if p.HasField("sum") else None,
+                            min=p.min if p.HasField("min") else None,
+                            max=p.max if p.HasField("max") else None,
+                            bucket_counts=list(p.bucket_counts),
+                            explicit_bounds=list(p.explicit_bounds),
+                            exemplar_count=len(p.exemplars),
+                        )
                     elif kind == "exponential_histogram":
-                        row.update(count=p.count, sum=p.sum if p.HasField("sum") else None,
-                                   min=p.min if p.HasField("min") else None,
-                                   max=p.max if p.HasField("max") else None,
-                                   scale=p.scale, zero_count=p.zero_count,
-                                   positive_offset=p.positive.offset,
-                                   positive_bucket_counts=list(p.positive.bucket_counts),
-                                   negative_offset=p.negative.offset,
-                                   negative_bucket_counts=list(p.negative.bucket_counts),
-                                   exemplar_count=len(p.exemplars))
+                        row.update(
+                            count=p.count,
+                            sum=p.sum if p.HasField("sum") else None,
+                            min=p.min if p.HasField("min") else None,
+                            max=p.max if p.HasField("max") else None,
+                            scale=p.scale,
+                            zero_count=p.zero_count,
+                            positive_offset=p.positive.offset,
+                            positive_bucket_counts=list(p.positive.bucket_counts),
+                            negative_offset=p.negative.offset,
+                            negative_bucket_counts=list(p.negative.bucket_counts),
+                            exemplar_count=len(p.exemplars),
+                        )
                     else:  # summary
-                        row.update(count=p.count, sum=p.sum,
-                                   quantiles=[(q.quantile, q.value) for q in p.quantile_values])
+                        row.update(
+                            count=p.count, sum=p.sum, quantiles=[(q.quantile, q.value) for q in p.quantile_values]
+                        )
                     rows.append(row)
     return rows

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..broker.subscriptions import ClientInfo
 

@@ -28,13 +28,14 @@ import random
 import threading
 import time
 import urllib.parse
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .._extras import require
 from ..broker.bounded_queue import BoundedQueueReceiver
 from .labels import DEFAULT_LABELS, parse_labels
 
-__all__ = ["OtlpForwarder", "RETRYABLE_STATUSES"]
+__all__ = ["RETRYABLE_STATUSES", "OtlpForwarder"]
 
 log = logging.getLogger("kip714.otlp")
 
@@ -84,12 +85,24 @@ class OtlpForwarder(BoundedQueueReceiver):
     dropped_metric = 'kip714_otlp_payloads_dropped_total{reason="queue-full"}'
     log = log
 
-    def __init__(self, endpoint: str, labels: Iterable[str] | str = DEFAULT_LABELS,
-                 headers: Mapping[str, str] | None = None, compression: str = "gzip", timeout_s: float = 10.0,
-                 max_queue: int = 10_000, max_batch_payloads: int = 512, max_batch_bytes: int = 4 << 20,
-                 initial_backoff_s: float = 1.0, max_backoff_s: float = 30.0, max_elapsed_s: float = 300.0,
-                 ca_file: str | None = None, client_cert: str | None = None, client_key: str | None = None,
-                 verify: bool = True) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        labels: Iterable[str] | str = DEFAULT_LABELS,
+        headers: Mapping[str, str] | None = None,
+        compression: str = "gzip",
+        timeout_s: float = 10.0,
+        max_queue: int = 10_000,
+        max_batch_payloads: int = 512,
+        max_batch_bytes: int = 4 << 20,
+        initial_backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        max_elapsed_s: float = 300.0,
+        ca_file: str | None = None,
+        client_cert: str | None = None,
+        client_key: str | None = None,
+        verify: bool = True,
+    ) -> None:
         require("otlp", "OtlpForwarder")
         import urllib3
 
@@ -98,8 +111,11 @@ class OtlpForwarder(BoundedQueueReceiver):
         self.url = metrics_url(endpoint)
         self.labels = parse_labels(labels)
         self.compression = compression
-        self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": "kip714-otlp-forwarder",
-                        **dict(headers or {})}
+        self.headers = {
+            "Content-Type": "application/x-protobuf",
+            "User-Agent": "kip714-otlp-forwarder",
+            **dict(headers or {}),
+        }
         if compression == "gzip":
             self.headers["Content-Encoding"] = "gzip"
         self.max_batch_payloads = int(max_batch_payloads)
@@ -109,21 +125,26 @@ class OtlpForwarder(BoundedQueueReceiver):
         self.max_elapsed_s = float(max_elapsed_s)
         tls: dict[str, Any] = {}
         if self.url.startswith("https:"):
-            tls = {"cert_reqs": "CERT_REQUIRED" if verify else "CERT_NONE", "ca_certs": ca_file,
-                   "cert_file": client_cert, "key_file": client_key}
+            tls = {
+                "cert_reqs": "CERT_REQUIRED" if verify else "CERT_NONE",
+                "ca_certs": ca_file,
+                "cert_file": client_cert,
+                "key_file": client_key,
+            }
             if not verify:
                 tls["assert_hostname"] = False
-        self._http = urllib3.PoolManager(num_pools=1, maxsize=1, retries=False,
-                                         timeout=urllib3.Timeout(total=timeout_s), **tls)
-        self._lock = threading.Lock()          # the request and retry counters
+        self._http = urllib3.PoolManager(
+            num_pools=1, maxsize=1, retries=False, timeout=urllib3.Timeout(total=timeout_s), **tls
+        )
+        self._lock = threading.Lock()  # the request and retry counters
         self._stop = threading.Event()
         # counters (self-metrics)
-        self.forwarded = 0                     # payloads delivered (2xx)
-        self.requests: dict[str, int] = {}     # by status ("200", "503", "error")
+        self.forwarded = 0  # payloads delivered (2xx)
+        self.requests: dict[str, int] = {}  # by status ("200", "503", "error")
         self.retries = 0
         self._tls_warned = False
-        self._outage: dict | None = None       # while the collector cannot be reached: failed requests, drops
-        self._gave_up_said = False             # a batch given up was logged; reset when one is delivered
+        self._outage: dict | None = None  # while the collector cannot be reached: failed requests, drops
+        self._gave_up_said = False  # a batch given up was logged; reset when one is delivered
         super().__init__(max_queue=max_queue, batch=max_batch_payloads, thread_name="kip714-otlp")
 
     @property
@@ -192,7 +213,7 @@ class OtlpForwarder(BoundedQueueReceiver):
                 wait = backoff * random.uniform(0.5, 1.0)
                 backoff = min(backoff * 2, self.max_backoff_s)
             wait = min(wait, self.max_backoff_s)
-            if self._closed:             # close() gave up on it: counted and said with what was queued
+            if self._closed:  # close() gave up on it: counted and said with what was queued
                 self._drop("shutdown", len(parts))
                 return
             if time.monotonic() + wait - started > self.max_elapsed_s:
@@ -201,9 +222,14 @@ class OtlpForwarder(BoundedQueueReceiver):
                     self._outage["dropped"] += len(parts)
                 if not self._gave_up_said:
                     self._gave_up_said = True
-                    log.warning("OTLP export to %s given up after %.0f s of retries: %d payloads dropped (counted "
-                                "as kip714_otlp_dropped_total{reason=\"retries-exhausted\"}; said again only after "
-                                "a batch is delivered)", self.url, time.monotonic() - started, len(parts))
+                    log.warning(
+                        "OTLP export to %s given up after %.0f s of retries: %d payloads dropped (counted "
+                        'as kip714_otlp_dropped_total{reason="retries-exhausted"}; said again only after '
+                        "a batch is delivered)",
+                        self.url,
+                        time.monotonic() - started,
+                        len(parts),
+                    )
                 return
             with self._lock:
                 self.retries += 1
@@ -219,16 +245,24 @@ class OtlpForwarder(BoundedQueueReceiver):
             # certificate may be replaced meanwhile, but counted apart and said once
             if not self._tls_warned:
                 self._tls_warned = True
-                log.warning("OTLP export to %s failed TLS (retried; counted as kip714_otlp_requests_total"
-                            "{status=\"tls-error\"}): %s", self.url, exc)
+                log.warning(
+                    "OTLP export to %s failed TLS (retried; counted as kip714_otlp_requests_total"
+                    '{status="tls-error"}): %s',
+                    self.url,
+                    exc,
+                )
             self._status("tls-error")
             return None, None
         except urllib3.exceptions.HTTPError as exc:
             self._status("error")
-            if self._outage is None:    # said once when the collector goes away, once when it is back
+            if self._outage is None:  # said once when the collector goes away, once when it is back
                 self._outage = {"since": time.monotonic(), "failed": 0, "dropped": 0}
-                log.warning("OTLP export to %s failed: %s (retried with backoff; counted as "
-                            "kip714_otlp_requests_total{status=\"error\"})", self.url, exc)
+                log.warning(
+                    "OTLP export to %s failed: %s (retried with backoff; counted as "
+                    'kip714_otlp_requests_total{status="error"})',
+                    self.url,
+                    exc,
+                )
             else:
                 log.debug("OTLP export failed: %s", exc)
             self._outage["failed"] += 1
@@ -240,8 +274,13 @@ class OtlpForwarder(BoundedQueueReceiver):
         """The collector answered: end an outage, saying how long it lasted and what it cost."""
         outage, self._outage = self._outage, None
         if outage is not None:
-            log.warning("OTLP export to %s reachable again after %.1f s: %d requests failed, %d payloads dropped",
-                        self.url, time.monotonic() - outage["since"], outage["failed"], outage["dropped"])
+            log.warning(
+                "OTLP export to %s reachable again after %.1f s: %d requests failed, %d payloads dropped",
+                self.url,
+                time.monotonic() - outage["since"],
+                outage["failed"],
+                outage["dropped"],
+            )
 
     def _status(self, key: str) -> None:
         with self._lock:
@@ -252,15 +291,19 @@ class OtlpForwarder(BoundedQueueReceiver):
         return super().flush(timeout)
 
     def _stopping(self) -> None:
-        self._stop.set()                 # a batch being retried gives up now (counted as shutdown)
+        self._stop.set()  # a batch being retried gives up now (counted as shutdown)
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Send what is queued (retrying no longer than ``timeout``), then stop."""
         super().close(timeout)
         lost = self.payloads_dropped.get("shutdown", 0)
         if lost:
-            log.warning("OTLP forwarder closed with %d payloads not delivered to %s (dropped, "
-                        "kip714_otlp_dropped_total{reason=\"shutdown\"})", lost, self.url)
+            log.warning(
+                "OTLP forwarder closed with %d payloads not delivered to %s (dropped, "
+                'kip714_otlp_dropped_total{reason="shutdown"})',
+                lost,
+                self.url,
+            )
         self._http.clear()
 
     # ------------------------------------------------------------------ self-metrics
@@ -270,14 +313,19 @@ class OtlpForwarder(BoundedQueueReceiver):
         from prometheus_client.core import CounterMetricFamily
 
         with self._lock:
-            forwarded = CounterMetricFamily("kip714_otlp_payloads_forwarded", "Payloads delivered to the OTLP "
-                                            "endpoint", value=self.forwarded)
-            dropped = CounterMetricFamily("kip714_otlp_payloads_dropped", "Payloads not delivered, by reason",
-                                          labels=["reason"])
+            forwarded = CounterMetricFamily(
+                "kip714_otlp_payloads_forwarded", "Payloads delivered to the OTLP endpoint", value=self.forwarded
+            )
+            dropped = CounterMetricFamily(
+                "kip714_otlp_payloads_dropped", "Payloads not delivered, by reason", labels=["reason"]
+            )
             for reason, n in sorted(self.dropped_counts().items()):
                 dropped.add_metric([reason], n)
-            requests = CounterMetricFamily("kip714_otlp_requests", "Export requests by HTTP status ('error': no "
-                                           "response, 'tls-error': the TLS handshake failed)", labels=["status"])
+            requests = CounterMetricFamily(
+                "kip714_otlp_requests",
+                "Export requests by HTTP status ('error': no response, 'tls-error': the TLS handshake failed)",
+                labels=["status"],
+            )
             for status, n in sorted(self.requests.items()):
                 requests.add_metric([status], n)
             retries = CounterMetricFamily("kip714_otlp_retries", "Export requests retried", value=self.retries)

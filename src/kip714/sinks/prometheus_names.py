@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from .prometheus.names import *  # noqa: F401,F403
+from .prometheus.names import *  # noqa: F403
 from .prometheus.names import __all__  # noqa: F401
 
-warnings.warn("kip714.sinks.prometheus_names moved to kip714.sinks.prometheus.names", DeprecationWarning,
-              stacklevel=2)
+warnings.warn("kip714.sinks.prometheus_names moved to kip714.sinks.prometheus.names", DeprecationWarning, stacklevel=2)

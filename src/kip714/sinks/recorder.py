@@ -55,16 +55,38 @@ PARTS_KEY = b"kip714.parts"
 
 #: Column order of a recording.
 RECORD_COLUMNS = (
-    "received_at_ms", "client_instance_id", "client_id", "client_software_name", "client_software_version",
-    "client_source_address", "client_source_port", "principal", "node_id", "subscription_id", "terminating",
-    "compression_type", "error_code", "payload",
-    "subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types",
+    "received_at_ms",
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+    "node_id",
+    "subscription_id",
+    "terminating",
+    "compression_type",
+    "error_code",
+    "payload",
+    "subscribed_metrics",
+    "push_interval_ms",
+    "delta_temporality",
+    "accepted_compression_types",
 )
 #: The subscription columns (what the endpoint told the client): null in recordings made before them.
 SUBSCRIPTION_COLUMNS = ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
 #: The broker-added label columns of a recording (KIP-714's labels, as :meth:`ClientInfo.labels` names them).
-LABEL_COLUMNS = ("client_instance_id", "client_id", "client_software_name", "client_software_version",
-                 "client_source_address", "client_source_port", "principal", "node_id")
+LABEL_COLUMNS = (
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+    "node_id",
+)
 #: Sub-directory of a recording holding the connection-closed rows.
 CLOSED_DIR = "_closed"
 #: Columns of a connection-closed row: when, the labels of the instance that used the connection, and who
@@ -72,8 +94,9 @@ CLOSED_DIR = "_closed"
 CLOSED_COLUMNS = ("closed_at_ms",) + LABEL_COLUMNS + ("reason",)
 
 
-def push_row(body, client_info, node_id, error_code: int, received_at_ms: int,
-             subscription: Any = None) -> dict[str, Any]:
+def push_row(
+    body, client_info, node_id, error_code: int, received_at_ms: int, subscription: Any = None
+) -> dict[str, Any]:
     """The recording row of one PushTelemetry request (``body``) as a broker with ``node_id`` received it
     from ``client_info`` and answered ``error_code``. ``subscription`` is what the endpoint had told the
     client (a :class:`~kip714.broker.receivers.ClientSubscription` or anything with its attributes, e.g.
@@ -179,33 +202,36 @@ def _readable(path: pathlib.Path) -> bool:
 def record_schema():
     import pyarrow as pa
 
-    return pa.schema([
-        ("received_at_ms", pa.int64()),
-        ("client_instance_id", pa.string()),
-        ("client_id", pa.string()),
-        ("client_software_name", pa.string()),
-        ("client_software_version", pa.string()),
-        ("client_source_address", pa.string()),
-        ("client_source_port", pa.string()),
-        ("principal", pa.string()),
-        ("node_id", pa.string()),
-        ("subscription_id", pa.int32()),
-        ("terminating", pa.bool_()),
-        ("compression_type", pa.int8()),
-        ("error_code", pa.int16()),
-        ("payload", pa.binary()),
-        ("subscribed_metrics", pa.list_(pa.string())),
-        ("push_interval_ms", pa.int32()),
-        ("delta_temporality", pa.bool_()),
-        ("accepted_compression_types", pa.list_(pa.int8())),
-    ])
+    return pa.schema(
+        [
+            ("received_at_ms", pa.int64()),
+            ("client_instance_id", pa.string()),
+            ("client_id", pa.string()),
+            ("client_software_name", pa.string()),
+            ("client_software_version", pa.string()),
+            ("client_source_address", pa.string()),
+            ("client_source_port", pa.string()),
+            ("principal", pa.string()),
+            ("node_id", pa.string()),
+            ("subscription_id", pa.int32()),
+            ("terminating", pa.bool_()),
+            ("compression_type", pa.int8()),
+            ("error_code", pa.int16()),
+            ("payload", pa.binary()),
+            ("subscribed_metrics", pa.list_(pa.string())),
+            ("push_interval_ms", pa.int32()),
+            ("delta_temporality", pa.bool_()),
+            ("accepted_compression_types", pa.list_(pa.int8())),
+        ]
+    )
 
 
 def closed_schema():
     import pyarrow as pa
 
-    return pa.schema([("closed_at_ms", pa.int64())] + [(c, pa.string()) for c in LABEL_COLUMNS]
-                     + [("reason", pa.string())])
+    return pa.schema(
+        [("closed_at_ms", pa.int64())] + [(c, pa.string()) for c in LABEL_COLUMNS] + [("reason", pa.string())]
+    )
 
 
 class ParquetRecorder:
@@ -216,9 +242,17 @@ class ParquetRecorder:
     part and the folders fsync'd); :meth:`durable` tells when. Without it rows are written every
     ``flush_interval_s`` and are not fsync'd."""
 
-    def __init__(self, directory: str | os.PathLike, flush_interval_s: float = 1.0,
-                 max_buffer_bytes: int = 32 << 20, compression: str = "zstd", *, roll_bytes: int = ROLL_BYTES,
-                 roll_interval_s: float = ROLL_INTERVAL_S, sync: bool = False) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        flush_interval_s: float = 1.0,
+        max_buffer_bytes: int = 32 << 20,
+        compression: str = "zstd",
+        *,
+        roll_bytes: int = ROLL_BYTES,
+        roll_interval_s: float = ROLL_INTERVAL_S,
+        sync: bool = False,
+    ) -> None:
         import pyarrow  # noqa: F401  (fail early when pyarrow is missing)
 
         self.directory = pathlib.Path(directory)
@@ -233,11 +267,11 @@ class ParquetRecorder:
         if sync and roll_interval_s > 0:
             self._open_dir.mkdir(exist_ok=True)
             _fsync_dir(self.directory)
-        self._parts: list[pathlib.Path] = self._recover()   # a crash's leftovers
+        self._parts: list[pathlib.Path] = self._recover()  # a crash's leftovers
         self._parts_bytes = sum(p.stat().st_size for p in self._parts)
         self._segment_started = time.monotonic()
         self._roll_lock = threading.Lock()
-        self._write_lock = threading.Lock()   # one writer of push parts at a time (commit order)
+        self._write_lock = threading.Lock()  # one writer of push parts at a time (commit order)
         self.rows_written = 0
         self.files_written = 0
         #: commits that failed (their rows are not in the recording; with ``sync`` their pushes were not
@@ -277,7 +311,7 @@ class ParquetRecorder:
         leftovers = sorted(self._open_dir.glob("part-*.parquet"))
         rolled = _rolled_parts(self.directory, leftovers)
         for part in leftovers:
-            if part.name in rolled:   # already in a rolled file: a crash came before its removal
+            if part.name in rolled:  # already in a rolled file: a crash came before its removal
                 part.unlink()
             elif _readable(part):
                 parts.append(part)
@@ -293,8 +327,9 @@ class ParquetRecorder:
 
     def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
         """Record one PushTelemetry request with the answer it got (the broker calls this for every push)."""
-        self.record(push_row(request, context.client_info, context.node_id, error_code, received_at_ms,
-                             context.subscription))
+        self.record(
+            push_row(request, context.client_info, context.node_id, error_code, received_at_ms, context.subscription)
+        )
 
     def instance_closed(self, context, client_instance_id, at_ms: int, reason: str = "client") -> None:
         """Record that the client connection ``client_instance_id`` used closed (the broker calls this).
@@ -343,10 +378,11 @@ class ParquetRecorder:
     def flush(self) -> int:
         """Write everything buffered as one Parquet file (a part in ``_open/`` while files roll), roll the
         file when it is due; returns the number of rows written."""
-        self._flush_closed()   # on this timer only, also with sync (not one _closed file per commit)
+        self._flush_closed()  # on this timer only, also with sync (not one _closed file per commit)
         n = self._write_buffered()
-        if self._parts and (self._parts_bytes >= self.roll_bytes
-                            or time.monotonic() - self._segment_started >= self.roll_interval_s):
+        if self._parts and (
+            self._parts_bytes >= self.roll_bytes or time.monotonic() - self._segment_started >= self.roll_interval_s
+        ):
             self.roll()
         return n
 
@@ -425,10 +461,10 @@ class ParquetRecorder:
                         writer.write_table(table.cast(record_schema()))
                         rows += table.num_rows
 
-            try:   # with sync the rolled file is durable before its parts go
+            try:  # with sync the rolled file is durable before its parts go
                 _write_file(self.directory / name, merge, self.sync)
             except BaseException:
-                with self._lock:   # the parts stay the open file's
+                with self._lock:  # the parts stay the open file's
                     self._parts[:0] = parts
                     self._parts_bytes += sum(p.stat().st_size for p in parts if p.exists())
                 raise
@@ -453,8 +489,7 @@ class ParquetRecorder:
         folder = self.directory / CLOSED_DIR
         folder.mkdir(exist_ok=True)
         name = f"closed-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
-        _write_parquet(pa.Table.from_pylist(rows, schema=closed_schema()), folder / name, self.compression,
-                       self.sync)
+        _write_parquet(pa.Table.from_pylist(rows, schema=closed_schema()), folder / name, self.compression, self.sync)
         with self._lock:
             self.closed_written += len(rows)
 
@@ -489,8 +524,14 @@ class ParquetRecorder:
         self._flush_closed()
         with self._lock:
             self._closed = True
-        log.info("event=recording_closed directory=%s rows=%d commits=%d commits_failed=%d sync=%s", self.directory,
-                 self.rows_written, self.commits, self.commits_failed, self.sync)
+        log.info(
+            "event=recording_closed directory=%s rows=%d commits=%d commits_failed=%d sync=%s",
+            self.directory,
+            self.rows_written,
+            self.commits,
+            self.commits_failed,
+            self.sync,
+        )
 
 
 def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:
@@ -532,9 +573,17 @@ def read_recording_files(files: list[pathlib.Path]):
             if not isinstance(exc, FileNotFoundError):
                 log.warning("event=recording_part_unreadable part=%s error=%r (skipped)", f, exc)
             continue
-        tables.append(pa.table([t.column(c).cast(schema.field(c).type) if c in t.column_names
-                                else pa.nulls(t.num_rows, schema.field(c).type) for c in schema.names],
-                               schema=schema))
+        tables.append(
+            pa.table(
+                [
+                    t.column(c).cast(schema.field(c).type)
+                    if c in t.column_names
+                    else pa.nulls(t.num_rows, schema.field(c).type)
+                    for c in schema.names
+                ],
+                schema=schema,
+            )
+        )
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

@@ -21,6 +21,19 @@ from .decode import (
 )
 from .report import Report, ReportOptions, report
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "MAX_BATCH_BYTES", "MAX_BATCH_ROWS", "DecodeResult", "decode_frames",
-           "decode_payloads", "default_driver_memory", "local_session", "points_schema", "register",
-           "session_defaults", "Report", "ReportOptions", "report"]
+__all__ = [
+    "DEFAULT_MAX_OUTPUT",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_ROWS",
+    "DecodeResult",
+    "Report",
+    "ReportOptions",
+    "decode_frames",
+    "decode_payloads",
+    "default_driver_memory",
+    "local_session",
+    "points_schema",
+    "register",
+    "report",
+    "session_defaults",
+]

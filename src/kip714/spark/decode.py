@@ -24,25 +24,35 @@ virtual environment with ``spark-submit --archives venv.tar.gz#venv`` and
 enough.
 """
 
-
-
 import errno
 import pathlib
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import pyarrow as pa
 
 from .. import _otlp
+from .._codec import decompress
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES, ApiKey, ErrorCode
 from .._extras import require
-from .._codec import decompress
 from .._protocol import PushTelemetryRequest, decode_request, split_frames
 from ..broker.subscriptions import kafka_uuid_string
 from ..errors import Kip714Error, MalformedFrameError
 from ..sinks.recorder import LABEL_COLUMNS, record_schema
 
-__all__ = ["DecodeResult", "decode_payloads", "decode_frames", "register", "local_session", "points_schema",
-           "session_defaults", "default_driver_memory", "DEFAULT_MAX_OUTPUT", "MAX_BATCH_ROWS", "MAX_BATCH_BYTES"]
+__all__ = [
+    "DEFAULT_MAX_OUTPUT",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_ROWS",
+    "DecodeResult",
+    "decode_frames",
+    "decode_payloads",
+    "default_driver_memory",
+    "local_session",
+    "points_schema",
+    "register",
+    "session_defaults",
+]
 
 #: Largest decompressed payload accepted per row (Kafka's default telemetry.max.bytes).
 _INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
@@ -50,12 +60,19 @@ _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 DEFAULT_MAX_OUTPUT = DEFAULT_TELEMETRY_MAX_BYTES
 ERROR_CODE, ERROR, ERROR_STAGE = "error_code", "error", "error_stage"
 #: API keys a bare (unprefixed) frame may start with: the requests kip714 decodes.
-_BARE_KEYS = frozenset(int(k) for k in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
-                                        ApiKey.PUSH_TELEMETRY))
+_BARE_KEYS = frozenset(
+    int(k) for k in (ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY)
+)
 #: A recording's ``error_code`` (the broker's answer to the push) is output under this name.
 PUSH_ERROR_CODE = "push_error_code"
-FRAME_COLUMNS = ("client_id", "correlation_id", "client_instance_id", "subscription_id", "terminating",
-                 "compression_type")
+FRAME_COLUMNS = (
+    "client_id",
+    "correlation_id",
+    "client_instance_id",
+    "subscription_id",
+    "terminating",
+    "compression_type",
+)
 
 
 class DecodeResult(NamedTuple):
@@ -85,7 +102,7 @@ def _points_of(combined):
     from pyspark.sql import functions as F
 
     cols = combined.columns
-    return combined.where(F.col(ERROR_CODE).isNull()).select(*cols[:cols.index(ERROR_CODE) - 1])
+    return combined.where(F.col(ERROR_CODE).isNull()).select(*cols[: cols.index(ERROR_CODE) - 1])
 
 
 def points_schema() -> pa.Schema:
@@ -120,8 +137,13 @@ def recording_paths(path: str) -> list[str]:
         return [path]
     files = recording_files(p)
     if not files and not (p / CLOSED_DIR).is_dir():
-        below = sorted({str(f.parent.relative_to(p)) for f in p.rglob("*.parquet")
-                        if not any(part.startswith("_") for part in f.relative_to(p).parts[:-1])})[:3]
+        below = sorted(
+            {
+                str(f.parent.relative_to(p))
+                for f in p.rglob("*.parquet")
+                if not any(part.startswith("_") for part in f.relative_to(p).parts[:-1])
+            }
+        )[:3]
         hint = f"; folders below it with Parquet files: {', '.join(below)}" if below else ""
         raise ValueError(f"{path} holds no recording (no *.parquet files in it or in its _open/){hint}")
     return [str(f) for f in files]
@@ -148,15 +170,27 @@ def read_recording_df(spark, path: str):
 
 # ------------------------------------------------------------------------------ the Arrow workers
 
+
 def _combined_arrow_schema(carry: pa.Schema, input_field: pa.Field, extra: Sequence[pa.Field] = ()) -> pa.Schema:
     fields = list(points_schema()) + list(extra) + list(carry)
-    fields += [input_field, pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
-               pa.field(ERROR_STAGE, pa.string())]
+    fields += [
+        input_field,
+        pa.field(ERROR_CODE, pa.int16()),
+        pa.field(ERROR, pa.string()),
+        pa.field(ERROR_STAGE, pa.string()),
+    ]
     return pa.schema(fields)
 
 
-def _assemble(schema: pa.Schema, points: pa.Table, src: pa.RecordBatch, rows: list[int],
-              extra: dict[str, list], errors: list[tuple[int, int, str, str]], input_col: str) -> pa.RecordBatch:
+def _assemble(
+    schema: pa.Schema,
+    points: pa.Table,
+    src: pa.RecordBatch,
+    rows: list[int],
+    extra: dict[str, list],
+    errors: list[tuple[int, int, str, str]],
+    input_col: str,
+) -> pa.RecordBatch:
     """One output batch: decoded points (with their source columns taken from ``src`` at ``rows``) followed
     by error rows (source columns, input bytes, error code, reason)."""
     n_points, n_err = points.num_rows, len(errors)
@@ -170,8 +204,9 @@ def _assemble(schema: pa.Schema, points: pa.Table, src: pa.RecordBatch, rows: li
             col = points.column(name).combine_chunks() if n_points else pa.array([], field.type)
             columns.append(pa.concat_arrays([col.cast(field.type), pa.nulls(n_err, field.type)]))
         elif name in extra:
-            columns.append(pa.concat_arrays([pa.array(extra[name][0], field.type),
-                                             pa.array(extra[name][1], field.type)]))
+            columns.append(
+                pa.concat_arrays([pa.array(extra[name][0], field.type), pa.array(extra[name][1], field.type)])
+            )
         elif name == input_col:
             taken = src.column(name).take(err_idx) if n_err else pa.array([], field.type)
             columns.append(pa.concat_arrays([pa.nulls(n_points, field.type), taken.cast(field.type)]))
@@ -222,9 +257,16 @@ class _Budget:
             yield out.slice(offset, step)
 
 
-def _decode_payload_batches(batches: Iterator[pa.RecordBatch], payload_col: str, compression_col: str | None,
-                            schema: pa.Schema, max_output: int, budget: _Budget | None = None,
-                            emit_points: bool = True, on_errors=None) -> Iterator[pa.RecordBatch]:
+def _decode_payload_batches(
+    batches: Iterator[pa.RecordBatch],
+    payload_col: str,
+    compression_col: str | None,
+    schema: pa.Schema,
+    max_output: int,
+    budget: _Budget | None = None,
+    emit_points: bool = True,
+    on_errors=None,
+) -> Iterator[pa.RecordBatch]:
     """The mapInArrow worker of :func:`decode_payloads`: input rows are decompressed and decoded in chunks
     of about ``budget.input_bytes()`` decompressed bytes, and each chunk's output is cut to the budget's
     bounds, so memory does not depend on how many rows or bytes an input batch holds.
@@ -248,23 +290,45 @@ def _decode_payload_batches(batches: Iterator[pa.RecordBatch], payload_col: str,
                     good_rows.append(i - start)
                     size += len(raw)
             if size >= limit:
-                yield from _decode_chunk(schema, batch.slice(start, i + 1 - start), payload_col, good, good_rows,
-                                          errors, size, budget, emit_points, on_errors=on_errors)
+                yield from _decode_chunk(
+                    schema,
+                    batch.slice(start, i + 1 - start),
+                    payload_col,
+                    good,
+                    good_rows,
+                    errors,
+                    size,
+                    budget,
+                    emit_points,
+                    on_errors=on_errors,
+                )
                 start, size, good, good_rows, errors = i + 1, 0, [], [], []
                 limit = budget.input_bytes()
         if start < len(payloads) and (good or errors):
-            yield from _decode_chunk(schema, batch.slice(start), payload_col, good, good_rows, errors, size,
-                                      budget, emit_points, on_errors=on_errors)
+            yield from _decode_chunk(
+                schema,
+                batch.slice(start),
+                payload_col,
+                good,
+                good_rows,
+                errors,
+                size,
+                budget,
+                emit_points,
+                on_errors=on_errors,
+            )
 
 
-def _decode_chunk(schema, src, input_col, payloads, sources, errors, size, budget, emit_points, meta=None,
-                  on_errors=None):
+def _decode_chunk(
+    schema, src, input_col, payloads, sources, errors, size, budget, emit_points, meta=None, on_errors=None
+):
     """Decode one chunk's OTLP ``payloads`` (``sources[k]``: the input row of payload k) and yield its
     output batches, bounded by ``budget``. ``meta`` (frames only): per payload, the frame's header fields
     (:data:`FRAME_COLUMNS`) copied onto its points. When ``schema`` has no ``error_code`` column (the
     points-only pass), error rows are not emitted: ``on_errors(n)`` is told how many there were."""
-    table, bad = _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (
-        points_schema().empty_table(), [])
+    table, bad = (
+        _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (points_schema().empty_table(), [])
+    )
     for index, code, message in bad:
         errors.append((sources[index], int(code), message, "decode"))
     errors.sort()
@@ -278,14 +342,23 @@ def _decode_chunk(schema, src, input_col, payloads, sources, errors, size, budge
         table = points_schema().empty_table()
     pidx = table.column("payload_index").to_numpy() if table.num_rows else []
     rows = [sources[k] for k in pidx]
-    extra = {} if meta is None else {
-        name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
+    extra = (
+        {}
+        if meta is None
+        else {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
+    )
     yield from budget.split(_assemble(schema, table, src, rows, extra, errors, input_col), size)
 
 
-def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, schema: pa.Schema,
-                          max_output: int, budget: _Budget | None = None,
-                          emit_points: bool = True, on_errors=None) -> Iterator[pa.RecordBatch]:
+def _decode_frame_batches(
+    batches: Iterator[pa.RecordBatch],
+    frame_col: str,
+    schema: pa.Schema,
+    max_output: int,
+    budget: _Budget | None = None,
+    emit_points: bool = True,
+    on_errors=None,
+) -> Iterator[pa.RecordBatch]:
     """The mapInArrow worker of :func:`decode_frames`, chunked and bounded as
     :func:`_decode_payload_batches` (a chunk may end inside a value holding many frames)."""
     budget = budget or _Budget()
@@ -307,19 +380,49 @@ def _decode_frame_batches(batches: Iterator[pa.RecordBatch], frame_col: str, sch
                     raw = decompress(metrics, body.compression_type, max_output) if metrics else b""
                     payloads.append(raw)
                     payload_src.append(i - start)
-                    meta.append((req.header.client_id, req.correlation_id, kafka_uuid_string(body.client_instance_id_bytes),
-                                 body.subscription_id, body.terminating, body.compression_type))
+                    meta.append(
+                        (
+                            req.header.client_id,
+                            req.correlation_id,
+                            kafka_uuid_string(body.client_instance_id_bytes),
+                            body.subscription_id,
+                            body.terminating,
+                            body.compression_type,
+                        )
+                    )
                     size += len(raw)
                     if size >= limit:  # this value may hold more frames: the next chunk starts at it again
-                        yield from _decode_chunk(schema, batch.slice(start, i + 1 - start), frame_col, payloads,
-                                                 payload_src, errors, size, budget, emit_points, meta, on_errors)
+                        yield from _decode_chunk(
+                            schema,
+                            batch.slice(start, i + 1 - start),
+                            frame_col,
+                            payloads,
+                            payload_src,
+                            errors,
+                            size,
+                            budget,
+                            emit_points,
+                            meta,
+                            on_errors,
+                        )
                         start, size, payloads, payload_src, meta, errors = i, 0, [], [], [], []
                         limit = budget.input_bytes()
             except Kip714Error as exc:
                 errors.append((i - start, int(exc.error_code), str(exc), "frame"))
         if payloads or errors:
-            yield from _decode_chunk(schema, batch.slice(start), frame_col, payloads, payload_src, errors, size,
-                                     budget, emit_points, meta, on_errors)
+            yield from _decode_chunk(
+                schema,
+                batch.slice(start),
+                frame_col,
+                payloads,
+                payload_src,
+                errors,
+                size,
+                budget,
+                emit_points,
+                meta,
+                on_errors,
+            )
 
 
 def _frames_of(value: bytes) -> list:
@@ -343,6 +446,7 @@ def _frames_of(value: bytes) -> list:
 
 # ------------------------------------------------------------------------------ DataFrame API
 
+
 def _carry_fields(df, exclude: Iterable[str], names: set[str]):
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -362,18 +466,25 @@ def _split(df, combined_schema: pa.Schema, input_col: str, carry: pa.Schema, map
     from pyspark.sql import functions as F
 
     combined = df.mapInArrow(mapper(combined_schema), _to_spark_schema(combined_schema))
-    point_schema = pa.schema(list(combined_schema)[:combined_schema.get_field_index(input_col)])
+    point_schema = pa.schema(list(combined_schema)[: combined_schema.get_field_index(input_col)])
     # the point rows straight from the workers: Spark converts and filters no error columns (the split as
     # a filter and projection in the JVM cost 0.16-0.41 s of a 0.85-1.06 s decode in the bench)
     points = df.mapInArrow(mapper(point_schema), _to_spark_schema(point_schema))
     errors = combined.where(F.col(ERROR_CODE).isNotNull()).select(
-        *carry.names, input_col, ERROR_CODE, ERROR, ERROR_STAGE)
+        *carry.names, input_col, ERROR_CODE, ERROR, ERROR_STAGE
+    )
     return DecodeResult(points, errors, combined)
 
 
-def decode_payloads(df, payload_col: str = "payload", compression_col: str | None = "compression_type", *,
-                    max_output: int = DEFAULT_MAX_OUTPUT, max_batch_rows: int = MAX_BATCH_ROWS,
-                    max_batch_bytes: int = MAX_BATCH_BYTES) -> DecodeResult:
+def decode_payloads(
+    df,
+    payload_col: str = "payload",
+    compression_col: str | None = "compression_type",
+    *,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+    max_batch_rows: int = MAX_BATCH_ROWS,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+) -> DecodeResult:
     """Decode recorded payloads: one output row per data point, every other input column carried along
     (for a ``kip714 serve`` recording: the broker-added labels, ``received_at_ms``, ``subscription_id``…).
     A recording's ``error_code`` (what the broker answered the push) comes out as ``push_error_code``,
@@ -385,8 +496,14 @@ def decode_payloads(df, payload_col: str = "payload", compression_col: str | Non
     return _decode_payloads(df, payload_col, compression_col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
 
 
-def decode_frames(df, col: str = "frame", *, max_output: int = DEFAULT_MAX_OUTPUT,
-                  max_batch_rows: int = MAX_BATCH_ROWS, max_batch_bytes: int = MAX_BATCH_BYTES) -> DecodeResult:
+def decode_frames(
+    df,
+    col: str = "frame",
+    *,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+    max_batch_rows: int = MAX_BATCH_ROWS,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+) -> DecodeResult:
     """Decode PushTelemetry request frames (size-prefixed — one or more per value — or bare): points with
     the request's ``client_id``, ``correlation_id``, ``client_instance_id`` (Kafka's text form),
     ``subscription_id``, ``terminating`` and ``compression_type``, plus the other input columns.
@@ -415,8 +532,9 @@ def _counted(gen: Iterator[pa.RecordBatch], counter) -> Iterator[pa.RecordBatch]
         yield out
 
 
-def _decode_payloads(df, payload_col, compression_col, max_output, bounds, *, emit_points=True,
-                     error_counter=None) -> DecodeResult:
+def _decode_payloads(
+    df, payload_col, compression_col, max_output, bounds, *, emit_points=True, error_counter=None
+) -> DecodeResult:
     if ERROR_CODE in df.columns and PUSH_ERROR_CODE not in df.columns:
         df = df.withColumnRenamed(ERROR_CODE, PUSH_ERROR_CODE)  # a recording, taken as it is
     point_names = set(points_schema().names) | {ERROR_CODE, ERROR, ERROR_STAGE}
@@ -426,29 +544,43 @@ def _decode_payloads(df, payload_col, compression_col, max_output, bounds, *, em
 
     def mapper(out_schema):
         def run(batches):
-            gen = _decode_payload_batches(batches, payload_col, compression_col, out_schema, max_output,
-                                          _Budget(*bounds), emit_points, _error_adder(error_counter))
-            return _counted(gen, error_counter) if error_counter is not None and ERROR_CODE in out_schema.names \
-                else gen
+            gen = _decode_payload_batches(
+                batches,
+                payload_col,
+                compression_col,
+                out_schema,
+                max_output,
+                _Budget(*bounds),
+                emit_points,
+                _error_adder(error_counter),
+            )
+            return _counted(gen, error_counter) if error_counter is not None and ERROR_CODE in out_schema.names else gen
+
         return run
 
     return _split(df, schema, payload_col, carry, mapper)
 
 
 def _decode_frames(df, col, max_output, bounds, *, emit_points=True, error_counter=None) -> DecodeResult:
-    extra = [pa.field("client_id", pa.string()), pa.field("correlation_id", pa.int32()),
-             pa.field("client_instance_id", pa.string()), pa.field("subscription_id", pa.int32()),
-             pa.field("terminating", pa.bool_()), pa.field("compression_type", pa.int8())]
+    extra = [
+        pa.field("client_id", pa.string()),
+        pa.field("correlation_id", pa.int32()),
+        pa.field("client_instance_id", pa.string()),
+        pa.field("subscription_id", pa.int32()),
+        pa.field("terminating", pa.bool_()),
+        pa.field("compression_type", pa.int8()),
+    ]
     names = set(points_schema().names) | {f.name for f in extra} | {ERROR_CODE, ERROR, ERROR_STAGE}
     carry = _carry_fields(df, {col}, names)
     schema = _combined_arrow_schema(carry, pa.field(col, pa.binary()), extra)
 
     def mapper(out_schema):
         def run(batches):
-            gen = _decode_frame_batches(batches, col, out_schema, max_output, _Budget(*bounds), emit_points,
-                                        _error_adder(error_counter))
-            return _counted(gen, error_counter) if error_counter is not None and ERROR_CODE in out_schema.names \
-                else gen
+            gen = _decode_frame_batches(
+                batches, col, out_schema, max_output, _Budget(*bounds), emit_points, _error_adder(error_counter)
+            )
+            return _counted(gen, error_counter) if error_counter is not None and ERROR_CODE in out_schema.names else gen
+
         return run
 
     return _split(df, schema, col, carry, mapper)
@@ -482,8 +614,9 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
 
     recording = record_schema()
     label_fields = [recording.field(n) for n in RECORDING_LABELS]
-    out_schema = pa.schema(list(points_schema()) + label_fields
-                           + [pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string())])
+    out_schema = pa.schema(
+        list(points_schema()) + label_fields + [pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string())]
+    )
     ddl = _to_spark_schema(out_schema)
 
     class Kip714Points:
@@ -492,9 +625,13 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
             carry = [f for f in label_fields if f.name in names]
             src_schema = pa.schema(carry)
             combined = _combined_arrow_schema(src_schema, pa.field("payload", pa.binary()))
-            for out in _decode_payload_batches(iter([batch]), "payload",
-                                               "compression_type" if "compression_type" in names else None,
-                                               combined, max_output):
+            for out in _decode_payload_batches(
+                iter([batch]),
+                "payload",
+                "compression_type" if "compression_type" in names else None,
+                combined,
+                max_output,
+            ):
                 cols = []
                 for field in out_schema:
                     if field.name in out.schema.names:
@@ -530,28 +667,50 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
             out.append(err)
         return pd.Series(out, dtype=object)
 
-    header_ddl = ("api_key int, api_version int, correlation_id int, client_id string, "
-                  "client_instance_id string, subscription_id int, terminating boolean, compression_type int, "
-                  "metrics_size int, error_code int, error string")
+    header_ddl = (
+        "api_key int, api_version int, correlation_id int, client_id string, "
+        "client_instance_id string, subscription_id int, terminating boolean, compression_type int, "
+        "metrics_size int, error_code int, error string"
+    )
 
     @pandas_udf(header_ddl)
     def kip714_frame_header(frame: pd.Series) -> pd.DataFrame:
         rows = []
         for value in frame:
-            row = dict.fromkeys(("api_key", "api_version", "correlation_id", "client_id", "client_instance_id",
-                                 "subscription_id", "terminating", "compression_type", "metrics_size",
-                                 "error_code", "error"))
+            row = dict.fromkeys(
+                (
+                    "api_key",
+                    "api_version",
+                    "correlation_id",
+                    "client_id",
+                    "client_instance_id",
+                    "subscription_id",
+                    "terminating",
+                    "compression_type",
+                    "metrics_size",
+                    "error_code",
+                    "error",
+                )
+            )
             try:
                 if value is None:
                     raise Kip714Error("null frame", ErrorCode.INVALID_REQUEST)
                 req = decode_request(_frames_of(value)[0])
-                row.update(api_key=req.api_key, api_version=req.api_version, correlation_id=req.correlation_id,
-                           client_id=req.header.client_id)
+                row.update(
+                    api_key=req.api_key,
+                    api_version=req.api_version,
+                    correlation_id=req.correlation_id,
+                    client_id=req.header.client_id,
+                )
                 body = req.body
                 if type(body) is PushTelemetryRequest:
-                    row.update(client_instance_id=kafka_uuid_string(body.client_instance_id_bytes),
-                               subscription_id=body.subscription_id, terminating=body.terminating,
-                               compression_type=body.compression_type, metrics_size=body.metrics_size)
+                    row.update(
+                        client_instance_id=kafka_uuid_string(body.client_instance_id_bytes),
+                        subscription_id=body.subscription_id,
+                        terminating=body.terminating,
+                        compression_type=body.compression_type,
+                        metrics_size=body.metrics_size,
+                    )
             except Kip714Error as exc:
                 row.update(error_code=int(exc.error_code), error=str(exc))
             rows.append(row)
@@ -574,13 +733,24 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
 
     @pandas_udf("string")
     def kip714_metric_name(group: pd.Series, name: pd.Series) -> pd.Series:
-        return pd.Series([None if g is None or n is None else telemetry_metric_name(g, n)
-                          for g, n in zip(group, name)], dtype=object)
+        return pd.Series(
+            [None if g is None or n is None else telemetry_metric_name(g, n) for g, n in zip(group, name)], dtype=object
+        )
 
-    names = ["kip714_decompress", "kip714_payload_error", "kip714_frame_header", "kip714_subscription_id",
-             "kip714_metric_name"]
-    for fn in (kip714_decompress, kip714_payload_error, kip714_frame_header, kip714_subscription_id,
-               kip714_metric_name):
+    names = [
+        "kip714_decompress",
+        "kip714_payload_error",
+        "kip714_frame_header",
+        "kip714_subscription_id",
+        "kip714_metric_name",
+    ]
+    for fn in (
+        kip714_decompress,
+        kip714_payload_error,
+        kip714_frame_header,
+        kip714_subscription_id,
+        kip714_metric_name,
+    ):
         spark.udf.register(fn.__name__, fn)
     return ["kip714_points"] + names
 
@@ -616,7 +786,8 @@ def _physical_memory() -> int | None:
         return None
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
-            text = open(path).read().strip()
+            with open(path) as f:
+                text = f.read().strip()
         except OSError:
             continue
         if text.isdigit() and 0 < int(text) < total:
@@ -688,11 +859,17 @@ def session_defaults() -> dict[str, str]:
     }
 
 
-def local_session(master: str | None = None, app_name: str = "kip714", partitions: int | None = None,
-                  progress: bool = False, conf: dict[str, str] | None = None):
+def local_session(
+    master: str | None = None,
+    app_name: str = "kip714",
+    partitions: int | None = None,
+    progress: bool = False,
+    conf: dict[str, str] | None = None,
+):
     """A SparkSession for kip714 work: ``local[*]`` unless ``master`` names a cluster; Arrow enabled,
     the UI off, quiet logs, and the sizes of :func:`session_defaults` (a 768m driver heap committed at start,
-    less on a small machine; Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that override those
+    less on a small machine; Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that
+    override those
     (as ``spark-submit --conf``). The driver heap (``spark.driver.memory``) only takes effect when this call
     starts the JVM; under ``spark-submit`` or with a JVM already running, give it there."""
     require("spark", "kip714.spark.local_session")

@@ -50,9 +50,11 @@ class PipelineSummary:
         return self.points / self.seconds if self.seconds else 0.0
 
     def describe(self) -> str:
-        return (f"{self.input_rows} {self.input_kind} rows → {self.points} points from {self.clients} clients "
-                f"({self.metrics} metric names), {self.errors} errors, {self.seconds:.1f} s "
-                f"({self.points_per_second:,.0f} points/s)")
+        return (
+            f"{self.input_rows} {self.input_kind} rows → {self.points} points from {self.clients} clients "
+            f"({self.metrics} metric names), {self.errors} errors, {self.seconds:.1f} s "
+            f"({self.points_per_second:,.0f} points/s)"
+        )
 
 
 def _say(progress: bool, started: float, message: str) -> None:
@@ -102,9 +104,18 @@ def _error_counter(spark):
         return None
 
 
-def run_pipeline(input_path: str, output_path: str, *, master: str | None = None, partitions: int | None = None,
-                 max_output: int = DEFAULT_TELEMETRY_MAX_BYTES, progress: bool = True, spark=None, conf: dict[str, str] | None = None,
-                 log_level: str | None = None) -> PipelineSummary:
+def run_pipeline(
+    input_path: str,
+    output_path: str,
+    *,
+    master: str | None = None,
+    partitions: int | None = None,
+    max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
+    progress: bool = True,
+    spark=None,
+    conf: dict[str, str] | None = None,
+    log_level: str | None = None,
+) -> PipelineSummary:
     """Decode INPUT on Spark into OUTPUT/points and OUTPUT/errors; returns the summary.
 
     ``conf``: Spark settings for the session this call starts (ignored when ``spark`` is given).
@@ -122,19 +133,28 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
     kind = detect_input(input_path)
     if spark is None:
         _say(progress, started, f"starting Spark ({master or 'local[*]'})")
-        spark = kspark.local_session(master, app_name="kip714-pipeline", partitions=partitions,
-                                     progress=progress and sys.stderr.isatty(), conf=conf)
+        spark = kspark.local_session(
+            master,
+            app_name="kip714-pipeline",
+            partitions=partitions,
+            progress=progress and sys.stderr.isatty(),
+            conf=conf,
+        )
     if log_level:
         spark.sparkContext.setLogLevel(log_level)
     _say(progress, started, f"reading {kind} from {input_path}")
     if kind == "frames":
-        df = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-              .option("pathGlobFilter", "*.bin").load(input_path).select(F.col("path").alias("source"),
-                                                                         F.col("content").alias("frame")))
+        df = (
+            spark.read.format("binaryFile")
+            .option("recursiveFileLookup", "true")
+            .option("pathGlobFilter", "*.bin")
+            .load(input_path)
+            .select(F.col("path").alias("source"), F.col("content").alias("frame"))
+        )
     else:
         # decode_payloads keeps the broker's answer to each push as push_error_code: rejected pushes still
         # carry real telemetry, so they are decoded too
-        df = kspark.read_recording_df(spark, input_path)   # with the _open/ parts of a live or killed endpoint
+        df = kspark.read_recording_df(spark, input_path)  # with the _open/ parts of a live or killed endpoint
     if partitions:
         df = df.repartition(partitions)
     else:
@@ -149,8 +169,11 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
     bounds = kspark._Bounds(kspark.MAX_BATCH_ROWS, kspark.MAX_BATCH_BYTES)
 
     def decode(**kw):
-        return (kspark._decode_frames(df, "frame", max_output, bounds, **kw) if kind == "frames"
-                else kspark._decode_payloads(df, "payload", "compression_type", max_output, bounds, **kw))
+        return (
+            kspark._decode_frames(df, "frame", max_output, bounds, **kw)
+            if kind == "frames"
+            else kspark._decode_payloads(df, "payload", "compression_type", max_output, bounds, **kw)
+        )
 
     out = pathlib.Path(output_path) if "://" not in output_path else None
     points_dir = str(out / "points") if out else output_path.rstrip("/") + "/points"
@@ -158,24 +181,37 @@ def run_pipeline(input_path: str, output_path: str, *, master: str | None = None
     counter = _error_counter(spark)
     result = decode(error_counter=counter)
     points = result.points.withColumn(
-        "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000))))
+        "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000)))
+    )
     _say(progress, started, f"writing points to {points_dir}")
     points.write.mode("overwrite").partitionBy("date").parquet(points_dir)
     if counter is None or counter.value:
-        _say(progress, started, f"writing errors to {errors_dir}" + (
-            f" (a second decoding pass for {counter.value} failed inputs)" if counter is not None else ""))
+        _say(
+            progress,
+            started,
+            f"writing errors to {errors_dir}"
+            + (f" (a second decoding pass for {counter.value} failed inputs)" if counter is not None else ""),
+        )
         decode(emit_points=False).errors.write.mode("overwrite").parquet(errors_dir)
     else:
         _say(progress, started, f"no input failed; writing an empty errors table to {errors_dir}")
         spark.createDataFrame([], result.errors.schema).write.mode("overwrite").parquet(errors_dir)
     _say(progress, started, "summarising")
     # with the schema: when every input failed, partitionBy wrote no file Spark could infer one from
-    stats = spark.read.schema(points.schema).parquet(points_dir).agg(F.count(F.lit(1)).alias("points"),
-                                               F.countDistinct("client_instance_id").alias("clients"),
-                                               F.countDistinct("metric").alias("metrics")).first()
+    stats = (
+        spark.read.schema(points.schema)
+        .parquet(points_dir)
+        .agg(
+            F.count(F.lit(1)).alias("points"),
+            F.countDistinct("client_instance_id").alias("clients"),
+            F.countDistinct("metric").alias("metrics"),
+        )
+        .first()
+    )
     n_errors = spark.read.schema(result.errors.schema).parquet(errors_dir).count()
-    summary = PipelineSummary(kind, input_rows, stats["points"], n_errors, stats["clients"], stats["metrics"],
-                              time.perf_counter() - started)
+    summary = PipelineSummary(
+        kind, input_rows, stats["points"], n_errors, stats["clients"], stats["metrics"], time.perf_counter() - started
+    )
     _say(progress, started, "done")
     return summary
 
@@ -211,8 +247,9 @@ def jvm_exited(wait_s: float = 2.0) -> bool:
         return False
 
 
-def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master: str | None = None,
-                 jvm_gone: bool = False) -> str:
+def failure_line(
+    exc: BaseException, conf: dict[str, str] | None = None, master: str | None = None, jvm_gone: bool = False
+) -> str:
     """One line saying why a Spark job failed and which setting to raise (the message of
     :class:`~kip714.errors.SparkJobError`, after ``kip714 pipeline:`` on the command line).
     ``jvm_gone``: the driver's JVM is known to have exited (:func:`jvm_exited`)."""
@@ -225,19 +262,25 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     current = conf.get(key) or (default_driver_memory() if local else "1g")
     more = _double(current)
     where = "the Spark JVM" if local else "a Spark executor JVM"
-    if "Java heap space" in text or "GC overhead limit exceeded" in text or \
-            "Cannot reserve additional contiguous bytes" in text:
-        return (f"{where} ran out of heap memory ({key}={current}); "
-                f"raise it, e.g. --conf {key}={more}")
+    if (
+        "Java heap space" in text
+        or "GC overhead limit exceeded" in text
+        or "Cannot reserve additional contiguous bytes" in text
+    ):
+        return f"{where} ran out of heap memory ({key}={current}); raise it, e.g. --conf {key}={more}"
     if "Direct buffer memory" in text or "OutOfDirectMemoryError" in text:
-        return (f"{where} ran out of off-heap (direct) memory for Arrow batches (it is capped at "
-                f"the heap, {key}={current}); raise it, e.g. --conf {key}={more}")
+        return (
+            f"{where} ran out of off-heap (direct) memory for Arrow batches (it is capped at "
+            f"the heap, {key}={current}); raise it, e.g. --conf {key}={more}"
+        )
     if "OutOfMemoryError" in text:
         return f"{where} ran out of memory ({key}={current}); raise it, e.g. --conf {key}={more}"
     if "MemoryError" in text or "Python worker exited unexpectedly" in text:
-        return ("a Python worker ran out of memory or was killed; give it more with "
-                "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
-                "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024")
+        return (
+            "a Python worker ran out of memory or was killed; give it more with "
+            "--conf spark.executor.pyspark.memory=2g, or fewer rows per batch with "
+            "--conf spark.sql.execution.arrow.maxRecordsPerBatch=1024"
+        )
     no_details = type(exc).__name__ == "Py4JJavaError" and sum(1 for line in text.splitlines() if line.strip()) <= 1
     # Py4J's own classes unreachable ("py4j.reflection… does not exist in the JVM"): the gateway broke while the
     # JVM was failing (seen when an OutOfMemoryError hits the thread describing the error)
@@ -245,11 +288,17 @@ def failure_line(exc: BaseException, conf: dict[str, str] | None = None, master:
     # the gateway's connection broke while the error was being described (pyspark's converter calls
     # py4j.reflection.TypeUtil.isInstanceOf on a JVM already gone): the exceptions Python chained on the way
     lost = _chain_has(exc, ("Py4JNetworkError", "ConnectionResetError", "ConnectionRefusedError", "BrokenPipeError"))
-    if type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError") or "Answer from Java side is empty" in text \
-            or "SparkContext was shut down" in text or no_details or gateway_broken or lost or jvm_gone:
+    if (
+        type(exc).__name__ in ("Py4JNetworkError", "ConnectionRefusedError")
+        or "Answer from Java side is empty" in text
+        or "SparkContext was shut down" in text
+        or no_details
+        or gateway_broken
+        or lost
+        or jvm_gone
+    ):
         # a Java error it can no longer describe
-        return (f"the Spark JVM died (most often out of memory: {key}={current}); "
-                f"raise it, e.g. --conf {key}={more}")
+        return f"the Spark JVM died (most often out of memory: {key}={current}); raise it, e.g. --conf {key}={more}"
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     return f"Spark job failed: {first[:300]} (--verbose shows the traceback)"
 
@@ -298,6 +347,7 @@ def _double(size: str) -> str:
 
 # ------------------------------------------------------------------------------------------ --follow
 
+
 @dataclass
 class BatchProgress:
     """One micro-batch of a following pipeline: what it read and wrote, and how long after the pushes."""
@@ -313,10 +363,15 @@ class BatchProgress:
     delay_max_ms: int | None
 
     def describe(self) -> str:
-        delay = (f", push→table {self.delay_min_ms / 1000:.1f}–{self.delay_max_ms / 1000:.1f} s"
-                 if self.delay_max_ms is not None else "")
-        return (f"batch {self.batch_id}: {self.pushes} pushes → {self.points} points, {self.errors} errors in "
-                f"{self.seconds:.1f} s{delay}")
+        delay = (
+            f", push→table {self.delay_min_ms / 1000:.1f}–{self.delay_max_ms / 1000:.1f} s"
+            if self.delay_max_ms is not None
+            else ""
+        )
+        return (
+            f"batch {self.batch_id}: {self.pushes} pushes → {self.points} points, {self.errors} errors in "
+            f"{self.seconds:.1f} s{delay}"
+        )
 
 
 class FollowingPipeline:
@@ -335,9 +390,18 @@ class FollowingPipeline:
     pushing every second over TCP and ``trigger_s=1`` on local[2] (2 shared cores): per micro-batch the
     newest push reached the table after a median 1.7 s, the oldest after 2.6 s, at most 4.9 s."""
 
-    def __init__(self, spark, input_path: str, output_path: str, *, trigger_s: float = 5.0,
-                 checkpoint: str | None = None, max_files_per_trigger: int | None = None,
-                 max_output: int = DEFAULT_TELEMETRY_MAX_BYTES, progress=None) -> None:
+    def __init__(
+        self,
+        spark,
+        input_path: str,
+        output_path: str,
+        *,
+        trigger_s: float = 5.0,
+        checkpoint: str | None = None,
+        max_files_per_trigger: int | None = None,
+        max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
+        progress=None,
+    ) -> None:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -361,29 +425,43 @@ class FollowingPipeline:
             result = decode_payloads(df, max_output=max_output).persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 points = result.points.withColumn(
-                    "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000))))
+                    "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000)))
+                )
                 # overwrite this batch's own folders: a batch replayed after a restart replaces, never adds
                 points.write.mode("overwrite").partitionBy("date").parquet(f"{self.points_dir}/batch={batch_id}")
                 result.errors.write.mode("overwrite").parquet(f"{self.errors_dir}/batch={batch_id}")
                 stats = result.combined.agg(
                     F.count(F.when(F.col("error_code").isNull(), 1)).alias("points"),
-                    F.count(F.col("error_code")).alias("errors")).first()
-                span = df.agg(F.count(F.lit(1)).alias("n"), F.min("received_at_ms").alias("t0"),
-                              F.max("received_at_ms").alias("t1")).first()
+                    F.count(F.col("error_code")).alias("errors"),
+                ).first()
+                span = df.agg(
+                    F.count(F.lit(1)).alias("n"),
+                    F.min("received_at_ms").alias("t0"),
+                    F.max("received_at_ms").alias("t1"),
+                ).first()
             finally:
                 result.combined.unpersist()
             now_ms = int(time.time() * 1000)
-            p = BatchProgress(batch_id, span["n"], stats["points"], stats["errors"], time.perf_counter() - started,
-                              now_ms - span["t1"] if span["t1"] is not None else None,
-                              now_ms - span["t0"] if span["t0"] is not None else None)
+            p = BatchProgress(
+                batch_id,
+                span["n"],
+                stats["points"],
+                stats["errors"],
+                time.perf_counter() - started,
+                now_ms - span["t1"] if span["t1"] is not None else None,
+                now_ms - span["t0"] if span["t0"] is not None else None,
+            )
             self.batches.append(p)
             if progress is not None:
                 progress(p)
 
-        self.query = (stream.writeStream.foreachBatch(write_batch)
-                      .option("checkpointLocation", self.checkpoint)
-                      .trigger(processingTime=f"{max(0.1, float(trigger_s))} seconds")
-                      .queryName("kip714-pipeline-follow").start())
+        self.query = (
+            stream.writeStream.foreachBatch(write_batch)
+            .option("checkpointLocation", self.checkpoint)
+            .trigger(processingTime=f"{max(0.1, float(trigger_s))} seconds")
+            .queryName("kip714-pipeline-follow")
+            .start()
+        )
 
     def process_all_available(self) -> None:
         """Block until every file present now has been processed."""
@@ -396,10 +474,20 @@ class FollowingPipeline:
         self.query.stop()
 
 
-def follow_pipeline(input_path: str, output_path: str, *, trigger_s: float = 5.0, master: str | None = None,
-                    partitions: int | None = None, checkpoint: str | None = None,
-                    max_files_per_trigger: int | None = None, max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
-                    progress: bool = True, spark=None, conf: dict[str, str] | None = None) -> FollowingPipeline:
+def follow_pipeline(
+    input_path: str,
+    output_path: str,
+    *,
+    trigger_s: float = 5.0,
+    master: str | None = None,
+    partitions: int | None = None,
+    checkpoint: str | None = None,
+    max_files_per_trigger: int | None = None,
+    max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
+    progress: bool = True,
+    spark=None,
+    conf: dict[str, str] | None = None,
+) -> FollowingPipeline:
     """Start following ``input_path`` (a recording being written) into ``output_path``; returns the
     :class:`FollowingPipeline` (``stop()`` it; a later call with the same output resumes where it stopped)."""
     require("spark", "kip714.spark.pipeline.follow_pipeline")
@@ -413,12 +501,20 @@ def follow_pipeline(input_path: str, output_path: str, *, trigger_s: float = 5.0
     def show(p: BatchProgress) -> None:
         _say(progress, started, p.describe())
 
-    return FollowingPipeline(spark, input_path, output_path, trigger_s=trigger_s, checkpoint=checkpoint,
-                             max_files_per_trigger=max_files_per_trigger, max_output=max_output,
-                             progress=show if progress else None)
+    return FollowingPipeline(
+        spark,
+        input_path,
+        output_path,
+        trigger_s=trigger_s,
+        checkpoint=checkpoint,
+        max_files_per_trigger=max_files_per_trigger,
+        max_output=max_output,
+        progress=show if progress else None,
+    )
 
 
 # ------------------------------------------------------------------------------------------ the job as a command
+
 
 def _conf_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
@@ -430,29 +526,51 @@ def _conf_pair(text: str) -> tuple[str, str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The job's arguments: ``kip714 pipeline`` and :mod:`kip714.spark.submit` (under spark-submit) take the
     same."""
-    p.add_argument("input", help="folder of *.bin frame files, or a kip714 serve --record folder (a URL such as "
-                                 "hdfs://… is read as a recording)")
+    p.add_argument(
+        "input",
+        help="folder of *.bin frame files, or a kip714 serve --record folder (a URL such as "
+        "hdfs://… is read as a recording)",
+    )
     p.add_argument("output", help="output folder: points/ and errors/ are written there")
     p.add_argument("--master", help="Spark master URL (default local[*], or the one spark-submit gives)")
     p.add_argument("--partitions", type=int, help="repartition the input into N partitions before decoding")
-    p.add_argument("--max-output", type=size, default=DEFAULT_TELEMETRY_MAX_BYTES,
-                   help=f"largest decompressed payload accepted per row (default {DEFAULT_TELEMETRY_MAX_BYTES})")
-    p.add_argument("--conf", type=_conf_pair, action="append", default=[], metavar="KEY=VALUE",
-                   help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
-                        "kip714's defaults: driver heap 768m committed at start (less on machines under 6 GiB), "
-                        "spark.sql.files.maxPartitionBytes=32 MiB, Arrow batches of 4096 rows / 16 MiB")
-    p.add_argument("--follow", action="store_true",
-                   help="keep following a recording that serve/proxy is still writing (Spark Structured "
-                        "Streaming): append each micro-batch to OUTPUT/points and OUTPUT/errors, exactly once "
-                        "across restarts (checkpoint in OUTPUT/_checkpoint); stop with Ctrl-C")
-    p.add_argument("--trigger", type=duration, default="5s", metavar="DURATION",
-                   help=f"--follow: how often to look for new files ({DURATION_HELP}; default 5s)")
+    p.add_argument(
+        "--max-output",
+        type=size,
+        default=DEFAULT_TELEMETRY_MAX_BYTES,
+        help=f"largest decompressed payload accepted per row (default {DEFAULT_TELEMETRY_MAX_BYTES})",
+    )
+    p.add_argument(
+        "--conf",
+        type=_conf_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as with spark-submit (repeatable), e.g. --conf spark.driver.memory=8g; "
+        "kip714's defaults: driver heap 768m committed at start (less on machines under 6 GiB), "
+        "spark.sql.files.maxPartitionBytes=32 MiB, Arrow batches of 4096 rows / 16 MiB",
+    )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following a recording that serve/proxy is still writing (Spark Structured "
+        "Streaming): append each micro-batch to OUTPUT/points and OUTPUT/errors, exactly once "
+        "across restarts (checkpoint in OUTPUT/_checkpoint); stop with Ctrl-C",
+    )
+    p.add_argument(
+        "--trigger",
+        type=duration,
+        default="5s",
+        metavar="DURATION",
+        help=f"--follow: how often to look for new files ({DURATION_HELP}; default 5s)",
+    )
     p.add_argument("--checkpoint", help="--follow: checkpoint folder (default OUTPUT/_checkpoint)")
     p.add_argument("--max-files-per-trigger", type=int, help="--follow: at most N new files per micro-batch")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--verbose", action="store_true",
-                   help="Spark's own warnings and, when the job fails, the full traceback")
+    p.add_argument(
+        "--verbose", action="store_true", help="Spark's own warnings and, when the job fails, the full traceback"
+    )
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -467,9 +585,16 @@ def run_job(args: argparse.Namespace) -> int:
     if not args.verbose:
         quiet_gateway_errors()
     try:
-        summary = run_pipeline(args.input, args.output, master=args.master, partitions=args.partitions,
-                               max_output=args.max_output, progress=not args.quiet, conf=conf,
-                               log_level=None if args.verbose else "OFF")
+        summary = run_pipeline(
+            args.input,
+            args.output,
+            master=args.master,
+            partitions=args.partitions,
+            max_output=args.max_output,
+            progress=not args.quiet,
+            conf=conf,
+            log_level=None if args.verbose else "OFF",
+        )
     except Exception as exc:  # a Spark/Py4J failure: one line, not a 60-line traceback (--verbose shows it)
         if args.verbose:
             raise
@@ -483,10 +608,18 @@ def run_job(args: argparse.Namespace) -> int:
 
 
 def _follow_job(args: argparse.Namespace) -> int:
-    running = follow_pipeline(args.input, args.output, trigger_s=args.trigger, master=args.master,
-                              partitions=args.partitions, checkpoint=args.checkpoint,
-                              max_files_per_trigger=args.max_files_per_trigger, max_output=args.max_output,
-                              progress=not args.quiet, conf=dict(args.conf))
+    running = follow_pipeline(
+        args.input,
+        args.output,
+        trigger_s=args.trigger,
+        master=args.master,
+        partitions=args.partitions,
+        checkpoint=args.checkpoint,
+        max_files_per_trigger=args.max_files_per_trigger,
+        max_output=args.max_output,
+        progress=not args.quiet,
+        conf=dict(args.conf),
+    )
     try:
         running.await_termination()
     except KeyboardInterrupt:
@@ -496,6 +629,8 @@ def _follow_job(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([asdict(b) for b in running.batches]))
     else:
-        print(f"{len(running.batches)} micro-batches, {sum(b.pushes for b in running.batches)} pushes, "
-              f"{sum(b.points for b in running.batches)} points")
+        print(
+            f"{len(running.batches)} micro-batches, {sum(b.pushes for b in running.batches)} pushes, "
+            f"{sum(b.points for b in running.batches)} points"
+        )
     return 0

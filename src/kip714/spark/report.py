@@ -4,7 +4,8 @@ Two views over a recording (``kip714 serve --record``, ``kip714 proxy``, the sim
 table ``kip714 pipeline`` wrote:
 
 **Conformance, per client software name and version** (KIP-511's ClientSoftwareName/Version). Each check
-cites the KIP-714 rule it tests (:data:`CHECKS`, from :mod:`kip714.spark.report_checks`) and counts failures in its own unit, with example
+cites the KIP-714 rule it tests (:data:`CHECKS`, from :mod:`kip714.spark.report_checks`) and counts failures in
+its own unit, with example
 client instance ids. Checks that need what the endpoint told the client (subscription, temporality,
 accepted compression) read it from the recording's subscription columns; on recordings made before they
 existed those checks are ``n/a``. A check is ``n/a`` when nothing it applies to was seen, ``fail`` when
@@ -41,25 +42,51 @@ from typing import Any, NamedTuple
 from .._enums import COMPRESSION_NAMES, ErrorCode
 from .._extras import require
 from ..sinks.recorder import CLOSED_DIR, closed_schema, record_schema
-from .report_checks import (CHECKS, INSIGHTS, REQUIRED_METRICS, REQUIRED_METRICS_NOTE, STANDARD_CONSUMER_METRICS,
-                            STANDARD_PRODUCER_METRICS, STANDARD_RESOURCE_LABELS)
+from .report_checks import (
+    CHECKS,
+    INSIGHTS,
+    REQUIRED_METRICS,
+    REQUIRED_METRICS_NOTE,
+    STANDARD_CONSUMER_METRICS,
+    STANDARD_PRODUCER_METRICS,
+    STANDARD_RESOURCE_LABELS,
+)
 from .report_checks import KAFKA_METRIC_PREFIX as _NS
 
-__all__ = ["CHECKS", "INSIGHTS", "REQUIRED_METRICS", "REQUIRED_METRICS_NOTE", "Report", "ReportOptions",
-           "STANDARD_CONSUMER_METRICS", "STANDARD_PRODUCER_METRICS", "STANDARD_RESOURCE_LABELS", "report"]
+__all__ = [
+    "CHECKS",
+    "INSIGHTS",
+    "REQUIRED_METRICS",
+    "REQUIRED_METRICS_NOTE",
+    "STANDARD_CONSUMER_METRICS",
+    "STANDARD_PRODUCER_METRICS",
+    "STANDARD_RESOURCE_LABELS",
+    "Report",
+    "ReportOptions",
+    "report",
+]
 
 _CONSUMER_LABELS = ("group_id", "group_instance_id", "group_member_id")
 _PRODUCER_LABELS = ("transactional_id",)
 #: Spellings that stand for a standard label but are not it (librdkafka sends ``member_id``).
-_LABEL_VARIANTS = tuple(sorted({v for lab in STANDARD_RESOURCE_LABELS
-                                for v in (lab.replace("_", "."), lab.replace("_", "-"), lab.replace("_", ""))}
-                               | {"member_id", "member.id", "rack", "instance_id"}))
+_LABEL_VARIANTS = tuple(
+    sorted(
+        {
+            v
+            for lab in STANDARD_RESOURCE_LABELS
+            for v in (lab.replace("_", "."), lab.replace("_", "-"), lab.replace("_", ""))
+        }
+        | {"member_id", "member.id", "rack", "instance_id"}
+    )
+)
 #: A telemetry metric name: lower-case dot-separated segments, at least two (a namespace and a name).
 NAME_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
 
 _LAT = ".node.request.latency.avg"
-_THROTTLE = {_NS + "producer.produce.throttle.time.avg": "producer_byte_rate quota",
-             _NS + "consumer.fetch.manager.fetch.throttle.time.avg": "consumer_byte_rate quota"}
+_THROTTLE = {
+    _NS + "producer.produce.throttle.time.avg": "producer_byte_rate quota",
+    _NS + "consumer.fetch.manager.fetch.throttle.time.avg": "consumer_byte_rate quota",
+}
 _RPR = _NS + "producer.records.per.request.avg"
 _SEND, _REQ = _NS + "producer.record.send.total", _NS + "producer.request.total"
 _ERR, _RETRY = _NS + "producer.record.error.total", _NS + "producer.record.retry.total"
@@ -142,22 +169,64 @@ class Report(NamedTuple):
 def _schema(*fields):
     import pyarrow as pa
 
-    types = {"s": pa.string(), "i": pa.int64(), "d": pa.float64(), "b": pa.bool_(), "o": pa.int32(),
-             "l": pa.list_(pa.string())}
+    types = {
+        "s": pa.string(),
+        "i": pa.int64(),
+        "d": pa.float64(),
+        "b": pa.bool_(),
+        "o": pa.int32(),
+        "l": pa.list_(pa.string()),
+    }
     return pa.schema([(name, types[t]) for name, t in (f.split(":") for f in fields)])
 
 
-_CONFORMANCE_SCHEMA = _schema("client_software_name:s", "client_software_version:s", "check:s", "status:s",
-                              "failures:i", "checked:i", "unit:s", "examples:l", "rule:s", "detail:s", "_order:o")
-_INSIGHT_SCHEMA = _schema("client_instance_id:s", "client_id:s", "client_software_name:s",
-                          "client_software_version:s", "insight:s", "metric:s", "value:d", "threshold:d", "setting:s",
-                          "detail:s", "_order:o")
-_CLIENT_SCHEMA = _schema("client_instance_id:s", "client_id:s", "client_software_name:s", "client_software_version:s",
-                         "client_source_address:s", "kind:s", "pushes:i", "points:i", "first_push_ms:i",
-                         "last_push_ms:i", "terminated:b", "left:b", "error_responses:i", "early_pushes:i", "gaps:i")
+_CONFORMANCE_SCHEMA = _schema(
+    "client_software_name:s",
+    "client_software_version:s",
+    "check:s",
+    "status:s",
+    "failures:i",
+    "checked:i",
+    "unit:s",
+    "examples:l",
+    "rule:s",
+    "detail:s",
+    "_order:o",
+)
+_INSIGHT_SCHEMA = _schema(
+    "client_instance_id:s",
+    "client_id:s",
+    "client_software_name:s",
+    "client_software_version:s",
+    "insight:s",
+    "metric:s",
+    "value:d",
+    "threshold:d",
+    "setting:s",
+    "detail:s",
+    "_order:o",
+)
+_CLIENT_SCHEMA = _schema(
+    "client_instance_id:s",
+    "client_id:s",
+    "client_software_name:s",
+    "client_software_version:s",
+    "client_source_address:s",
+    "kind:s",
+    "pushes:i",
+    "points:i",
+    "first_push_ms:i",
+    "last_push_ms:i",
+    "terminated:b",
+    "left:b",
+    "error_responses:i",
+    "early_pushes:i",
+    "gaps:i",
+)
 
 
 # ------------------------------------------------------------------------------------------ inputs
+
 
 def _spark_schema(arrow_schema):
     from .decode import _to_spark_schema
@@ -181,8 +250,17 @@ def _rules(opts: ReportOptions | None = None):
 
     opts = opts or ReportOptions()
     std_all = STANDARD_PRODUCER_METRICS + STANDARD_CONSUMER_METRICS
-    return Rules(NAME_PATTERN, {m[len(_NS):] for m in std_all}, set(std_all), set(_INTEREST), _LAT,
-                 _NS + "producer.", _NS + "consumer.", opts.interval_tolerance, opts.gap_factor)
+    return Rules(
+        NAME_PATTERN,
+        {m[len(_NS) :] for m in std_all},
+        set(std_all),
+        set(_INTEREST),
+        _LAT,
+        _NS + "producer.",
+        _NS + "consumer.",
+        opts.interval_tolerance,
+        opts.gap_factor,
+    )
 
 
 def _reduce(df, worker):
@@ -217,19 +295,28 @@ def _load(spark, source, closed, opts: ReportOptions):
         from .decode import points_schema
 
         wanted = [c for c in list(points_schema().names) + list(PUSH_COLUMNS) if c in points.columns]
-        src = points.select(*dict.fromkeys(wanted + facts + ["push_error_code"]),
-                            F.lit(1).cast("long").alias("payload_bytes"),
-                            F.lit(None).cast("string").alias("decode_error"))
-        if (local / "errors").is_dir():   # the pushes that did not decode: their own rows, no points
+        src = points.select(
+            *dict.fromkeys(wanted + facts + ["push_error_code"]),
+            F.lit(1).cast("long").alias("payload_bytes"),
+            F.lit(None).cast("string").alias("decode_error"),
+        )
+        if (local / "errors").is_dir():  # the pushes that did not decode: their own rows, no points
             errors = _with_columns(spark.read.parquet(str(local / "errors")), rec_schema)
             if "push_error_code" not in errors.columns:
                 errors = errors.withColumn("push_error_code", F.lit(None).cast("short"))
-            src = src.unionByName(errors.select(*facts, "push_error_code",
-                                                F.length("payload").cast("long").alias("payload_bytes"),
-                                                F.col("error").alias("decode_error")), allowMissingColumns=True)
+            src = src.unionByName(
+                errors.select(
+                    *facts,
+                    "push_error_code",
+                    F.length("payload").cast("long").alias("payload_bytes"),
+                    F.col("error").alias("decode_error"),
+                ),
+                allowMissingColumns=True,
+            )
         rows = _reduce(src, points_worker(_rules(opts)))
         pushes = src.select(*facts, "push_error_code").dropDuplicates(
-            ["client_instance_id", "node_id", "received_at_ms"])
+            ["client_instance_id", "node_id", "received_at_ms"]
+        )
         for name in ("closed", CLOSED_DIR):
             if closed_df is None and (local / name).is_dir():
                 closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(local / name))
@@ -237,25 +324,29 @@ def _load(spark, source, closed, opts: ReportOptions):
     if path is not None:
         from .decode import read_recording_df
 
-        rec = read_recording_df(spark, path)     # the rolled files and the _open/ parts of a live recording
+        rec = read_recording_df(spark, path)  # the rolled files and the _open/ parts of a live recording
         if closed_df is None and (local is None or (local / CLOSED_DIR).is_dir()):
             try:
                 closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(
-                    path.rstrip("/") + "/" + CLOSED_DIR)
+                    path.rstrip("/") + "/" + CLOSED_DIR
+                )
             except Exception:  # no connection-closed rows recorded (older recording, remote path without them)
                 closed_df = None
     else:
         rec = _with_columns(source, rec_schema)
     rec = rec.withColumnRenamed("error_code", "push_error_code")
-    rows = _reduce(rec.select(*dict.fromkeys(list(PUSH_COLUMNS) + list(FACT_COLUMNS)), "payload"),
-                   recording_worker(_rules(opts)))
+    rows = _reduce(
+        rec.select(*dict.fromkeys(list(PUSH_COLUMNS) + list(FACT_COLUMNS)), "payload"), recording_worker(_rules(opts))
+    )
     return rec.drop("payload"), rows, closed_df
 
 
 # ------------------------------------------------------------------------------------------ the report
 
-def report(source, spark=None, *, options: ReportOptions | None = None, master: str | None = None,
-           closed=None) -> Report:
+
+def report(
+    source, spark=None, *, options: ReportOptions | None = None, master: str | None = None, closed=None
+) -> Report:
     """The conformance and insight tables of a recording (a path, or a DataFrame of recording rows) or of
     a ``kip714 pipeline`` output folder (``points/``, ``errors/``). ``closed``: a ``_closed`` folder to use
     instead of the recording's own. Returns a :class:`Report` of DataFrames; ``Report.write(dir)`` writes
@@ -290,13 +381,15 @@ def report(source, spark=None, *, options: ReportOptions | None = None, master: 
     insights = frame(_insights(agg, inst, opts), _INSIGHT_SCHEMA)
     clients = frame([_client_row(i) for i in inst.values()], _CLIENT_SCHEMA)
     error_names = F.create_map(*[x for e in ErrorCode for x in (F.lit(int(e)), F.lit(e.name))])
-    errors_by_code = (pushes.where(F.col("push_error_code") != 0)
-                      .groupBy(*_SW, F.col("push_error_code").alias("error_code")).count()
-                      .withColumn("error", F.coalesce(error_names[F.col("error_code")],
-                                                      F.col("error_code").cast("string"))))
-    timeline = (pushes.groupBy(*_SW, (F.floor(F.col("received_at_ms") / 60000) * 60000).alias("minute_ms"))
-                .agg(F.count(F.lit(1)).alias("pushes"),
-                     F.sum(F.when(F.col("push_error_code") != 0, 1).otherwise(0)).alias("errors")))
+    errors_by_code = (
+        pushes.where(F.col("push_error_code") != 0)
+        .groupBy(*_SW, F.col("push_error_code").alias("error_code"))
+        .count()
+        .withColumn("error", F.coalesce(error_names[F.col("error_code")], F.col("error_code").cast("string")))
+    )
+    timeline = pushes.groupBy(*_SW, (F.floor(F.col("received_at_ms") / 60000) * 60000).alias("minute_ms")).agg(
+        F.count(F.lit(1)).alias("pushes"), F.sum(F.when(F.col("push_error_code") != 0, 1).otherwise(0)).alias("errors")
+    )
     return Report(conformance, insights, clients, errors_by_code, timeline, opts)
 
 
@@ -307,8 +400,11 @@ def _closes(closed_df) -> dict[str, int] | None:
         return None
     from pyspark.sql import functions as F
 
-    t = (closed_df.where(F.coalesce(F.col("reason"), F.lit("client")) != "endpoint")
-         .groupBy("client_instance_id").agg(F.max("closed_at_ms").alias("closed_at_ms"))).toArrow()
+    t = (
+        closed_df.where(F.coalesce(F.col("reason"), F.lit("client")) != "endpoint")
+        .groupBy("client_instance_id")
+        .agg(F.max("closed_at_ms").alias("closed_at_ms"))
+    ).toArrow()
     return dict(zip(t.column("client_instance_id").to_pylist(), t.column("closed_at_ms").to_pylist()))
 
 
@@ -333,8 +429,13 @@ def _split_rows(table, closes) -> tuple[dict[str, dict], list[dict]]:
 def _label_problems(r: dict) -> list[str]:
     keys = r["resource_keys"] or []
     is_p, is_c = bool(r["is_producer"]), bool(r["is_consumer"])
-    wrong = [k for k in keys if k in _CONSUMER_LABELS] if is_p and not is_c else \
-        [k for k in keys if k in _PRODUCER_LABELS] if is_c and not is_p else []
+    wrong = (
+        [k for k in keys if k in _CONSUMER_LABELS]
+        if is_p and not is_c
+        else [k for k in keys if k in _PRODUCER_LABELS]
+        if is_c and not is_p
+        else []
+    )
     out = [f"'{k}' is not a standard label name" for k in keys if k in _LABEL_VARIANTS]
     out += [f"'{k}' on the wrong client type" for k in wrong]
     if ("group_instance_id" in keys or "group_member_id" in keys) and "group_id" not in keys:
@@ -345,29 +446,30 @@ def _label_problems(r: dict) -> list[str]:
 def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
     """One row per software name, version and check, from the instance rows."""
     by_sw: dict[tuple, list[dict]] = {}
-    for iid in sorted(inst, key=lambda i: (i is None, i or "")):   # a push without an id: its own, last
+    for iid in sorted(inst, key=lambda i: (i is None, i or "")):  # a push without an id: its own, last
         r = inst[iid]
         by_sw.setdefault((r["client_software_name"], r["client_software_version"]), []).append(r)
     k = opts.examples
     out = []
     for sw, rs in sorted(by_sw.items()):
-        def total(col):
+
+        def total(col, rs=rs):
             return sum(r[col] or 0 for r in rs)
 
-        def ex(cond):
+        def ex(cond, rs=rs):
             return [r["client_instance_id"] for r in rs if cond(r) and r["client_instance_id"] is not None][:k]
 
-        def joined(lists):   # the first five distinct values of the lists, in instance order
+        def joined(lists):  # the first five distinct values of the lists, in instance order
             return ", ".join(list(dict.fromkeys(x for xs in lists for x in (xs or ()) if x is not None))[:5])
 
-        def names(col):
+        def names(col, rs=rs):
             return joined(r[col] for r in rs)
 
-        def departed(r):     # left without a terminating push
+        def departed(r):  # left without a terminating push
             return not r["terminated"] and r["left"]
 
         def failing(count_col):
-            return ex(lambda r: (r[count_col] or 0) > 0)
+            return ex(lambda row: (row[count_col] or 0) > 0)
 
         is_p = [r for r in rs if r["is_producer"]]
         is_c = [r for r in rs if r["is_consumer"]]
@@ -378,17 +480,20 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         term_bad = [r for r in rs if departed(r)]
         running = sum(1 for r in rs if not r["terminated"] and not r["left"])
         with_id = [r for r in rs if r["client_instance_id"] is not None]
-        shared = [r for r in with_id if (r["clients"] or 0) > 1]     # several clients under one instance id
+        shared = [r for r in with_id if (r["clients"] or 0) > 1]  # several clients under one instance id
         cov_checked, cov_bad, cov_ex, cov_why = 0, 0, [], []
-        for group, standard, label in ((is_p, STANDARD_PRODUCER_METRICS, "producer"),
-                                       (is_c, STANDARD_CONSUMER_METRICS, "consumer")):
+        for group, standard, label in (
+            (is_p, STANDARD_PRODUCER_METRICS, "producer"),
+            (is_c, STANDARD_CONSUMER_METRICS, "consumer"),
+        ):
             if not group:
                 continue
             subs = list(dict.fromkeys(tuple(s) for r in group for s in (r["subscriptions"] or ())))
             seen = {m for r in group for m in (r["standard_seen"] or ())}
             subs = subs or [("*",)]
-            wanted = [m for m in standard if any(p is not None and (p == "*" or m.startswith(p))
-                                                 for s in subs for p in s)]
+            wanted = [
+                m for m in standard if any(p is not None and (p == "*" or m.startswith(p)) for s in subs for p in s)
+            ]
             missing = [m for m in wanted if m not in seen]
             cov_checked += len(wanted)
             cov_bad += len(missing)
@@ -399,42 +504,94 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         gaps = total("gaps")
         earliest = min((r["earliest_gap_ms"] for r in rs if r["earliest_gap_ms"] is not None), default=None)
         gap_note = f"gaps (later than {opts.gap_factor}× the interval): {gaps}" + (
-            f"; earliest push {earliest} ms after the previous" if earliest is not None else "")
+            f"; earliest push {earliest} ms after the previous" if earliest is not None else ""
+        )
         closes_known = any(r["closes_known"] for r in rs)
-        term_note = (f"{running} instance(s) without a terminating push still running" if closes_known else
-                     "the recording has no connection-closed rows: running and departed clients cannot be told apart")
+        term_note = (
+            f"{running} instance(s) without a terminating push still running"
+            if closes_known
+            else "the recording has no connection-closed rows: running and departed clients cannot be told apart"
+        )
         comp_why = names("compression_bad_types")
         err_all = total("error_responses")
         rows = {
-            "payload_decodes": (total("decode_failed"), total("payload_pushes"), failing("decode_failed"),
-                                next((r["decode_error"] for r in rs if r["decode_error"] is not None), None)),
+            "payload_decodes": (
+                total("decode_failed"),
+                total("payload_pushes"),
+                failing("decode_failed"),
+                next((r["decode_error"] for r in rs if r["decode_error"] is not None), None),
+            ),
             "metric_naming": (total("naming_bad"), total("points"), failing("naming_bad"), names("naming_bad_names")),
-            "subscribed_only": (total("subscribed_bad"), total("subscribed_checked"), failing("subscribed_bad"),
-                                names("subscribed_bad_names")),
-            "temporality": (total("temporality_bad"), total("temporality_checked"), failing("temporality_bad"),
-                            names("temporality_bad_names")),
-            "start_time_stable": (total("start_moved"), total("cumulative_series"), failing("start_moved"),
-                                  names("start_moved_names")),
-            "no_duplicate_series": (total("duplicate_series"), total("series_in_pushes"), failing("duplicate_series"),
-                                    names("duplicate_names")),
+            "subscribed_only": (
+                total("subscribed_bad"),
+                total("subscribed_checked"),
+                failing("subscribed_bad"),
+                names("subscribed_bad_names"),
+            ),
+            "temporality": (
+                total("temporality_bad"),
+                total("temporality_checked"),
+                failing("temporality_bad"),
+                names("temporality_bad_names"),
+            ),
+            "start_time_stable": (
+                total("start_moved"),
+                total("cumulative_series"),
+                failing("start_moved"),
+                names("start_moved_names"),
+            ),
+            "no_duplicate_series": (
+                total("duplicate_series"),
+                total("series_in_pushes"),
+                failing("duplicate_series"),
+                names("duplicate_names"),
+            ),
             "standard_coverage": (cov_bad, cov_checked, list(dict.fromkeys(cov_ex))[:k], "; ".join(cov_why)),
-            "resource_labels": (len(label_bad), len(label_checked), ex(lambda r: bool(labels[id(r)])),
-                                joined(labels[id(r)] for r in rs)),
+            "resource_labels": (
+                len(label_bad),
+                len(label_checked),
+                ex(lambda row, labels=labels: bool(labels[id(row)])),
+                joined(labels[id(r)] for r in rs),
+            ),
             "push_interval": (total("early_pushes"), total("interval_checked"), failing("early_pushes"), gap_note),
-            "compression_accepted": (total("compression_bad"), total("compression_checked"), failing("compression_bad"),
-                                     f"compression types used: {comp_why}" if comp_why else None),
+            "compression_accepted": (
+                total("compression_bad"),
+                total("compression_checked"),
+                failing("compression_bad"),
+                f"compression types used: {comp_why}" if comp_why else None,
+            ),
             "terminating_push": (len(term_bad), len(left), ex(departed), term_note),
-            "one_client_per_instance": (len(shared), len(with_id), ex(lambda r: (r["clients"] or 0) > 1),
-                                        joined(r["client_names"] for r in shared) or None),
-            "error_responses": (total("error_faults"), total("pushes"), failing("error_faults"),
-                                f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None),
+            "one_client_per_instance": (
+                len(shared),
+                len(with_id),
+                ex(lambda r: (r["clients"] or 0) > 1),
+                joined(r["client_names"] for r in shared) or None,
+            ),
+            "error_responses": (
+                total("error_faults"),
+                total("pushes"),
+                failing("error_faults"),
+                f"error responses: {err_all} (codes {names('error_codes')})" if err_all else None,
+            ),
         }
         for order, (check, (failures, checked, examples, detail)) in enumerate(rows.items()):
             _, rule, unit = CHECKS[check]
             status = "n/a" if checked == 0 else "fail" if failures > 0 else "pass"
-            out.append({"client_software_name": sw[0], "client_software_version": sw[1], "check": check,
-                        "status": status, "failures": failures, "checked": checked, "unit": unit,
-                        "examples": examples, "rule": rule, "detail": detail, "_order": order})
+            out.append(
+                {
+                    "client_software_name": sw[0],
+                    "client_software_version": sw[1],
+                    "check": check,
+                    "status": status,
+                    "failures": failures,
+                    "checked": checked,
+                    "unit": unit,
+                    "examples": examples,
+                    "rule": rule,
+                    "detail": detail,
+                    "_order": order,
+                }
+            )
     return out
 
 
@@ -451,10 +608,20 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
 
     def out(iid, insight, metric, value, threshold, setting, detail=None):
         r = inst.get(iid, {})
-        found.append({"client_instance_id": iid, "client_id": r.get("client_id"),
-                      **{c: r.get(c) for c in _SW}, "insight": insight, "metric": metric,
-                      "value": float(value), "threshold": float(threshold), "setting": setting,
-                      "detail": detail, "_order": order[insight]})
+        found.append(
+            {
+                "client_instance_id": iid,
+                "client_id": r.get("client_id"),
+                **{c: r.get(c) for c in _SW},
+                "insight": insight,
+                "metric": metric,
+                "value": float(value),
+                "threshold": float(threshold),
+                "setting": setting,
+                "detail": detail,
+                "_order": order[insight],
+            }
+        )
 
     def delta(a):
         return a["temporality"] == "delta"
@@ -462,8 +629,11 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
     for a in agg:  # total over the run (delta: the sum of the deltas; cumulative: the last value)
         s, f, last = a["sum"], a["first"], a["last"]
         a["total"] = s if delta(a) else last
-        a["after_first"] = (None if s is None or f is None else s - f) if delta(a) else \
-            (None if last is None or f is None else last - f)
+        a["after_first"] = (
+            (None if s is None or f is None else s - f)
+            if delta(a)
+            else (None if last is None or f is None else last - f)
+        )
     # slow_node: a node far above the median over the client's nodes
     lat: dict[tuple, list[dict]] = {}
     for a in agg:
@@ -471,19 +641,35 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
             lat.setdefault((a["client_instance_id"], a["metric"]), []).append(a)
     for (iid, metric), rs in lat.items():
         avgs = sorted(r["avg"] for r in rs if r["avg"] is not None)
-        median = avgs[(len(avgs) - 1) // 2] if avgs else None   # the lower median (percentile 0.5)
-        limit = max(median * opts.slow_node_ratio, opts.slow_node_min_ms) if median is not None \
-            else opts.slow_node_min_ms
+        median = avgs[(len(avgs) - 1) // 2] if avgs else None  # the lower median (percentile 0.5)
+        limit = (
+            max(median * opts.slow_node_ratio, opts.slow_node_min_ms) if median is not None else opts.slow_node_min_ms
+        )
         for r in rs:
             if len(rs) >= 2 and r["avg"] is not None and r["avg"] >= limit:
-                out(iid, "slow_node", f"{metric}{{node={r['node']}}}", r["avg"], limit, None,
-                    f"median over the client's {len(rs)} nodes: {_number(median, 2)} ms" if median is not None
-                    else None)
+                out(
+                    iid,
+                    "slow_node",
+                    f"{metric}{{node={r['node']}}}",
+                    r["avg"],
+                    limit,
+                    None,
+                    f"median over the client's {len(rs)} nodes: {_number(median, 2)} ms"
+                    if median is not None
+                    else None,
+                )
     # throttled
     for a in agg:
         if a["metric"] in _THROTTLE and a["avg"] is not None and a["avg"] > opts.throttle_ms:
-            out(a["client_instance_id"], "throttled", a["metric"], a["avg"], opts.throttle_ms, _THROTTLE[a["metric"]],
-                f"max {_number(a['max'], 1)} ms" if a["max"] is not None else None)
+            out(
+                a["client_instance_id"],
+                "throttled",
+                a["metric"],
+                a["avg"],
+                opts.throttle_ms,
+                _THROTTLE[a["metric"]],
+                f"max {_number(a['max'], 1)} ms" if a["max"] is not None else None,
+            )
     # per client: the metrics without a node
     per: dict[str, dict] = {}
     for a in agg:
@@ -502,13 +688,21 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
         rpr = rpr_avg if rpr_avg is not None else ratio
         if rpr is not None and rpr < opts.min_records_per_request:
             batch = value(d, _BATCH, "avg")
-            out(iid, "small_batches", _RPR if rpr_avg is not None else f"{_SEND} / {_REQ}", rpr,
-                opts.min_records_per_request, "linger.ms",
-                f"batch.size.avg {_number(batch, 0)} bytes" if batch is not None else None)
+            out(
+                iid,
+                "small_batches",
+                _RPR if rpr_avg is not None else f"{_SEND} / {_REQ}",
+                rpr,
+                opts.min_records_per_request,
+                "linger.ms",
+                f"batch.size.avg {_number(batch, 0)} bytes" if batch is not None else None,
+            )
         # retries_errors
         if send is not None and send > 0:
-            for metric, limit, setting in ((_ERR, opts.max_error_rate, "delivery.timeout.ms"),
-                                           (_RETRY, opts.max_retry_rate, "retries")):
+            for metric, limit, setting in (
+                (_ERR, opts.max_error_rate, "delivery.timeout.ms"),
+                (_RETRY, opts.max_retry_rate, "retries"),
+            ):
                 n = value(d, metric, "total")
                 if n is not None and n / send > limit:
                     out(iid, "retries_errors", f"{metric} / {_SEND}", n / send, limit, setting)
@@ -520,14 +714,26 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
             minutes = max(max(spans) / 60e9, 1.0) if spans else 1.0
             churn = after / minutes
             if churn > opts.max_connections_per_min:
-                out(iid, "connection_churn", f"{max(a['metric'] for a in conn)} per minute", churn,
-                    opts.max_connections_per_min, "connections.max.idle.ms")
+                out(
+                    iid,
+                    "connection_churn",
+                    f"{max(a['metric'] for a in conn)} per minute",
+                    churn,
+                    opts.max_connections_per_min,
+                    "connections.max.idle.ms",
+                )
         # consumer_lag: growing past a bound, or poll idle nearly always
         lag_first, lag_last = value(d, _LAG, "first"), value(d, _LAG, "last")
-        if lag_last is not None and lag_first is not None and lag_last > opts.max_consumer_lag \
-                and lag_last > lag_first:
-            out(iid, "consumer_lag", _LAG, lag_last, opts.max_consumer_lag, "max.poll.records",
-                f"from {_number(lag_first, 0)}")
+        if lag_last is not None and lag_first is not None and lag_last > opts.max_consumer_lag and lag_last > lag_first:
+            out(
+                iid,
+                "consumer_lag",
+                _LAG,
+                lag_last,
+                opts.max_consumer_lag,
+                "max.poll.records",
+                f"from {_number(lag_first, 0)}",
+            )
         idle = value(d, _IDLE, "avg")
         if idle is not None and idle >= opts.poll_idle_ratio:
             out(iid, "consumer_lag", _IDLE, idle, opts.poll_idle_ratio, "fetch.min.bytes")
@@ -537,9 +743,24 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
 def _client_row(r: dict) -> dict:
     p, c = bool(r["is_producer"]), bool(r["is_consumer"])
     kind = "both" if p and c else "producer" if p else "consumer" if c else "unknown"
-    return {**{k: r[k] for k in ("client_instance_id", "client_id", *_SW, "client_source_address")}, "kind": kind,
-            **{k: r[k] for k in ("pushes", "points", "first_push_ms", "last_push_ms", "terminated", "left",
-                                 "error_responses", "early_pushes", "gaps")}}
+    return {
+        **{k: r[k] for k in ("client_instance_id", "client_id", *_SW, "client_source_address")},
+        "kind": kind,
+        **{
+            k: r[k]
+            for k in (
+                "pushes",
+                "points",
+                "first_push_ms",
+                "last_push_ms",
+                "terminated",
+                "left",
+                "error_responses",
+                "early_pushes",
+                "gaps",
+            )
+        },
+    }
 
 
 def compression_name(ctype: int) -> str:
@@ -548,6 +769,10 @@ def compression_name(ctype: int) -> str:
 
 def options_from(args) -> ReportOptions:
     """ReportOptions from parsed ``kip714 report`` arguments (same names)."""
-    return ReportOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ReportOptions)
-                            if getattr(args, f.name, None) is not None})
-
+    return ReportOptions(
+        **{
+            f.name: getattr(args, f.name)
+            for f in dataclasses.fields(ReportOptions)
+            if getattr(args, f.name, None) is not None
+        }
+    )

@@ -5,76 +5,142 @@ writes them; both read them here."""
 
 from __future__ import annotations
 
-__all__ = ["CHECKS", "INSIGHTS", "KAFKA_METRIC_PREFIX", "REQUIRED_METRICS", "REQUIRED_METRICS_NOTE",
-           "STANDARD_CONSUMER_METRICS", "STANDARD_PRODUCER_METRICS", "STANDARD_RESOURCE_LABELS"]
+__all__ = [
+    "CHECKS",
+    "INSIGHTS",
+    "KAFKA_METRIC_PREFIX",
+    "REQUIRED_METRICS",
+    "REQUIRED_METRICS_NOTE",
+    "STANDARD_CONSUMER_METRICS",
+    "STANDARD_PRODUCER_METRICS",
+    "STANDARD_RESOURCE_LABELS",
+]
 
 #: The namespace of Kafka's own client metrics (KIP-714 "Metrics naming and format").
 KAFKA_METRIC_PREFIX = "org.apache.kafka."
 #: KIP-714 "Standard producer metrics" (telemetry names).
-STANDARD_PRODUCER_METRICS = tuple(KAFKA_METRIC_PREFIX + "producer." + n for n in (
-    "connection.creation.rate", "connection.creation.total", "node.request.latency.avg",
-    "node.request.latency.max", "produce.throttle.time.avg", "produce.throttle.time.max",
-    "record.queue.time.avg", "record.queue.time.max"))
+STANDARD_PRODUCER_METRICS = tuple(
+    KAFKA_METRIC_PREFIX + "producer." + n
+    for n in (
+        "connection.creation.rate",
+        "connection.creation.total",
+        "node.request.latency.avg",
+        "node.request.latency.max",
+        "produce.throttle.time.avg",
+        "produce.throttle.time.max",
+        "record.queue.time.avg",
+        "record.queue.time.max",
+    )
+)
 #: KIP-714 "Standard consumer metrics" (telemetry names).
-STANDARD_CONSUMER_METRICS = tuple(KAFKA_METRIC_PREFIX + "consumer." + n for n in (
-    "connection.creation.rate", "connection.creation.total", "node.request.latency.avg",
-    "node.request.latency.max", "poll.idle.ratio.avg", "coordinator.commit.latency.avg",
-    "coordinator.commit.latency.max", "coordinator.assigned.partitions", "coordinator.rebalance.latency.avg",
-    "coordinator.rebalance.latency.max", "coordinator.rebalance.latency.total", "fetch.manager.fetch.latency.avg",
-    "fetch.manager.fetch.latency.max"))
+STANDARD_CONSUMER_METRICS = tuple(
+    KAFKA_METRIC_PREFIX + "consumer." + n
+    for n in (
+        "connection.creation.rate",
+        "connection.creation.total",
+        "node.request.latency.avg",
+        "node.request.latency.max",
+        "poll.idle.ratio.avg",
+        "coordinator.commit.latency.avg",
+        "coordinator.commit.latency.max",
+        "coordinator.assigned.partitions",
+        "coordinator.rebalance.latency.avg",
+        "coordinator.rebalance.latency.max",
+        "coordinator.rebalance.latency.total",
+        "fetch.manager.fetch.latency.avg",
+        "fetch.manager.fetch.latency.max",
+    )
+)
 #: The required metrics (bold in the KIP): cannot be established from the KIP text kip714 has.
 REQUIRED_METRICS: tuple[str, ...] | None = None
-REQUIRED_METRICS_NOTE = ("required metrics: cannot be established (KIP-714 marks them in bold; the KIP text "
-                         "kip714 was built from has lost that marking), so the standard set is checked")
+REQUIRED_METRICS_NOTE = (
+    "required metrics: cannot be established (KIP-714 marks them in bold; the KIP text "
+    "kip714 was built from has lost that marking), so the standard set is checked"
+)
 #: KIP-714 "Standard client resource labels".
 STANDARD_RESOURCE_LABELS = ("client_rack", "group_id", "group_instance_id", "group_member_id", "transactional_id")
 #: check id → (what it tests, the KIP-714 rule it cites, the unit its counts are in)
 CHECKS: dict[str, tuple[str, str, str]] = {
     "payload_decodes": (
-        "payloads decode", "PushTelemetryRequest: Metrics is an OTLP MetricsData protobuf compressed with "
-        "CompressionType (a broker answers INVALID_RECORD when it cannot decompress or parse it)", "pushes"),
+        "payloads decode",
+        "PushTelemetryRequest: Metrics is an OTLP MetricsData protobuf compressed with "
+        "CompressionType (a broker answers INVALID_RECORD when it cannot decompress or parse it)",
+        "pushes",
+    ),
     "metric_naming": (
-        "metric names follow the naming rule", "Metrics naming and format: prefix 'org.apache.kafka.', the "
+        "metric names follow the naming rule",
+        "Metrics naming and format: prefix 'org.apache.kafka.', the "
         "group without '-metrics', every '-' replaced with '.'; other metrics under a reverse-domain "
-        "namespace; standard metrics only under 'org.apache.kafka.'", "data points"),
+        "namespace; standard metrics only under 'org.apache.kafka.'",
+        "data points",
+    ),
     "subscribed_only": (
-        "only subscribed metrics are pushed", "Client behaviour: the client pushes the metrics matching the "
+        "only subscribed metrics are pushed",
+        "Client behaviour: the client pushes the metrics matching the "
         "RequestedMetrics prefixes of its GetTelemetrySubscriptions response ('*' or an empty prefix: all)",
-        "data points"),
+        "data points",
+    ),
     "temporality": (
-        "temporality matches DeltaTemporality", "Metric aggregation temporality: sums and histograms are "
-        "DELTA when DeltaTemporality is true, CUMULATIVE when false", "data points"),
+        "temporality matches DeltaTemporality",
+        "Metric aggregation temporality: sums and histograms are "
+        "DELTA when DeltaTemporality is true, CUMULATIVE when false",
+        "data points",
+    ),
     "start_time_stable": (
-        "cumulative start times stay fixed", "Metric aggregation temporality / OTLP: a CUMULATIVE series "
-        "keeps its StartTimeUnixNano from push to push", "series"),
+        "cumulative start times stay fixed",
+        "Metric aggregation temporality / OTLP: a CUMULATIVE series keeps its StartTimeUnixNano from push to push",
+        "series",
+    ),
     "no_duplicate_series": (
-        "no series twice in one payload", "OTLP MetricsData: one data point per series (metric name, "
-        "attributes, resource) in a push", "series in a push"),
+        "no series twice in one payload",
+        "OTLP MetricsData: one data point per series (metric name, attributes, resource) in a push",
+        "series in a push",
+    ),
     "standard_coverage": (
-        "standard metrics covered", "Standard producer/consumer metrics: supporting clients should provide "
-        "the standard metrics (the subscribed ones are checked); " + REQUIRED_METRICS_NOTE, "standard metrics"),
+        "standard metrics covered",
+        "Standard producer/consumer metrics: supporting clients should provide "
+        "the standard metrics (the subscribed ones are checked); " + REQUIRED_METRICS_NOTE,
+        "standard metrics",
+    ),
     "resource_labels": (
-        "standard resource labels", "Standard client resource labels: client_rack, group_id, "
-        "group_instance_id, group_member_id (consumer), transactional_id (producer), spelled so", "instances"),
+        "standard resource labels",
+        "Standard client resource labels: client_rack, group_id, "
+        "group_instance_id, group_member_id (consumer), transactional_id (producer), spelled so",
+        "instances",
+    ),
     "push_interval": (
-        "push interval kept", "PushIntervalMs: the client pushes every PushIntervalMs (a broker throttles "
-        "earlier pushes); pushes much later than the interval are counted as gaps", "pushes"),
+        "push interval kept",
+        "PushIntervalMs: the client pushes every PushIntervalMs (a broker throttles "
+        "earlier pushes); pushes much later than the interval are counted as gaps",
+        "pushes",
+    ),
     "compression_accepted": (
-        "compression among the accepted types", "AcceptedCompressionTypes: the client compresses with a "
-        "type from the list, or sends uncompressed (always when the list is empty)", "pushes"),
+        "compression among the accepted types",
+        "AcceptedCompressionTypes: the client compresses with a "
+        "type from the list, or sends uncompressed (always when the list is empty)",
+        "pushes",
+    ),
     "terminating_push": (
-        "terminating push before leaving", "Client termination: a client sends a final PushTelemetry with "
-        "Terminating=true before it closes", "instances"),
+        "terminating push before leaving",
+        "Client termination: a client sends a final PushTelemetry with Terminating=true before it closes",
+        "instances",
+    ),
     "one_client_per_instance": (
-        "one client per instance id", "ClientInstanceId: a UUID4 the broker generates for one client instance, "
+        "one client per instance id",
+        "ClientInstanceId: a UUID4 the broker generates for one client instance, "
         "which the client keeps for its lifetime whichever broker it talks to; pushes under one id from several "
         "clients (client id, software name and version) are one instance to the broker (one subscription, one "
-        "push-interval clock) and cannot be told apart in the collected metrics", "instances"),
+        "push-interval clock) and cannot be told apart in the collected metrics",
+        "instances",
+    ),
     "error_responses": (
-        "no error responses", "PushTelemetry error codes: a conforming client is not answered INVALID_REQUEST, "
+        "no error responses",
+        "PushTelemetry error codes: a conforming client is not answered INVALID_REQUEST, "
         "INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, TELEMETRY_TOO_LARGE, nor UNKNOWN_SUBSCRIPTION_ID twice in a "
         "row (it must fetch its new subscription); THROTTLING_QUOTA_EXCEEDED answers early pushes and is "
-        "counted under push_interval", "pushes"),
+        "counted under push_interval",
+        "pushes",
+    ),
 }
 #: insight id → what it flags
 INSIGHTS: dict[str, str] = {

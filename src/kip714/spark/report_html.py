@@ -21,11 +21,21 @@ from .report_checks import CHECKS, INSIGHTS, REQUIRED_METRICS_NOTE
 _SW = ("client_software_name", "client_software_version")
 CONFORMANCE_FIELDS = ("client_software_name", "client_software_version", "check", "status", "failures", "examples")
 INSIGHT_FIELDS = ("client_instance_id", "client_id", "insight", "metric", "value", "threshold", "setting")
-_SHORT = {"payload_decodes": "decodes", "metric_naming": "naming", "subscribed_only": "subscribed",
-          "temporality": "temporal", "start_time_stable": "start", "no_duplicate_series": "no-dup",
-          "standard_coverage": "coverage", "resource_labels": "labels", "push_interval": "interval",
-          "compression_accepted": "compress", "terminating_push": "terminate", "one_client_per_instance": "one-client",
-          "error_responses": "errors"}
+_SHORT = {
+    "payload_decodes": "decodes",
+    "metric_naming": "naming",
+    "subscribed_only": "subscribed",
+    "temporality": "temporal",
+    "start_time_stable": "start",
+    "no_duplicate_series": "no-dup",
+    "standard_coverage": "coverage",
+    "resource_labels": "labels",
+    "push_interval": "interval",
+    "compression_accepted": "compress",
+    "terminating_push": "terminate",
+    "one_client_per_instance": "one-client",
+    "error_responses": "errors",
+}
 
 
 def _rows(df, order=()) -> list[dict[str, Any]]:
@@ -55,10 +65,12 @@ def write_report(rep, out: pathlib.Path, *, summary: bool = True) -> dict[str, A
 
     out.mkdir(parents=True, exist_ok=True)
     data = collect(rep)
-    (out / "conformance.json").write_text(json.dumps(
-        [{k: r[k] for k in CONFORMANCE_FIELDS} for r in data["conformance"]], indent=1) + "\n")
-    (out / "insights.json").write_text(json.dumps(
-        [{k: r[k] for k in INSIGHT_FIELDS} for r in data["insights"]], indent=1) + "\n")
+    (out / "conformance.json").write_text(
+        json.dumps([{k: r[k] for k in CONFORMANCE_FIELDS} for r in data["conformance"]], indent=1) + "\n"
+    )
+    (out / "insights.json").write_text(
+        json.dumps([{k: r[k] for k in INSIGHT_FIELDS} for r in data["insights"]], indent=1) + "\n"
+    )
     tables = out / "tables"
     tables.mkdir(exist_ok=True)
     for name in ("conformance", "insights", "clients", "errors", "timeline"):
@@ -81,6 +93,7 @@ def _arrow_schema(df):
 
 # ------------------------------------------------------------------------------------------ text
 
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
@@ -95,8 +108,12 @@ def summary_text(data: dict[str, Any], out: pathlib.Path | None = None) -> str:
     pushes = sum(c["pushes"] for c in clients)
     points = sum(c["points"] or 0 for c in clients)
     software = sorted({(r["client_software_name"], r["client_software_version"]) for r in conf})
-    lines = [f"kip714 report: {len(clients)} client instances, {len(software)} client software versions, "
-             f"{pushes:,} pushes, {points:,} data points", "", "Conformance (per client software):"]
+    lines = [
+        f"kip714 report: {len(clients)} client instances, {len(software)} client software versions, "
+        f"{pushes:,} pushes, {points:,} data points",
+        "",
+        "Conformance (per client software):",
+    ]
     checks = list(CHECKS)
     width = max([len(f"{n} {v}") for n, v in software] + [8])
     lines.append("  " + "software".ljust(width) + " " + " ".join(_SHORT[c].rjust(9) for c in checks))
@@ -111,19 +128,26 @@ def summary_text(data: dict[str, Any], out: pathlib.Path | None = None) -> str:
         lines += ["", "Failures:"]
         for r in fails:
             ex = ", ".join(r["examples"] or [])
-            lines.append(f"  {r['client_software_name']} {r['client_software_version']}: {r['check']}: "
-                         f"{r['failures']:,} of {r['checked']:,} {r['unit']}" + (f" (e.g. {ex})" if ex else ""))
+            lines.append(
+                f"  {r['client_software_name']} {r['client_software_version']}: {r['check']}: "
+                f"{r['failures']:,} of {r['checked']:,} {r['unit']}" + (f" (e.g. {ex})" if ex else "")
+            )
             if r.get("detail"):
                 lines.append(f"      {r['detail']}")
     flagged = sorted({r["client_instance_id"] for r in ins})
     lines += ["", f"Insights: {len(flagged)} of {len(clients)} clients flagged" + (":" if ins else "")]
     for r in ins:
         setting = f"  → look at {r['setting']}" if r.get("setting") else ""
-        lines.append(f"  {r['insight']:<16} {r['client_id'] or r['client_instance_id']:<28} {r['metric']} = "
-                     f"{_fmt(r['value'])} (threshold {_fmt(r['threshold'])}){setting}")
+        lines.append(
+            f"  {r['insight']:<16} {r['client_id'] or r['client_instance_id']:<28} {r['metric']} = "
+            f"{_fmt(r['value'])} (threshold {_fmt(r['threshold'])}){setting}"
+        )
     if out is not None:
-        lines += ["", f"Report: {out / 'report.html'} (tables in {out / 'tables'}, "
-                      f"{out / 'conformance.json'}, {out / 'insights.json'})"]
+        lines += [
+            "",
+            f"Report: {out / 'report.html'} (tables in {out / 'tables'}, "
+            f"{out / 'conformance.json'}, {out / 'insights.json'})",
+        ]
     return "\n".join(lines)
 
 
@@ -154,8 +178,9 @@ def _table(headers, rows, classes=None) -> str:
     for i, row in enumerate(rows):
         out.append("<tr>")
         for j, cell in enumerate(row):
-            cls = (classes[i][j] if classes else None) or ("num" if isinstance(cell, (int, float)) and
-                                                           not isinstance(cell, bool) else "")
+            cls = (classes[i][j] if classes else None) or (
+                "num" if isinstance(cell, (int, float)) and not isinstance(cell, bool) else ""
+            )
             out.append(f'<td class="{cls}">{_e(cell)}</td>' if cls else f"<td>{_e(cell)}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
@@ -228,18 +253,27 @@ def render_html(data: dict[str, Any], options) -> str:
     checks = list(CHECKS)
     fails = [r for r in conf if r["status"] == "fail"]
     flagged = {r["client_instance_id"] for r in ins}
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kip714 report</title>"
-             f"<style>{_CSS}</style></head><body>",
-             "<h1>kip714 report</h1>",
-             f"<p class='muted'>KIP-714 client telemetry: conformance per client software and insights per client. "
-             f"Generated {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}.</p>",
-             "<div class='cards'>",
-             *[f"<div class='card'><b>{v:,}</b>{html.escape(k)}</div>" for k, v in (
-                 ("client instances", len(clients)), ("client software versions", len(software)),
-                 ("pushes", sum(c["pushes"] for c in clients)),
-                 ("data points", sum(c["points"] or 0 for c in clients)),
-                 ("failing checks", len(fails)), ("clients flagged", len(flagged)))],
-             "</div>", "<h2>Conformance</h2>"]
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>kip714 report</title>"
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>kip714 report</h1>",
+        f"<p class='muted'>KIP-714 client telemetry: conformance per client software and insights per client. "
+        f"Generated {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC}.</p>",
+        "<div class='cards'>",
+        *[
+            f"<div class='card'><b>{v:,}</b>{html.escape(k)}</div>"
+            for k, v in (
+                ("client instances", len(clients)),
+                ("client software versions", len(software)),
+                ("pushes", sum(c["pushes"] for c in clients)),
+                ("data points", sum(c["points"] or 0 for c in clients)),
+                ("failing checks", len(fails)),
+                ("clients flagged", len(flagged)),
+            )
+        ],
+        "</div>",
+        "<h2>Conformance</h2>",
+    ]
     rows, classes = [], []
     for sw in software:
         row, cls = [sw[0], sw[1]], ["", ""]
@@ -252,23 +286,65 @@ def render_html(data: dict[str, Any], options) -> str:
     parts.append(_table(["software", "version"] + [_SHORT[c] for c in checks], rows, classes))
     parts.append("<h3>Failures</h3>")
     if fails:
-        parts.append(_table(["software", "version", "check", "failures", "checked", "unit", "examples", "detail"],
-                            [[r["client_software_name"], r["client_software_version"], r["check"], r["failures"],
-                              r["checked"], r["unit"], ", ".join(r["examples"] or []), r.get("detail") or ""]
-                             for r in fails]))
+        parts.append(
+            _table(
+                ["software", "version", "check", "failures", "checked", "unit", "examples", "detail"],
+                [
+                    [
+                        r["client_software_name"],
+                        r["client_software_version"],
+                        r["check"],
+                        r["failures"],
+                        r["checked"],
+                        r["unit"],
+                        ", ".join(r["examples"] or []),
+                        r.get("detail") or "",
+                    ]
+                    for r in fails
+                ],
+            )
+        )
     else:
         parts.append("<p>No check failed.</p>")
     parts.append("<h3>The checks and the KIP-714 rules they test</h3>")
-    parts.append(_table(["check", "column", "tests", "KIP-714 rule", "counted in"],
-                        [[c, _SHORT[c], t, rule, unit] for c, (t, rule, unit) in CHECKS.items()]))
+    parts.append(
+        _table(
+            ["check", "column", "tests", "KIP-714 rule", "counted in"],
+            [[c, _SHORT[c], t, rule, unit] for c, (t, rule, unit) in CHECKS.items()],
+        )
+    )
     parts.append(f"<p class='muted'>{html.escape(REQUIRED_METRICS_NOTE)}.</p>")
     parts.append("<h2>Insights</h2>")
     if ins:
-        parts.append(_table(["insight", "client", "client_instance_id", "software", "metric", "value", "threshold",
-                             "setting", "detail"],
-                            [[r["insight"], r["client_id"] or "", r["client_instance_id"],
-                              f"{r['client_software_name']} {r['client_software_version']}", r["metric"], r["value"],
-                              r["threshold"], r["setting"] or "", r.get("detail") or ""] for r in ins]))
+        parts.append(
+            _table(
+                [
+                    "insight",
+                    "client",
+                    "client_instance_id",
+                    "software",
+                    "metric",
+                    "value",
+                    "threshold",
+                    "setting",
+                    "detail",
+                ],
+                [
+                    [
+                        r["insight"],
+                        r["client_id"] or "",
+                        r["client_instance_id"],
+                        f"{r['client_software_name']} {r['client_software_version']}",
+                        r["metric"],
+                        r["value"],
+                        r["threshold"],
+                        r["setting"] or "",
+                        r.get("detail") or "",
+                    ]
+                    for r in ins
+                ],
+            )
+        )
     else:
         parts.append("<p>No client crossed a threshold.</p>")
     parts.append(_table(["insight", "flags"], [[k, v] for k, v in INSIGHTS.items()]))
@@ -278,23 +354,61 @@ def render_html(data: dict[str, Any], options) -> str:
     if charts:
         parts.append("<h2>Charts</h2>")
         for title, b64 in charts:
-            parts.append(f"<h3>{html.escape(title)}</h3><img class='chart' alt='{html.escape(title)}' "
-                         f"src='data:image/png;base64,{b64}'>")
+            parts.append(
+                f"<h3>{html.escape(title)}</h3><img class='chart' alt='{html.escape(title)}' "
+                f"src='data:image/png;base64,{b64}'>"
+            )
     if data["errors"]:
         parts.append("<h2>Error responses</h2>")
-        parts.append(_table(["software", "version", "code", "error", "pushes"],
-                            [[r["client_software_name"], r["client_software_version"], r["error_code"], r["error"],
-                              r["count"]] for r in data["errors"]]))
+        parts.append(
+            _table(
+                ["software", "version", "code", "error", "pushes"],
+                [
+                    [r["client_software_name"], r["client_software_version"], r["error_code"], r["error"], r["count"]]
+                    for r in data["errors"]
+                ],
+            )
+        )
     parts.append("<h2>Clients</h2>")
     limit = 500
     shown = sorted(clients, key=lambda c: (c["client_instance_id"] not in flagged, c["client_id"] or ""))[:limit]
-    parts.append(_table(["client", "client_instance_id", "software", "kind", "pushes", "points", "first push (UTC)",
-                         "terminated", "left", "error responses", "early pushes", "gaps"],
-                        [[c["client_id"] or "", c["client_instance_id"],
-                          f"{c['client_software_name']} {c['client_software_version']}", c["kind"], c["pushes"],
-                          c["points"], _dt.datetime.fromtimestamp(c["first_push_ms"] / 1000, _dt.timezone.utc)
-                          .strftime("%Y-%m-%d %H:%M:%S"), str(c["terminated"]).lower(), str(c["left"]).lower(),
-                          c["error_responses"], c["early_pushes"], c["gaps"]] for c in shown]))
+    parts.append(
+        _table(
+            [
+                "client",
+                "client_instance_id",
+                "software",
+                "kind",
+                "pushes",
+                "points",
+                "first push (UTC)",
+                "terminated",
+                "left",
+                "error responses",
+                "early pushes",
+                "gaps",
+            ],
+            [
+                [
+                    c["client_id"] or "",
+                    c["client_instance_id"],
+                    f"{c['client_software_name']} {c['client_software_version']}",
+                    c["kind"],
+                    c["pushes"],
+                    c["points"],
+                    _dt.datetime.fromtimestamp(c["first_push_ms"] / 1000, _dt.timezone.utc).strftime(
+                        "%Y-%m-%d %H:%M:%S"
+                    ),
+                    str(c["terminated"]).lower(),
+                    str(c["left"]).lower(),
+                    c["error_responses"],
+                    c["early_pushes"],
+                    c["gaps"],
+                ]
+                for c in shown
+            ],
+        )
+    )
     if len(clients) > limit:
         parts.append(f"<p class='muted'>{len(clients) - limit:,} more clients in tables/clients.parquet.</p>")
     parts.append("</body></html>")

@@ -22,7 +22,7 @@ The rules (what counts as a bad name, an unsubscribed metric, a duplicate series
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -30,47 +30,87 @@ import pyarrow.compute as pc
 
 from .._enums import ErrorCode
 from ..sinks.recorder import record_schema
-from .decode import (ERROR, ERROR_CODE, ERROR_STAGE, _Budget, _decode_payload_batches, points_schema,
-                     DEFAULT_MAX_OUTPUT)
+from .decode import DEFAULT_MAX_OUTPUT, ERROR, ERROR_CODE, ERROR_STAGE, _Budget, _decode_payload_batches, points_schema
 
-__all__ = ["AGG_COLUMNS", "FACT_COLUMNS", "INST_COLUMNS", "OUT_SCHEMA", "aggregate", "recording_worker",
-           "points_worker"]
+__all__ = [
+    "AGG_COLUMNS",
+    "FACT_COLUMNS",
+    "INST_COLUMNS",
+    "OUT_SCHEMA",
+    "aggregate",
+    "points_worker",
+    "recording_worker",
+]
 
 _STR_LIST = pa.list_(pa.string())
 
 _PUSH_FIELDS = [
     # inst: from the instance's pushes, in time order (what the endpoint answered, intervals, compression)
-    ("client_id", pa.string()), ("client_software_name", pa.string()), ("client_software_version", pa.string()),
-    ("client_source_address", pa.string()), ("pushes", pa.int64()), ("payload_pushes", pa.int64()),
-    ("first_push_ms", pa.int64()), ("last_push_ms", pa.int64()), ("terminated", pa.bool_()),
-    ("interval_checked", pa.int64()), ("early_pushes", pa.int64()), ("gaps", pa.int64()),
-    ("earliest_gap_ms", pa.int64()), ("compression_checked", pa.int64()), ("compression_bad", pa.int64()),
-    ("compression_bad_types", _STR_LIST), ("error_responses", pa.int64()), ("error_faults", pa.int64()),
+    ("client_id", pa.string()),
+    ("client_software_name", pa.string()),
+    ("client_software_version", pa.string()),
+    ("client_source_address", pa.string()),
+    ("pushes", pa.int64()),
+    ("payload_pushes", pa.int64()),
+    ("first_push_ms", pa.int64()),
+    ("last_push_ms", pa.int64()),
+    ("terminated", pa.bool_()),
+    ("interval_checked", pa.int64()),
+    ("early_pushes", pa.int64()),
+    ("gaps", pa.int64()),
+    ("earliest_gap_ms", pa.int64()),
+    ("compression_checked", pa.int64()),
+    ("compression_bad", pa.int64()),
+    ("compression_bad_types", _STR_LIST),
+    ("error_responses", pa.int64()),
+    ("error_faults", pa.int64()),
     ("error_codes", _STR_LIST),
     # inst: the clients (client id, software name and version) that pushed under the instance id
-    ("clients", pa.int64()), ("client_names", _STR_LIST),
+    ("clients", pa.int64()),
+    ("client_names", _STR_LIST),
     # inst: payloads that did not decompress or decode
-    ("decode_failed", pa.int64()), ("decode_error", pa.string()),
+    ("decode_failed", pa.int64()),
+    ("decode_error", pa.string()),
 ]
 _INST_FIELDS = _PUSH_FIELDS + [
     # inst: from the instance's points
-    ("points", pa.int64()), ("naming_bad", pa.int64()), ("naming_bad_names", _STR_LIST),
-    ("subscribed_checked", pa.int64()), ("subscribed_bad", pa.int64()), ("subscribed_bad_names", _STR_LIST),
-    ("temporality_checked", pa.int64()), ("temporality_bad", pa.int64()), ("temporality_bad_names", _STR_LIST),
-    ("is_producer", pa.bool_()), ("is_consumer", pa.bool_()), ("resource_keys", _STR_LIST),
-    ("standard_seen", _STR_LIST), ("subscriptions", pa.list_(_STR_LIST)),
+    ("points", pa.int64()),
+    ("naming_bad", pa.int64()),
+    ("naming_bad_names", _STR_LIST),
+    ("subscribed_checked", pa.int64()),
+    ("subscribed_bad", pa.int64()),
+    ("subscribed_bad_names", _STR_LIST),
+    ("temporality_checked", pa.int64()),
+    ("temporality_bad", pa.int64()),
+    ("temporality_bad_names", _STR_LIST),
+    ("is_producer", pa.bool_()),
+    ("is_consumer", pa.bool_()),
+    ("resource_keys", _STR_LIST),
+    ("standard_seen", _STR_LIST),
+    ("subscriptions", pa.list_(_STR_LIST)),
     # inst: from its series
-    ("series_in_pushes", pa.int64()), ("duplicate_series", pa.int64()), ("duplicate_names", _STR_LIST),
-    ("cumulative_series", pa.int64()), ("start_moved", pa.int64()), ("start_moved_names", _STR_LIST),
+    ("series_in_pushes", pa.int64()),
+    ("duplicate_series", pa.int64()),
+    ("duplicate_names", _STR_LIST),
+    ("cumulative_series", pa.int64()),
+    ("start_moved", pa.int64()),
+    ("start_moved_names", _STR_LIST),
 ]
 _AGG_FIELDS = [  # agg: one insight metric (and node) of one instance
-    ("metric", pa.string()), ("node", pa.string()), ("avg", pa.float64()), ("sum", pa.float64()),
-    ("max", pa.float64()), ("first", pa.float64()), ("last", pa.float64()), ("t0", pa.int64()),
-    ("t1", pa.int64()), ("n", pa.int64()), ("temporality", pa.string()),
+    ("metric", pa.string()),
+    ("node", pa.string()),
+    ("avg", pa.float64()),
+    ("sum", pa.float64()),
+    ("max", pa.float64()),
+    ("first", pa.float64()),
+    ("last", pa.float64()),
+    ("t0", pa.int64()),
+    ("t1", pa.int64()),
+    ("n", pa.int64()),
+    ("temporality", pa.string()),
 ]
 #: What the workers hand back (every column nullable; ``row_kind`` says which are set).
-OUT_SCHEMA = pa.schema([("row_kind", pa.string()), ("client_instance_id", pa.string())]
-                       + _INST_FIELDS + _AGG_FIELDS)
+OUT_SCHEMA = pa.schema([("row_kind", pa.string()), ("client_instance_id", pa.string())] + _INST_FIELDS + _AGG_FIELDS)
 #: The columns of each kind of row (besides ``row_kind`` and ``client_instance_id``).
 INST_COLUMNS = tuple(name for name, _ in _INST_FIELDS)
 AGG_COLUMNS = tuple(name for name, _ in _AGG_FIELDS)
@@ -78,9 +118,21 @@ AGG_COLUMNS = tuple(name for name, _ in _AGG_FIELDS)
 PUSH_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "subscribed_metrics", "delta_temporality")
 #: The recording columns the push facts read (``push_error_code`` is the recording's ``error_code``: the
 #: endpoint's answer). The workers also take ``payload_bytes`` (null: no payload) and ``decode_error``.
-FACT_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "client_id", "client_software_name",
-                "client_software_version", "client_source_address", "terminating", "push_interval_ms",
-                "push_error_code", "subscription_id", "accepted_compression_types", "compression_type")
+FACT_COLUMNS = (
+    "client_instance_id",
+    "node_id",
+    "received_at_ms",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "terminating",
+    "push_interval_ms",
+    "push_error_code",
+    "subscription_id",
+    "accepted_compression_types",
+    "compression_type",
+)
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _NAMES = 5
@@ -89,28 +141,47 @@ _NAMES = 5
 class Rules:
     """The report's rules, as the workers need them (plain values: they travel to the workers pickled)."""
 
-    def __init__(self, name_pattern: str, bare_standard: set[str], standard: set[str], interest: set[str],
-                 latency_suffix: str, producer_prefix: str, consumer_prefix: str, interval_tolerance: float,
-                 gap_factor: float) -> None:
+    def __init__(
+        self,
+        name_pattern: str,
+        bare_standard: set[str],
+        standard: set[str],
+        interest: set[str],
+        latency_suffix: str,
+        producer_prefix: str,
+        consumer_prefix: str,
+        interval_tolerance: float,
+        gap_factor: float,
+    ) -> None:
         self.name_re = re.compile(name_pattern)
         self.bare_standard = bare_standard
         self.standard = standard
         self.interest = interest
         self.latency_suffix = latency_suffix
-        self.producer_prefix = producer_prefix    # a metric under it makes the client a producer
+        self.producer_prefix = producer_prefix  # a metric under it makes the client a producer
         self.consumer_prefix = consumer_prefix
         self.interval_tolerance = interval_tolerance  # ReportOptions': early and gapped pushes
         self.gap_factor = gap_factor
 
     def __getstate__(self):
-        return (self.name_re.pattern, self.bare_standard, self.standard, self.interest, self.latency_suffix,
-                self.producer_prefix, self.consumer_prefix, self.interval_tolerance, self.gap_factor)
+        return (
+            self.name_re.pattern,
+            self.bare_standard,
+            self.standard,
+            self.interest,
+            self.latency_suffix,
+            self.producer_prefix,
+            self.consumer_prefix,
+            self.interval_tolerance,
+            self.gap_factor,
+        )
 
     def __setstate__(self, state):
         self.__init__(*state)
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
 
 def _codes(arr) -> tuple[np.ndarray, list]:
     """Dense int64 codes of ``arr`` (nulls get their own code) and the distinct values, in code order."""
@@ -182,6 +253,7 @@ def _bincount(codes: np.ndarray, n: int, weights=None) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ the reduction
 
+
 def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes: bool = False) -> pa.Table:
     """The ``inst`` and ``agg`` rows (:data:`OUT_SCHEMA`) of complete instances: ``points`` are their
     decoded points (with the recording columns of :data:`PUSH_COLUMNS`), ``pushes`` their pushes (the
@@ -192,18 +264,18 @@ def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes:
     if distinct_pushes and pushes.num_rows:
         key = _combine(*(_codes(pushes.column(c))[0] for c in ("client_instance_id", "node_id", "received_at_ms")))
         pushes = pushes.take(pa.array(np.sort(np.unique(key, return_index=True)[1])))
-    ids = pa.chunked_array([*pushes.column("client_instance_id").chunks, *points.column("client_instance_id").chunks],
-                           pa.string())
+    ids = pa.chunked_array(
+        [*pushes.column("client_instance_id").chunks, *points.column("client_instance_id").chunks], pa.string()
+    )
     codes, inst_names = _codes(ids)
-    push_inst, point_inst = codes[:pushes.num_rows], codes[pushes.num_rows:]
+    push_inst, point_inst = codes[: pushes.num_rows], codes[pushes.num_rows :]
     n_inst = len(inst_names)
     columns = {"row_kind": ["inst"] * n_inst, "client_instance_id": inst_names}
     columns.update(_push_facts(pushes, push_inst, n_inst, rules))
     metric, metric_names = _codes(points.column("metric")) if points.num_rows else (np.zeros(0, np.int64), [])
     columns.update(_point_facts(points, point_inst, metric, metric_names, n_inst, rules))
     out = pa.Table.from_pydict({f.name: columns.get(f.name, [None] * n_inst) for f in OUT_SCHEMA}, schema=OUT_SCHEMA)
-    agg = _insight_aggregates(points, point_inst, inst_names, metric, metric_names, rules) \
-        if points.num_rows else None
+    agg = _insight_aggregates(points, point_inst, inst_names, metric, metric_names, rules) if points.num_rows else None
     return pa.concat_tables([out, agg]) if agg is not None else out
 
 
@@ -248,51 +320,72 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     listed[owner[flat == ctype[owner]]] = True
     comp_bad = comp_checked & ctype_ok & (ctype != 0) & ~listed
     err = code_ok & (code != 0)
-    fault = err & (code != _THROTTLED) & ((code != _UNKNOWN_SUB) | (prev_err_ok & (prev_err == _UNKNOWN_SUB)
-                                                                  & same_sub))
+    fault = (
+        err & (code != _THROTTLED) & ((code != _UNKNOWN_SUB) | (prev_err_ok & (prev_err == _UNKNOWN_SUB) & same_sub))
+    )
     failed = pc.is_valid(p.column("decode_error")).to_numpy(zero_copy_only=False)
 
     out: dict[str, list] = {
-        "pushes": _bincount(inst, n_inst), "payload_pushes": _bincount(inst, n_inst, valid("payload_bytes")),
-        "interval_checked": _bincount(inst, n_inst, checked), "early_pushes": _bincount(inst, n_inst, early),
-        "gaps": _bincount(inst, n_inst, gapped), "compression_checked": _bincount(inst, n_inst, comp_checked),
-        "compression_bad": _bincount(inst, n_inst, comp_bad), "error_responses": _bincount(inst, n_inst, err),
-        "error_faults": _bincount(inst, n_inst, fault), "decode_failed": _bincount(inst, n_inst, failed),
+        "pushes": _bincount(inst, n_inst),
+        "payload_pushes": _bincount(inst, n_inst, valid("payload_bytes")),
+        "interval_checked": _bincount(inst, n_inst, checked),
+        "early_pushes": _bincount(inst, n_inst, early),
+        "gaps": _bincount(inst, n_inst, gapped),
+        "compression_checked": _bincount(inst, n_inst, comp_checked),
+        "compression_bad": _bincount(inst, n_inst, comp_bad),
+        "error_responses": _bincount(inst, n_inst, err),
+        "error_faults": _bincount(inst, n_inst, fault),
+        "decode_failed": _bincount(inst, n_inst, failed),
     }
     out = {k: v.tolist() for k, v in out.items()}
     starts = np.nonzero(first)[0]
     ends = np.r_[starts[1:], n] - 1
     groups = inst[starts]
     for name, fn in (("first_push_ms", np.min), ("last_push_ms", np.max)):
-        out[name] = _first_by(groups, starts, ends, n_inst,
-                              lambda a, b, fn=fn: int(fn(t[a:b][t_ok[a:b]])) if t_ok[a:b].any() else None)
+        out[name] = _first_by(
+            groups, starts, ends, n_inst, lambda a, b, fn=fn: int(fn(t[a:b][t_ok[a:b]])) if t_ok[a:b].any() else None
+        )
     term_v = p.column("terminating").to_pylist()
-    out["terminated"] = _first_by(groups, starts, ends, n_inst,
-                                  lambda a, b: max((x for x in term_v[a:b] if x is not None), default=None))
+    out["terminated"] = _first_by(
+        groups, starts, ends, n_inst, lambda a, b: max((x for x in term_v[a:b] if x is not None), default=None)
+    )
     early_gap = np.where(early, gap, np.iinfo(np.int64).max)
-    out["earliest_gap_ms"] = _first_by(groups, starts, ends, n_inst,
-                                       lambda a, b: int(early_gap[a:b].min()) if early[a:b].any() else None)
+    out["earliest_gap_ms"] = _first_by(
+        groups, starts, ends, n_inst, lambda a, b: int(early_gap[a:b].min()) if early[a:b].any() else None
+    )
     for name in ("client_id", "client_source_address", "decode_error"):
         vals = p.column(name).to_pylist()
-        out[name] = _first_by(groups, starts, ends, n_inst,
-                              lambda a, b, v=vals: next((x for x in v[a:b] if x is not None), None))
+        out[name] = _first_by(
+            groups, starts, ends, n_inst, lambda a, b, v=vals: next((x for x in v[a:b] if x is not None), None)
+        )
     for name in ("client_software_name", "client_software_version"):  # the first push's, as the client said it
         vals = p.column(name).to_pylist()
-        out[name] = _first_by(groups, starts, ends, n_inst, lambda a, b, v=vals: v[a] if v[a] is not None
-                              else "unknown")
-    who = list(zip(*(p.column(c).to_pylist() for c in ("client_id", "client_software_name",
-                                                        "client_software_version"))))
+        out[name] = _first_by(
+            groups, starts, ends, n_inst, lambda a, b, v=vals: v[a] if v[a] is not None else "unknown"
+        )
+    who = list(
+        zip(*(p.column(c).to_pylist() for c in ("client_id", "client_software_name", "client_software_version")))
+    )
 
-    def clients(a, b):     # distinct (client id, software, version) in the order they pushed
+    def clients(a, b):  # distinct (client id, software, version) in the order they pushed
         return list(dict.fromkeys(who[a:b]))
+
     out["clients"] = _first_by(groups, starts, ends, n_inst, lambda a, b: len(clients(a, b)), 0)
-    out["client_names"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
-        f"{c or '?'} ({n or 'unknown'} {v or ''})".replace(" )", ")") for c, n, v in clients(a, b)), [])
+    out["client_names"] = _first_by(
+        groups,
+        starts,
+        ends,
+        n_inst,
+        lambda a, b: _few(f"{c or '?'} ({n or 'unknown'} {v or ''})".replace(" )", ")") for c, n, v in clients(a, b)),
+        [],
+    )
     ctype_s, code_s = ctype.tolist(), code.tolist()
-    out["compression_bad_types"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
-        str(ctype_s[i]) for i in range(a, b) if comp_bad[i]), [])
-    out["error_codes"] = _first_by(groups, starts, ends, n_inst, lambda a, b: _few(
-        str(code_s[i]) for i in range(a, b) if err[i]), [])
+    out["compression_bad_types"] = _first_by(
+        groups, starts, ends, n_inst, lambda a, b: _few(str(ctype_s[i]) for i in range(a, b) if comp_bad[i]), []
+    )
+    out["error_codes"] = _first_by(
+        groups, starts, ends, n_inst, lambda a, b: _few(str(code_s[i]) for i in range(a, b) if err[i]), []
+    )
     return out
 
 
@@ -309,19 +402,24 @@ def _few(values, k: int = 3) -> list[str]:
     return sorted(set(values))[:k]
 
 
-def _point_facts(t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names: list, n_inst: int,
-                 rules: Rules) -> dict[str, list]:
+def _point_facts(
+    t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names: list, n_inst: int, rules: Rules
+) -> dict[str, list]:
     """Per instance code: the point columns of :data:`_INST_FIELDS` (naming, subscription, temporality,
     kinds, resource keys, standard metrics seen, series)."""
     n = t.num_rows
     if n == 0:
-        return {**{name: [0] * n_inst for name in _COUNT_FIELDS}, **{name: [[] for _ in range(n_inst)]
-                                                                    for name in _LIST_FIELDS},
-                "is_producer": [False] * n_inst, "is_consumer": [False] * n_inst}
+        return {
+            **{name: [0] * n_inst for name in _COUNT_FIELDS},
+            **{name: [[] for _ in range(n_inst)] for name in _LIST_FIELDS},
+            "is_producer": [False] * n_inst,
+            "is_consumer": [False] * n_inst,
+        }
 
     # ---- per metric name: naming, kind of client, standard
-    bad_name = np.array([m is None or not rules.name_re.search(m) or m in rules.bare_standard
-                         for m in metric_names], bool)
+    bad_name = np.array(
+        [m is None or not rules.name_re.search(m) or m in rules.bare_standard for m in metric_names], bool
+    )
     producer_m = np.array([m is not None and m.startswith(rules.producer_prefix) for m in metric_names], bool)
     consumer_m = np.array([m is not None and m.startswith(rules.consumer_prefix) for m in metric_names], bool)
     standard_m = np.array([m in rules.standard for m in metric_names], bool)
@@ -353,8 +451,7 @@ def _point_facts(t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names
     kind = t.column("kind")
     temporality = t.column("temporality")
     delta = t.column("delta_temporality")
-    temp_checked = pc.and_(pc.is_in(kind, pa.array(["sum", "histogram", "exponential_histogram"])),
-                           pc.is_valid(delta))
+    temp_checked = pc.and_(pc.is_in(kind, pa.array(["sum", "histogram", "exponential_histogram"])), pc.is_valid(delta))
     expected = pc.if_else(delta, "delta", "cumulative")
     temp_bad = pc.and_(temp_checked, pc.not_equal(pc.fill_null(temporality, "unspecified"), expected))
     temp_checked = pc.fill_null(temp_checked, False).to_numpy(zero_copy_only=False)
@@ -392,13 +489,24 @@ def _point_facts(t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names
     node_c, _ = _codes(t.column("node_id"))
     recv_c, _ = _codes(t.column("received_at_ms"))
     cum = pc.equal(temporality, "cumulative")
-    s = pa.table({"i": inst, "m": metric, "a": attrs, "r": rcode, "push": _combine(node_c, recv_c),
-                  "start": t.column("start_time_unix_nano"), "cum": cum})
+    s = pa.table(
+        {
+            "i": inst,
+            "m": metric,
+            "a": attrs,
+            "r": rcode,
+            "push": _combine(node_c, recv_c),
+            "start": t.column("start_time_unix_nano"),
+            "cum": cum,
+        }
+    )
     per_push = s.group_by(["i", "push", "m", "a", "r"], use_threads=False).aggregate(
-        [([], "count_all"), ("start", "min"), ("start", "max"), ("cum", "max")])
+        [([], "count_all"), ("start", "min"), ("start", "max"), ("cum", "max")]
+    )
     per_push = per_push.append_column("dup", pc.cast(pc.greater(per_push["count_all"], 1), pa.int64()))
     per_series = per_push.group_by(["i", "m", "a", "r"], use_threads=False).aggregate(
-        [([], "count_all"), ("dup", "sum"), ("cum_max", "max"), ("start_min", "min"), ("start_max", "max")])
+        [([], "count_all"), ("dup", "sum"), ("cum_max", "max"), ("start_min", "min"), ("start_max", "max")]
+    )
     si = per_series["i"].to_numpy()
     sm = per_series["m"].to_numpy()
     s_cum = pc.fill_null(per_series["cum_max_max"], False).to_numpy(zero_copy_only=False)
@@ -436,10 +544,28 @@ def _point_facts(t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names
     return out
 
 
-_COUNT_FIELDS = ("points", "naming_bad", "subscribed_checked", "subscribed_bad", "temporality_checked",
-                 "temporality_bad", "series_in_pushes", "duplicate_series", "cumulative_series", "start_moved")
-_LIST_FIELDS = ("naming_bad_names", "subscribed_bad_names", "temporality_bad_names", "duplicate_names",
-                "start_moved_names", "resource_keys", "standard_seen", "subscriptions")
+_COUNT_FIELDS = (
+    "points",
+    "naming_bad",
+    "subscribed_checked",
+    "subscribed_bad",
+    "temporality_checked",
+    "temporality_bad",
+    "series_in_pushes",
+    "duplicate_series",
+    "cumulative_series",
+    "start_moved",
+)
+_LIST_FIELDS = (
+    "naming_bad_names",
+    "subscribed_bad_names",
+    "temporality_bad_names",
+    "duplicate_names",
+    "start_moved_names",
+    "resource_keys",
+    "standard_seen",
+    "subscriptions",
+)
 
 
 def _subscription_codes(col) -> tuple[np.ndarray, list]:
@@ -469,8 +595,9 @@ def _fill_list(col):
 
 def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules):
     """``agg`` rows: per instance, insight metric and node (latency metrics: the node_id attribute)."""
-    interest = np.array([m in rules.interest or (m is not None and m.endswith(rules.latency_suffix))
-                         for m in metric_names], bool)
+    interest = np.array(
+        [m in rules.interest or (m is not None and m.endswith(rules.latency_suffix)) for m in metric_names], bool
+    )
     is_lat = np.array([m is not None and m.endswith(rules.latency_suffix) for m in metric_names], bool)
     rows_mask = interest[metric]
     if not rows_mask.any():
@@ -493,9 +620,21 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
     v_np = v.to_numpy(zero_copy_only=False).astype(float)  # nulls → nan
     v_sorted = v_np[order]
     v_valid = pc.is_valid(v).to_numpy(zero_copy_only=False)[order]
-    tbl = pa.table({"g": g, "v": v, "t": tt, "temporality": sub.column("temporality")}).group_by(
-        "g", use_threads=False).aggregate([("v", "mean"), ("v", "sum"), ("v", "max"), ("t", "min"), ("t", "max"),
-                                           ([], "count_all"), ("temporality", "first")])
+    tbl = (
+        pa.table({"g": g, "v": v, "t": tt, "temporality": sub.column("temporality")})
+        .group_by("g", use_threads=False)
+        .aggregate(
+            [
+                ("v", "mean"),
+                ("v", "sum"),
+                ("v", "max"),
+                ("t", "min"),
+                ("t", "max"),
+                ([], "count_all"),
+                ("temporality", "first"),
+            ]
+        )
+    )
     tbl = tbl.sort_by("g")
     gi = gs[starts]
     first_i = order[starts]
@@ -505,8 +644,15 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
     rows["client_instance_id"] = [inst_names[i] for i in inst[idx][first_i].tolist()]
     rows["metric"] = [metric_names[m] for m in metric[idx][first_i].tolist()]
     rows["node"] = [node_names[c] for c in node_c[first_i].tolist()]
-    for name, col in (("avg", "v_mean"), ("sum", "v_sum"), ("max", "v_max"), ("t0", "t_min"), ("t1", "t_max"),
-                      ("n", "count_all"), ("temporality", "temporality_first")):
+    for name, col in (
+        ("avg", "v_mean"),
+        ("sum", "v_sum"),
+        ("max", "v_max"),
+        ("t0", "t_min"),
+        ("t1", "t_max"),
+        ("n", "count_all"),
+        ("temporality", "temporality_first"),
+    ):
         rows[name] = tbl[col].to_pylist()
     rows["first"] = [float(v_sorted[s]) if v_valid[s] else None for s in starts.tolist()]
     rows["last"] = [float(v_sorted[e]) if v_valid[e] else None for e in ends.tolist()]
@@ -514,6 +660,7 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
 
 
 # ------------------------------------------------------------------------------------------ workers
+
 
 def _tail_cut(ids, last) -> int:
     """Where the rows of instance ``last`` start in ``ids`` (they are its tail: the input is sorted)."""
@@ -524,8 +671,9 @@ def _tail_cut(ids, last) -> int:
     return cut
 
 
-def _by_instance(tables: Iterator[tuple[pa.Table, pa.Table, str | None]], rules: Rules,
-                 distinct_pushes: bool = False) -> Iterator[pa.RecordBatch]:
+def _by_instance(
+    tables: Iterator[tuple[pa.Table, pa.Table, str | None]], rules: Rules, distinct_pushes: bool = False
+) -> Iterator[pa.RecordBatch]:
     """Reduce a stream sorted by instance: ``tables`` yields (points, pushes, last instance id of the
     input batch they came from); every instance before that id is complete. The rows of the last instance
     wait for the next input batch (memory: one input batch and one instance). ``distinct_pushes``: the
@@ -558,19 +706,26 @@ def _fact_table(batch: pa.RecordBatch, payload_bytes, decode_error) -> pa.Table:
         col = batch.column(name) if name in batch.schema.names else pa.nulls(batch.num_rows, field.type)
         arrays.append(col.cast(field.type))
         names.append(name)
-    return pa.Table.from_arrays(arrays + [payload_bytes, decode_error],
-                                names=names + ["payload_bytes", "decode_error"])
+    return pa.Table.from_arrays(arrays + [payload_bytes, decode_error], names=names + ["payload_bytes", "decode_error"])
 
 
 def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
     """The mapInArrow function over recording rows (:data:`FACT_COLUMNS`, ``payload``; partitioned by client
     instance, sorted by it): decode the payloads and hand back the :data:`OUT_SCHEMA` rows."""
     rec = record_schema()
-    carry = [rec.field(name) for name in PUSH_COLUMNS]   # the recording's own types (node_id is a string)
-    row = pa.field("_push_row", pa.int64())               # which push a point or an error came from
-    schema = pa.schema(list(points_schema()) + carry + [row,
-        rec.field("payload"), pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string()),
-        pa.field(ERROR_STAGE, pa.string())])
+    carry = [rec.field(name) for name in PUSH_COLUMNS]  # the recording's own types (node_id is a string)
+    row = pa.field("_push_row", pa.int64())  # which push a point or an error came from
+    schema = pa.schema(
+        list(points_schema())
+        + carry
+        + [
+            row,
+            rec.field("payload"),
+            pa.field(ERROR_CODE, pa.int16()),
+            pa.field(ERROR, pa.string()),
+            pa.field(ERROR_STAGE, pa.string()),
+        ]
+    )
     keep = [f.name for f in schema if f.name not in ("payload",)]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -580,13 +735,19 @@ def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
                     continue
                 n = batch.num_rows
                 src = pa.RecordBatch.from_arrays(
-                    [batch.column(f.name).cast(f.type) for f in carry] + [pa.array(np.arange(n, dtype=np.int64))] +
-                    [batch.column("payload"), batch.column("compression_type")],
-                    names=[f.name for f in carry] + [row.name, "payload", "compression_type"])
-                outs = list(_decode_payload_batches(iter([src]), "payload", "compression_type", schema,
-                                                    max_output, _Budget()))
-                table = pa.Table.from_batches(outs, schema=schema).select(keep) if outs else \
-                    schema.empty_table().select(keep)
+                    [batch.column(f.name).cast(f.type) for f in carry]
+                    + [pa.array(np.arange(n, dtype=np.int64))]
+                    + [batch.column("payload"), batch.column("compression_type")],
+                    names=[f.name for f in carry] + [row.name, "payload", "compression_type"],
+                )
+                outs = list(
+                    _decode_payload_batches(iter([src]), "payload", "compression_type", schema, max_output, _Budget())
+                )
+                table = (
+                    pa.Table.from_batches(outs, schema=schema).select(keep)
+                    if outs
+                    else schema.empty_table().select(keep)
+                )
                 reasons = [None] * n
                 failed = pc.is_valid(table.column(ERROR_CODE))
                 if pc.any(failed).as_py():
@@ -594,8 +755,9 @@ def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
                     for i, why in zip(bad.column(row.name).to_pylist(), bad.column(ERROR).to_pylist()):
                         reasons[i] = why
                     table = table.filter(pc.invert(failed))
-                pushes = _fact_table(batch, pc.binary_length(batch.column("payload")).cast(pa.int64()),
-                                     pa.array(reasons, pa.string()))
+                pushes = _fact_table(
+                    batch, pc.binary_length(batch.column("payload")).cast(pa.int64()), pa.array(reasons, pa.string())
+                )
                 yield table, pushes, batch.column("client_instance_id")[n - 1].as_py()
 
         yield from _by_instance(decoded(), rules)
@@ -617,8 +779,11 @@ def points_worker(rules: Rules):
                 table = pa.Table.from_batches([batch])
                 is_error = pc.is_valid(table.column("decode_error"))
                 points = table.filter(pc.invert(is_error)).select([c for c in names if c in batch.schema.names])
-                pushes = _fact_table(batch, batch.column("payload_bytes").cast(pa.int64()),
-                                     batch.column("decode_error").cast(pa.string()))
+                pushes = _fact_table(
+                    batch,
+                    batch.column("payload_bytes").cast(pa.int64()),
+                    batch.column("decode_error").cast(pa.string()),
+                )
                 yield points, pushes, batch.column("client_instance_id")[batch.num_rows - 1].as_py()
 
         yield from _by_instance(tables(), rules, distinct_pushes=True)

@@ -21,8 +21,10 @@ def run(argv=None) -> int:
     if argv == ["--path"]:
         print(__file__)
         return 0
-    parser = argparse.ArgumentParser(prog="kip714.spark.submit", description="The kip714 pipeline job under "
-                                     "spark-submit (kip714 pipeline --help describes it).")
+    parser = argparse.ArgumentParser(
+        prog="kip714.spark.submit",
+        description="The kip714 pipeline job under spark-submit (kip714 pipeline --help describes it).",
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -57,13 +57,27 @@ def _librdkafka_clients(bootstrap: str, seconds: float, producers: int, consumer
         return 0
     clients = []
     for i in range(producers):
-        clients.append(confluent_kafka.Producer({
-            "bootstrap.servers": bootstrap, "client.id": f"rdkafka-producer-{i + 1}", "log_level": 0,
-            "enable.sparse.connections": False}))
+        clients.append(
+            confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "client.id": f"rdkafka-producer-{i + 1}",
+                    "log_level": 0,
+                    "enable.sparse.connections": False,
+                }
+            )
+        )
     for i in range(consumers):
-        clients.append(confluent_kafka.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": "demo-group", "client.id": f"rdkafka-consumer-{i + 1}",
-            "log_level": 0}))
+        clients.append(
+            confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": "demo-group",
+                    "client.id": f"rdkafka-consumer-{i + 1}",
+                    "log_level": 0,
+                }
+            )
+        )
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for c in clients:
@@ -79,9 +93,9 @@ def _librdkafka_clients(bootstrap: str, seconds: float, producers: int, consumer
 
 def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str | None = None) -> int:
     from .. import SubscriptionRegistry, TelemetryBroker
-    from ..spark.pipeline import run_pipeline
-    from ..sinks.recorder import ParquetRecorder
     from ..endpoint.server import TelemetryServer
+    from ..sinks.recorder import ParquetRecorder
+    from ..spark.pipeline import run_pipeline
     from .simulate import Fleet
 
     started = time.perf_counter()
@@ -99,19 +113,27 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
     server = TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder)
     srv = _ServerThread(server)
     bootstrap = f"127.0.0.1:{server.port}"
-    _say(started, f"kip714 serve listening on {bootstrap} (push interval 1 s, all metrics), recording to "
-                  f"{out / 'recording'}; Prometheus metrics on http://127.0.0.1:{metrics_port}/metrics")
+    _say(
+        started,
+        f"kip714 serve listening on {bootstrap} (push interval 1 s, all metrics), recording to "
+        f"{out / 'recording'}; Prometheus metrics on http://127.0.0.1:{metrics_port}/metrics",
+    )
     fleet = Fleet(simulated // 2, simulated - simulated // 2, seed=714, software="mix", codec="mixed")
     fleet_result = {}
     fleet_thread = threading.Thread(
-        target=lambda: fleet_result.setdefault("stats", fleet.run_tcp("127.0.0.1", server.port, seconds)),
-        daemon=True)
+        target=lambda: fleet_result.setdefault("stats", fleet.run_tcp("127.0.0.1", server.port, seconds)), daemon=True
+    )
     fleet_thread.start()
-    _say(started, f"{simulated} simulated clients (Java and librdkafka styles, mixed codecs) pushing for "
-                  f"{seconds:.0f} s")
+    _say(
+        started, f"{simulated} simulated clients (Java and librdkafka styles, mixed codecs) pushing for {seconds:.0f} s"
+    )
     real = _librdkafka_clients(bootstrap, seconds, producers=2, consumers=1)
-    _say(started, f"{real} real librdkafka clients (confluent-kafka) pushed for {seconds:.0f} s" if real
-         else "confluent-kafka is not installed: no real librdkafka clients this time")
+    _say(
+        started,
+        f"{real} real librdkafka clients (confluent-kafka) pushed for {seconds:.0f} s"
+        if real
+        else "confluent-kafka is not installed: no real librdkafka clients this time",
+    )
     fleet_thread.join(seconds + 30)
     _show_query(exporter, metrics_port)
     exporter.close()
@@ -159,31 +181,54 @@ def _report(out: pathlib.Path, master: str | None, started: float) -> int:
 
     spark = local_session(master)
     points = spark.read.parquet(str(out / "points"))
-    node = F.coalesce(F.col("attributes").getItem("node.id"),
-                      F.regexp_replace(F.col("attributes").getItem("node_id"), "^node-", ""))
-    origin = (F.when(F.col("client_id").startswith("rdkafka-"), F.lit("real librdkafka"))
-              .otherwise(F.concat(F.lit("simulated "), F.col("client_software_name"))))
+    node = F.coalesce(
+        F.col("attributes").getItem("node.id"), F.regexp_replace(F.col("attributes").getItem("node_id"), "^node-", "")
+    )
+    origin = F.when(F.col("client_id").startswith("rdkafka-"), F.lit("real librdkafka")).otherwise(
+        F.concat(F.lit("simulated "), F.col("client_software_name"))
+    )
     # broker nodes only: coordinator connections show up as -1 (librdkafka) or 2^31-1-n (Java)
-    lat = (points.where(F.col("metric").endswith(NODE_LATENCY)).withColumn("node", node.cast("int"))
-           .where((F.col("node") >= 0) & (F.col("node") < 1_000_000)).withColumn("origin", origin))
+    lat = (
+        points.where(F.col("metric").endswith(NODE_LATENCY))
+        .withColumn("node", node.cast("int"))
+        .where((F.col("node") >= 0) & (F.col("node") < 1_000_000))
+        .withColumn("origin", origin)
+    )
     nodes = sorted(r["node"] for r in lat.select("node").distinct().collect())
-    per_client = (lat.groupBy("origin", "client_id").pivot("node", nodes).agg(F.round(F.avg("value"), 2))
-                  .orderBy(F.col("origin").desc(), "client_id")).collect()
+    per_client = (
+        lat.groupBy("origin", "client_id")
+        .pivot("node", nodes)
+        .agg(F.round(F.avg("value"), 2))
+        .orderBy(F.col("origin").desc(), "client_id")
+    ).collect()
     by_node = lat.groupBy("node", "origin").agg(F.avg("value").alias("avg_ms")).toPandas()
-    waits = (points.where(F.col("metric").rlike(r"(produce\.throttle\.time|record\.queue\.time)\.avg$"))
-             .withColumn("what", F.regexp_extract("metric", r"(throttle|queue)", 1))
-             .groupBy("client_id").pivot("what", ["throttle", "queue"]).agg(F.round(F.avg("value"), 3))
-             .orderBy(F.desc("queue"))).limit(8)
+    waits = (
+        points.where(F.col("metric").rlike(r"(produce\.throttle\.time|record\.queue\.time)\.avg$"))
+        .withColumn("what", F.regexp_extract("metric", r"(throttle|queue)", 1))
+        .groupBy("client_id")
+        .pivot("what", ["throttle", "queue"])
+        .agg(F.round(F.avg("value"), 3))
+        .orderBy(F.desc("queue"))
+    ).limit(8)
     print("\nMean request latency (ms) to each broker node, per client (node.request.latency.avg):\n")
-    shown = [r for r in per_client if r["origin"] == "real librdkafka"] + \
-        [r for r in per_client if r["origin"] != "real librdkafka"][:16]
-    print(_table([(r["client_id"], r["origin"], *[r[str(n)] for n in nodes]) for r in shown],
-                 ("client", "origin", *[f"node {n}" for n in nodes])))
+    shown = [r for r in per_client if r["origin"] == "real librdkafka"] + [
+        r for r in per_client if r["origin"] != "real librdkafka"
+    ][:16]
+    print(
+        _table(
+            [(r["client_id"], r["origin"], *[r[str(n)] for n in nodes]) for r in shown],
+            ("client", "origin", *[f"node {n}" for n in nodes]),
+        )
+    )
     if len(per_client) > len(shown):
         print(f"... and {len(per_client) - len(shown)} more clients in {out / 'points'}")
     print("\nProducers with the longest record queue times (ms):\n")
-    print(_table([(r["client_id"], r["throttle"], r["queue"]) for r in waits.collect()],
-                 ("client", "throttle avg", "queue avg")))
+    print(
+        _table(
+            [(r["client_id"], r["throttle"], r["queue"]) for r in waits.collect()],
+            ("client", "throttle avg", "queue avg"),
+        )
+    )
     chart = _chart(by_node, out / "latency_by_node.png")
     print(f"\nchart: {chart}")
     print(f"data:  {out / 'points'} (one row per data point), {out / 'errors'}")

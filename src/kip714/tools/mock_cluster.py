@@ -29,16 +29,24 @@ def _librdkafka() -> ctypes.CDLL:
         raise RuntimeError(f"no librdkafka in {libs}")
     lib = ctypes.CDLL(found[0])
     lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-    lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                      ctypes.c_size_t]
+    lib.rd_kafka_conf_set.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     lib.rd_kafka_new.restype = ctypes.c_void_p
     lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
     lib.rd_kafka_mock_cluster_new.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
-    lib.rd_kafka_mock_telemetry_set_requested_metrics.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p),
-                                                                  ctypes.c_size_t]
+    lib.rd_kafka_mock_telemetry_set_requested_metrics.argtypes = [
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_char_p),
+        ctypes.c_size_t,
+    ]
     lib.rd_kafka_mock_telemetry_set_push_interval.argtypes = [ctypes.c_void_p, ctypes.c_int64]
     lib.rd_kafka_mock_set_apiversion.argtypes = [ctypes.c_void_p, ctypes.c_int16, ctypes.c_int16, ctypes.c_int16]
     lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
@@ -104,8 +112,14 @@ def _main(argv: list[str]) -> int:
 class MockCluster:
     """A librdkafka mock cluster in a child process (see the module docstring)."""
 
-    def __init__(self, brokers: int = 3, metrics: list[str] | None = None, push_interval_ms: int = 0,
-                 disable_apis: tuple[int, ...] = (), timeout: float = 20.0) -> None:
+    def __init__(
+        self,
+        brokers: int = 3,
+        metrics: list[str] | None = None,
+        push_interval_ms: int = 0,
+        disable_apis: tuple[int, ...] = (),
+        timeout: float = 20.0,
+    ) -> None:
         cmd = [sys.executable, "-m", "kip714.tools.mock_cluster", "--brokers", str(brokers)]
         if metrics is not None:
             cmd += ["--metrics", ",".join(metrics)]

@@ -52,7 +52,7 @@ class ExpHistogram:
     threshold, so values within it count as 0). Points at different scales merge at the smaller scale;
     more than ``max_buckets`` buckets downscale further (adjacent buckets merge, counts stay exact)."""
 
-    __slots__ = ("scale", "pos", "neg", "zero", "count", "sum", "max_buckets")
+    __slots__ = ("count", "max_buckets", "neg", "pos", "scale", "sum", "zero")
 
     def __init__(self, max_buckets: int) -> None:
         self.scale: int | None = None
@@ -73,8 +73,17 @@ class ExpHistogram:
             out[j] = out.get(j, 0) + n
         return out
 
-    def add(self, scale: int, pos_offset: int, pos: list, neg_offset: int, neg: list, zero: int, count: int,
-            sum_: float | None) -> None:
+    def add(
+        self,
+        scale: int,
+        pos_offset: int,
+        pos: list,
+        neg_offset: int,
+        neg: list,
+        zero: int,
+        count: int,
+        sum_: float | None,
+    ) -> None:
         incoming_pos = {pos_offset + i: n for i, n in enumerate(pos) if n}
         incoming_neg = {neg_offset + i: n for i, n in enumerate(neg) if n}
         if self.scale is None:
@@ -102,7 +111,7 @@ class ExpHistogram:
     def le_buckets(self) -> list[tuple[str, float]]:
         scale = self.scale or 0
         out, acc = [], 0
-        for i in sorted(self.neg, reverse=True):          # most negative first
+        for i in sorted(self.neg, reverse=True):  # most negative first
             acc += self.neg[i]
             out.append((float_text(-_boundary(i, scale)), acc))
         acc += self.zero
@@ -148,7 +157,7 @@ def _boundary(i: int, scale: int) -> float:
 
 
 class Summary:
-    __slots__ = ("quantiles", "count", "sum")
+    __slots__ = ("count", "quantiles", "sum")
 
     def __init__(self, quantiles, count, sum_) -> None:
         self.quantiles = quantiles

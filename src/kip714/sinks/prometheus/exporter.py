@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..._enums import INSTANCE_CACHE_EXPIRY_MS
 from ..._extras import require
@@ -40,17 +41,26 @@ class PrometheusExporter(BoundedQueueReceiver):
     dropped_metric = 'kip714_export_payloads_dropped_total{reason="queue-full"}'
     log = log
 
-    def __init__(self, labels: Iterable[str] | str = DEFAULT_LABELS, max_series: int = 100_000,
-                 max_queue: int = 10_000, batch: int = 256, expiry_floor_s: float = INSTANCE_CACHE_EXPIRY_MS / 1000,
-                 scope_labels: bool = True, max_buckets: int = 160, background: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        labels: Iterable[str] | str = DEFAULT_LABELS,
+        max_series: int = 100_000,
+        max_queue: int = 10_000,
+        batch: int = 256,
+        expiry_floor_s: float = INSTANCE_CACHE_EXPIRY_MS / 1000,
+        scope_labels: bool = True,
+        max_buckets: int = 160,
+        background: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         require("prometheus", "PrometheusExporter")
         import numpy as np  # noqa: F401  (fail early: the absorb path is vectorised)
         import pyarrow  # noqa: F401
 
         self.clock = clock
-        self._store = SeriesStore(parse_labels(labels), max_series, scope_labels, max_buckets, expiry_floor_s,
-                                  clock, self._drop)
+        self._store = SeriesStore(
+            parse_labels(labels), max_series, scope_labels, max_buckets, expiry_floor_s, clock, self._drop
+        )
         self._lock = self._store.lock
         self._exposition = Exposition(self._store)
         # counters (self-metrics) besides the store's and the queue's (payloads_dropped)
@@ -68,23 +78,30 @@ class PrometheusExporter(BoundedQueueReceiver):
     max_series = property(lambda self: self._store.max_series, doc="Exposed time series at most.")
     max_buckets = property(lambda self: self._store.max_buckets, doc="Buckets or quantiles per point at most.")
     scope_labels = property(lambda self: self._store.scope_labels, doc="Whether series carry the OTel scope.")
-    expiry_floor_s = property(lambda self: self._store.expiry_floor_s,
-                              doc="Expiry floor for instances the broker gave no expiry for.")
-    series_count = property(lambda self: self._store.series_count,
-                            doc="Time series exposed (histogram bucket lines included).")
+    expiry_floor_s = property(
+        lambda self: self._store.expiry_floor_s, doc="Expiry floor for instances the broker gave no expiry for."
+    )
+    series_count = property(
+        lambda self: self._store.series_count, doc="Time series exposed (histogram bucket lines included)."
+    )
     dropped = property(lambda self: self._store.dropped, doc="Data points not exposed, by reason.")
     payloads_absorbed = property(lambda self: self._store.payloads_absorbed, doc="Payloads absorbed.")
     points_absorbed = property(lambda self: self._store.points_absorbed, doc="Data points absorbed.")
     series_refused = property(lambda self: self._store.series_refused, doc="New series refused at the cap.")
     expired = property(lambda self: self._store.expired, doc="Instances dropped for silence.")
     instances = property(lambda self: self._store.instances, doc="Client instances with series exposed.")
-    _formats = property(lambda self: self._exposition.formats)      # tools/bench/groups/export.py: the first scrape
+    _formats = property(lambda self: self._exposition.formats)  # tools/bench/groups/export.py: the first scrape
 
     # ------------------------------------------------------------------ receiver (request path)
 
     def _item(self, context, payload) -> tuple:
-        return (payload.client_instance_id_bytes, payload.labels, payload.data, payload.terminating,
-                (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)))
+        return (
+            payload.client_instance_id_bytes,
+            payload.labels,
+            payload.data,
+            payload.terminating,
+            (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)),
+        )
 
     def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
         """Count every push by the error code it was answered with (``kip714_pushes_total``)."""
@@ -100,7 +117,7 @@ class PrometheusExporter(BoundedQueueReceiver):
     # ------------------------------------------------------------------ worker
 
     def _process(self, items: list) -> None:
-        self.absorb(items)       # (an exception counts the items as internal-error)
+        self.absorb(items)  # (an exception counts the items as internal-error)
 
     def _tick(self) -> None:
         """Expire silent instances about once a second."""
@@ -148,27 +165,39 @@ class PrometheusExporter(BoundedQueueReceiver):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         store = self._store
-        pushes = CounterMetricFamily("kip714_pushes", "PushTelemetry requests by the error code they were answered "
-                                     "with", labels=["error_code"])
+        pushes = CounterMetricFamily(
+            "kip714_pushes", "PushTelemetry requests by the error code they were answered with", labels=["error_code"]
+        )
         for code, n in sorted(self.push_codes.items()):
             pushes.add_metric([code], n)
-        live = GaugeMetricFamily("kip714_export_instances", "Client instances with series exposed",
-                                 value=store.instances)
-        series = GaugeMetricFamily("kip714_export_series", "Time series exposed for clients (histogram bucket "
-                                   "lines included)", value=store.series_count)
-        limit = GaugeMetricFamily("kip714_export_series_limit", "The --prometheus-max-series cap",
-                                  value=store.max_series)
-        refused = CounterMetricFamily("kip714_export_series_refused", "New series refused at the series cap",
-                                      value=store.series_refused)
-        payloads = CounterMetricFamily("kip714_export_payloads", "Accepted payloads absorbed into the "
-                                       "Prometheus state", value=store.payloads_absorbed)
+        live = GaugeMetricFamily(
+            "kip714_export_instances", "Client instances with series exposed", value=store.instances
+        )
+        series = GaugeMetricFamily(
+            "kip714_export_series",
+            "Time series exposed for clients (histogram bucket lines included)",
+            value=store.series_count,
+        )
+        limit = GaugeMetricFamily(
+            "kip714_export_series_limit", "The --prometheus-max-series cap", value=store.max_series
+        )
+        refused = CounterMetricFamily(
+            "kip714_export_series_refused", "New series refused at the series cap", value=store.series_refused
+        )
+        payloads = CounterMetricFamily(
+            "kip714_export_payloads",
+            "Accepted payloads absorbed into the Prometheus state",
+            value=store.payloads_absorbed,
+        )
         points = CounterMetricFamily("kip714_export_points", "Data points absorbed", value=store.points_absorbed)
-        dropped = CounterMetricFamily("kip714_export_points_dropped", "Data points not exposed, by reason",
-                                      labels=["reason"])
+        dropped = CounterMetricFamily(
+            "kip714_export_points_dropped", "Data points not exposed, by reason", labels=["reason"]
+        )
         for reason, n in sorted(store.dropped.items()):
             dropped.add_metric([reason], n)
-        pdropped = CounterMetricFamily("kip714_export_payloads_dropped", "Accepted payloads never absorbed, "
-                                       "by reason", labels=["reason"])
+        pdropped = CounterMetricFamily(
+            "kip714_export_payloads_dropped", "Accepted payloads never absorbed, by reason", labels=["reason"]
+        )
         for reason, n in sorted(self.dropped_counts().items()):
             pdropped.add_metric([reason], n)
         depth = GaugeMetricFamily("kip714_queue_depth", "Items waiting in a sink's queue", labels=["queue"])
@@ -219,7 +248,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         encoder, content_type = choose_encoder(accept or "")
         try:
             return self._render(encoder, content_type), content_type
-        except RuntimeError:      # the encoder wrote something unexpected (never seen): render every line
+        except RuntimeError:  # the encoder wrote something unexpected (never seen): render every line
             log.exception("cached exposition failed; rendering every line this time")
             with self._lock:
                 self._exposition.formats.pop(content_type, None)
@@ -239,8 +268,9 @@ class PrometheusExporter(BoundedQueueReceiver):
         family or sample name, as prometheus_client's ``make_wsgi_app`` means it; gzip when accepted)."""
         return scrape_response(self, environ, start_response)
 
-    def start_http_server(self, host: str = "127.0.0.1", port: int = 9464, certfile: str | None = None,
-                          keyfile: str | None = None) -> int:
+    def start_http_server(
+        self, host: str = "127.0.0.1", port: int = 9464, certfile: str | None = None, keyfile: str | None = None
+    ) -> int:
         """Serve ``/metrics`` (any path) on ``host:port`` with :meth:`wsgi_app` on prometheus_client's
         threading WSGI server; returns the port (0 picks a free one). ``certfile``/``keyfile`` serve HTTPS."""
         self._http = start_server(self.wsgi_app, host, port, certfile, keyfile)

@@ -18,7 +18,7 @@ __all__ = ["Collected", "Exposition"]
 
 log = logging.getLogger("kip714.prometheus")
 
-_MAX_FORMATS = 4                 # exposition formats whose rendered lines are kept (by content type)
+_MAX_FORMATS = 4  # exposition formats whose rendered lines are kept (by content type)
 _COUNT, _SUM = "\x00count", "\x00sum"  # keys of a histogram's / summary's _count and _sum line prefixes
 
 
@@ -28,7 +28,7 @@ class Exposition:
 
     def __init__(self, store: SeriesStore) -> None:
         self.store = store
-        self.formats: dict[str, _Format] = {}      # content type → rendered headers and line prefixes
+        self.formats: dict[str, _Format] = {}  # content type → rendered headers and line prefixes
         store.on_forget = self.forget
 
     def forget(self, slot: int, family_gone: str | None) -> None:
@@ -90,7 +90,7 @@ class Exposition:
         store = self.store
         f = self.formats.get(key)
         if f is None:
-            if len(self.formats) >= _MAX_FORMATS:        # Accept headers are the scraper's to choose
+            if len(self.formats) >= _MAX_FORMATS:  # Accept headers are the scraper's to choose
                 self.formats.pop(next(iter(self.formats)))
             f = self.formats[key] = _Format(encoder)
         vals = store.slot_value
@@ -112,7 +112,7 @@ class Exposition:
                 parts.append("\n")
         return "".join(parts)
 
-    def _complex_lines(self, f: "_Format", family: Family, fmt, slots: list[int] | None = None) -> list[str]:
+    def _complex_lines(self, f: _Format, family: Family, fmt, slots: list[int] | None = None) -> list[str]:
         """Histogram and summary sample lines of ``family`` (rendering the prefixes it has not seen); with
         ``slots``, only those series, and with ``fmt`` None only the rendering (no lines)."""
         _Sample = _sample_class()
@@ -155,7 +155,7 @@ class Exposition:
                     if k not in d:
                         missing.append((d, k, _Sample(n, labels, 0.0)))
                     entries.append((d, k, v))
-            if len(d) > 4 * self.store.max_buckets + 8:   # an exponential histogram's bounds moved many times
+            if len(d) > 4 * self.store.max_buckets + 8:  # an exponential histogram's bounds moved many times
                 d.clear()
                 return self._complex_lines(f, family, fmt, slots)
         if missing:
@@ -166,7 +166,7 @@ class Exposition:
         """Render the line prefixes of the series created since the last call, in every known format."""
         fresh, self.store.fresh = self.store.fresh, []
         if not self.formats:
-            return                                 # nothing scraped yet: the first scrape renders them all
+            return  # nothing scraped yet: the first scrape renders them all
         _Sample = _sample_class()
         by_family: dict[int, tuple[Family, list[int]]] = {}
         for slot in dict.fromkeys(fresh):
@@ -176,11 +176,11 @@ class Exposition:
         for key, f in list(self.formats.items()):
             try:
                 self._prerender_format(f, by_family.values(), _Sample)
-            except RuntimeError:                   # the scrape renders them (or falls back) instead
+            except RuntimeError:  # the scrape renders them (or falls back) instead
                 log.exception("pre-rendering %s failed", key)
                 self.formats.pop(key, None)
 
-    def _prerender_format(self, f: "_Format", families, _Sample) -> None:
+    def _prerender_format(self, f: _Format, families, _Sample) -> None:
         pref = f.prefixes
         for fam, slots in families:
             if fam.type in ("gauge", "counter"):
@@ -215,14 +215,14 @@ class _Format:
     the encoder itself (a batch of new samples at value 0, split at the newlines; label values never hold
     a raw newline, the encoder escapes it), so the format stays prometheus_client's."""
 
-    __slots__ = ("encoder", "eof", "openmetrics", "headers", "prefixes")
+    __slots__ = ("encoder", "eof", "headers", "openmetrics", "prefixes")
 
     def __init__(self, encoder) -> None:
         self.encoder = encoder
-        self.eof = encoder(Collected([])).decode()        # OpenMetrics' "# EOF"
+        self.eof = encoder(Collected([])).decode()  # OpenMetrics' "# EOF"
         self.openmetrics = bool(self.eof)
-        self.headers: dict[str, str] = {}                  # family sample name → HELP/TYPE/UNIT lines
-        self.prefixes: dict[int, Any] = {}                 # slot → line prefix, or {bucket key: prefix}
+        self.headers: dict[str, str] = {}  # family sample name → HELP/TYPE/UNIT lines
+        self.prefixes: dict[int, Any] = {}  # slot → line prefix, or {bucket key: prefix}
 
     def _metric(self, family: Family):
         from prometheus_client.core import Metric
@@ -233,7 +233,7 @@ class _Format:
         h = self.headers.get(family.sample)
         if h is None:
             text = self.encoder(Collected([self._metric(family)])).decode()
-            h = self.headers[family.sample] = text[:len(text) - len(self.eof)]
+            h = self.headers[family.sample] = text[: len(text) - len(self.eof)]
         return h
 
     def render(self, family: Family, todo: list) -> None:
@@ -242,7 +242,7 @@ class _Format:
         m.samples = [t[2] for t in todo]
         text = self.encoder(Collected([m])).decode()
         header = self.header(family)
-        lines = text[len(header):len(text) - len(self.eof)].split("\n")
+        lines = text[len(header) : len(text) - len(self.eof)].split("\n")
         if not text.startswith(header) or len(lines) != len(todo) + 1 or lines[-1]:
             raise RuntimeError(f"unexpected exposition of {family.name}: {len(lines)} lines for {len(todo)} samples")
         for (target, key, _), line in zip(todo, lines):

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 __all__ = ["scrape_response", "start_server", "stop_server"]
 
@@ -31,11 +32,12 @@ def scrape_response(source: Any, environ: dict, start_response: Callable) -> lis
     else:
         accept = environ.get("HTTP_ACCEPT")
         params = parse_qs(environ.get("QUERY_STRING", ""))
-        if "name[]" in params:                 # the families named (by family or sample name)
+        if "name[]" in params:  # the families named (by family or sample name)
             names = set(params["name[]"])
             encoder, ctype = choose_encoder(accept or "")
-            body = encoder(Collected([m for m in source.collect()
-                                      if m.name in names or any(x.name in names for x in m.samples)]))
+            body = encoder(
+                Collected([m for m in source.collect() if m.name in names or any(x.name in names for x in m.samples)])
+            )
         else:
             body, ctype = source.exposition(accept)
         status, headers = "200 OK", [("Content-Type", ctype)]
@@ -46,8 +48,13 @@ def scrape_response(source: Any, environ: dict, start_response: Callable) -> lis
     return [body]
 
 
-def start_server(app: Callable[[dict, Callable], Iterable[bytes]], host: str, port: int,
-                 certfile: str | None = None, keyfile: str | None = None) -> tuple[Any, threading.Thread]:
+def start_server(
+    app: Callable[[dict, Callable], Iterable[bytes]],
+    host: str,
+    port: int,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> tuple[Any, threading.Thread]:
     """Serve ``app`` on ``host:port`` (0 picks a free port) on prometheus_client's threading WSGI server, in a
     daemon thread; ``certfile``/``keyfile`` serve HTTPS. Returns ``(server, thread)``."""
     import socket
@@ -57,7 +64,7 @@ def start_server(app: Callable[[dict, Callable], Iterable[bytes]], host: str, po
     from prometheus_client.exposition import ThreadingWSGIServer
 
     class Quiet(WSGIRequestHandler):
-        def log_message(self, format, *args):  # noqa: A002
+        def log_message(self, format, *args):
             pass
 
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]

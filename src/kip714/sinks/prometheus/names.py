@@ -31,16 +31,36 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["UNIT_NAMES", "PER_UNIT_NAMES", "label_name", "merge_labels", "metric_name", "prometheus_unit"]
+__all__ = ["PER_UNIT_NAMES", "UNIT_NAMES", "label_name", "merge_labels", "metric_name", "prometheus_unit"]
 
 #: UCUM unit → Prometheus unit word (the collector's table).
 UNIT_NAMES = {
-    "d": "days", "h": "hours", "min": "minutes", "s": "seconds", "ms": "milliseconds", "us": "microseconds",
+    "d": "days",
+    "h": "hours",
+    "min": "minutes",
+    "s": "seconds",
+    "ms": "milliseconds",
+    "us": "microseconds",
     "ns": "nanoseconds",
-    "By": "bytes", "KiBy": "kibibytes", "MiBy": "mebibytes", "GiBy": "gibibytes", "TiBy": "tibibytes",
-    "KBy": "kilobytes", "MBy": "megabytes", "GBy": "gigabytes", "TBy": "terabytes",
-    "m": "meters", "V": "volts", "A": "amperes", "J": "joules", "W": "watts", "g": "grams",
-    "Cel": "celsius", "Hz": "hertz", "1": "", "%": "percent",
+    "By": "bytes",
+    "KiBy": "kibibytes",
+    "MiBy": "mebibytes",
+    "GiBy": "gibibytes",
+    "TiBy": "tibibytes",
+    "KBy": "kilobytes",
+    "MBy": "megabytes",
+    "GBy": "gigabytes",
+    "TBy": "terabytes",
+    "m": "meters",
+    "V": "volts",
+    "A": "amperes",
+    "J": "joules",
+    "W": "watts",
+    "g": "grams",
+    "Cel": "celsius",
+    "Hz": "hertz",
+    "1": "",
+    "%": "percent",
 }
 #: The denominator of a ``foo/bar`` unit → its word.
 PER_UNIT_NAMES = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week", "mo": "month", "y": "year"}

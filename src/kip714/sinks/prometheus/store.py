@@ -23,9 +23,11 @@ source id.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .accumulators import ExpHistogram, Histogram, Summary
 from .names import label_name, merge_labels, metric_name, prometheus_unit
@@ -34,43 +36,66 @@ __all__ = ["Family", "SeriesStore"]
 
 # how a source's points reach its exposed series
 _SET, _ADD_MONOTONIC, _ADD, _PY = 0, 1, 2, 3
-_KIND_TYPE = {"gauge": "gauge", "histogram": "histogram", "exponential_histogram": "histogram",
-              "summary": "summary"}
+_KIND_TYPE = {"gauge": "gauge", "histogram": "histogram", "exponential_histogram": "histogram", "summary": "summary"}
 _RESERVED = {"histogram": "le", "summary": "quantile"}
-_ROW_FIELDS = ("metric", "description", "unit", "kind", "temporality", "monotonic", "attributes", "resource",
-               "scope_name", "scope_version")
-_PY_FIELDS = ("kind", "temporality", "monotonic", "start_time_unix_nano", "value", "count", "sum",
-              "bucket_counts", "explicit_bounds", "scale", "zero_count", "positive_offset",
-              "positive_bucket_counts", "negative_offset", "negative_bucket_counts", "quantiles")
+_ROW_FIELDS = (
+    "metric",
+    "description",
+    "unit",
+    "kind",
+    "temporality",
+    "monotonic",
+    "attributes",
+    "resource",
+    "scope_name",
+    "scope_version",
+)
+_PY_FIELDS = (
+    "kind",
+    "temporality",
+    "monotonic",
+    "start_time_unix_nano",
+    "value",
+    "count",
+    "sum",
+    "bucket_counts",
+    "explicit_bounds",
+    "scale",
+    "zero_count",
+    "positive_offset",
+    "positive_bucket_counts",
+    "negative_offset",
+    "negative_bucket_counts",
+    "quantiles",
+)
 
 
 class Family:
     """An exposed metric family: its name, type, help and unit, and its series (slot → labels)."""
 
-    __slots__ = ("name", "sample", "type", "help", "unit", "slots")
+    __slots__ = ("help", "name", "sample", "slots", "type", "unit")
 
     def __init__(self, name: str, typ: str, help_: str, unit: str) -> None:
         self.sample = name
-        self.name = name[:-6] if typ == "counter" else name      # prometheus_client adds _total itself
+        self.name = name[:-6] if typ == "counter" else name  # prometheus_client adds _total itself
         self.type = typ
         self.help = help_
         self.unit = unit if unit and self.name.endswith("_" + unit) else ""
-        self.slots: dict[int, dict[str, str]] = {}                # exposed series slot → labels
+        self.slots: dict[int, dict[str, str]] = {}  # exposed series slot → labels
 
 
 class _Instance:
     """What the store keeps per client instance: its sources and when it pushed."""
 
-    __slots__ = ("sources", "last_seen", "previous_seen", "interval_s", "expiry_s", "terminated_at")
+    __slots__ = ("expiry_s", "interval_s", "last_seen", "previous_seen", "sources", "terminated_at")
 
     def __init__(self, now: float) -> None:
         self.sources: list[int] = []
         self.last_seen = now
         self.previous_seen: float | None = None
         self.interval_s: float | None = None
-        self.expiry_s: float | None = None         # the broker's expiry for it (ReceiverContext.expiry_ms)
+        self.expiry_s: float | None = None  # the broker's expiry for it (ReceiverContext.expiry_ms)
         self.terminated_at: float | None = None
-
 
 
 class SeriesStore:
@@ -81,9 +106,16 @@ class SeriesStore:
     that could not be absorbed; :attr:`on_forget` ``(slot, family name or None)`` is called when a series
     (and with the last one, its family) goes away."""
 
-    def __init__(self, labels: tuple[str, ...], max_series: int, scope_labels: bool, max_buckets: int,
-                 expiry_floor_s: float, clock: Callable[[], float],
-                 count_payloads: Callable[[str, int], None]) -> None:
+    def __init__(
+        self,
+        labels: tuple[str, ...],
+        max_series: int,
+        scope_labels: bool,
+        max_buckets: int,
+        expiry_floor_s: float,
+        clock: Callable[[], float],
+        count_payloads: Callable[[str, int], None],
+    ) -> None:
         self.labels = labels
         self.max_series = int(max_series)
         self.scope_labels = scope_labels
@@ -98,7 +130,7 @@ class SeriesStore:
         self._src_key: list[str | None] = []
         self._src_slot: list[int] = []
         self._src_mode: list[int] = []
-        self._src_state: dict[int, Any] = {}       # cumulative points: id → (start, value or buckets)
+        self._src_state: dict[int, Any] = {}  # cumulative points: id → (start, value or buckets)
         self._src_free: list[int] = []
         # exposed series: slot → value (float) or accumulator object
         self._series: dict[tuple, int] = {}
@@ -108,14 +140,14 @@ class SeriesStore:
         self.slot_value: list[Any] = []
         self._slot_weight: list[int] = []
         self._slot_free: list[int] = []
-        self.series_count = 0                      # exposed time series (histogram lines included)
+        self.series_count = 0  # exposed time series (histogram lines included)
         self.families: dict[str, Family] = {}
-        self._otlp_names: dict[str, int] = {}      # OTLP metric name → exposed series using it
+        self._otlp_names: dict[str, int] = {}  # OTLP metric name → exposed series using it
         self._slot_otlp: list[str | None] = []
-        self._instances: dict[bytes, _Instance] = {}   # by the instance's 16 bytes
-        self.fresh: list[int] = []                 # series created since the renderers last took them
+        self._instances: dict[bytes, _Instance] = {}  # by the instance's 16 bytes
+        self.fresh: list[int] = []  # series created since the renderers last took them
         # counters
-        self.dropped: dict[str, int] = {}          # points dropped, by reason
+        self.dropped: dict[str, int] = {}  # points dropped, by reason
         self.payloads_absorbed = 0
         self.points_absorbed = 0
         self.series_refused = 0
@@ -169,11 +201,20 @@ class SeriesStore:
                 return
             self.points_absorbed += n
             keys = pc.binary_join_element_wise(
-                table.column("_k"), table.column("metric"), table.column("unit"), table.column("kind"),
-                table.column("temporality"), pc.cast(table.column("monotonic"), pa.string()),
-                table.column("scope_name"), table.column("scope_version"),
-                _map_text(table.column("attributes")), _map_text(table.column("resource")),
-                "\x1d", null_handling="replace", null_replacement="")
+                table.column("_k"),
+                table.column("metric"),
+                table.column("unit"),
+                table.column("kind"),
+                table.column("temporality"),
+                pc.cast(table.column("monotonic"), pa.string()),
+                table.column("scope_name"),
+                table.column("scope_version"),
+                _map_text(table.column("attributes")),
+                _map_text(table.column("resource")),
+                "\x1d",
+                null_handling="replace",
+                null_replacement="",
+            )
             # The key text identifies a source; its separators could appear in a client's own strings,
             # which could only make that client's own series share a source (the seed comes first).
             keys = keys.to_pylist()
@@ -183,8 +224,10 @@ class SeriesStore:
             if missing and self.series_count >= self.max_series:
                 # at the cap only a series that exists already (another instance with the same labels)
                 # can still get a source: refuse rows of unknown metrics in bulk, without per-row work
-                known = pc.is_in(pc.take(table.column("metric"), pa.array(missing)),
-                                 value_set=pa.array(list(self._otlp_names), pa.string())).to_pylist()
+                known = pc.is_in(
+                    pc.take(table.column("metric"), pa.array(missing)),
+                    value_set=pa.array(list(self._otlp_names), pa.string()),
+                ).to_pylist()
                 refused = len(missing) - sum(known)
                 if refused:
                     self.series_refused += refused
@@ -258,11 +301,11 @@ class SeriesStore:
                 self._count("too-many-buckets")
                 return
             if any(q["value"] is not None and q["value"] < 0 for q in qs):
-                self._count("invalid-value")     # OpenMetrics: quantile values are never negative
+                self._count("invalid-value")  # OpenMetrics: quantile values are never negative
                 return
             sum_ = row["sum"]
             if sum_ is not None and not (math.isfinite(sum_) and sum_ >= 0):
-                sum_ = None                                    # the spec: _sum only when positive
+                sum_ = None  # the spec: _sum only when positive
             acc = Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, sum_)
             self._set_complex(slot, acc)
             return
@@ -275,8 +318,11 @@ class SeriesStore:
             if len(bounds) > self.max_buckets:
                 self._count("too-many-buckets")
                 return
-            if (buckets and len(buckets) != len(bounds) + 1) or any(
-                    not (a < b) for a, b in zip(bounds, bounds[1:])) or any(math.isnan(b) for b in bounds):
+            if (
+                (buckets and len(buckets) != len(bounds) + 1)
+                or any(not (a < b) for a, b in itertools.pairwise(bounds))
+                or any(math.isnan(b) for b in bounds)
+            ):
                 self._count("invalid-histogram")
                 return
             if not buckets:
@@ -287,8 +333,13 @@ class SeriesStore:
                 self._set_complex(slot, acc)
             if cumulative:
                 prev = self._src_state.get(source)
-                if prev is not None and prev[0] == start and prev[1] == bounds and count >= prev[2] and all(
-                        b >= a for a, b in zip(prev[3], buckets)):
+                if (
+                    prev is not None
+                    and prev[0] == start
+                    and prev[1] == bounds
+                    and count >= prev[2]
+                    and all(b >= a for a, b in zip(prev[3], buckets))
+                ):
                     incs = [b - a for a, b in zip(prev[3], buckets)]
                     dcount, dsum = count - prev[2], (None if sum_ is None or prev[4] is None else sum_ - prev[4])
                 else:
@@ -312,8 +363,16 @@ class SeriesStore:
         if cumulative or not isinstance(acc, ExpHistogram):
             acc = ExpHistogram(self.max_buckets)
         before = acc.weight()
-        acc.add(scale, row["positive_offset"] or 0, pos, row["negative_offset"] or 0, neg, row["zero_count"] or 0,
-                count, sum_)
+        acc.add(
+            scale,
+            row["positive_offset"] or 0,
+            pos,
+            row["negative_offset"] or 0,
+            neg,
+            row["zero_count"] or 0,
+            count,
+            sum_,
+        )
         if self.slot_value[slot] is not acc:
             self._set_complex(slot, acc)
         else:
@@ -335,7 +394,7 @@ class SeriesStore:
         rows = table.select(list(_ROW_FIELDS) + ["payload_index"]).take(pa.array(missing)).to_pylist()
         for i, row in zip(missing, rows):
             key = keys[i]
-            s = self._sources.get(key, -1)         # created for an earlier row of this batch
+            s = self._sources.get(key, -1)  # created for an earlier row of this batch
             if s < 0:
                 s = self._new_source(key, row, items[row["payload_index"]])
             src[i] = s
@@ -392,8 +451,14 @@ class SeriesStore:
                 self.families[name] = family
             slot = self._slot_free.pop() if self._slot_free else len(self._slot_key)
             if slot == len(self._slot_key):
-                for lst, v in ((self._slot_key, None), (self.slot_family, None), (self._slot_refs, 0),
-                               (self.slot_value, 0.0), (self._slot_weight, 0), (self._slot_otlp, None)):
+                for lst, v in (
+                    (self._slot_key, None),
+                    (self.slot_family, None),
+                    (self._slot_refs, 0),
+                    (self.slot_value, 0.0),
+                    (self._slot_weight, 0),
+                    (self._slot_otlp, None),
+                ):
                     lst.append(v)
             self._series[skey] = slot
             self.fresh.append(slot)
@@ -462,8 +527,11 @@ class SeriesStore:
         now = self.clock() if now is None else now
         with self.lock:
             floor = self.expiry_floor_s
-            gone = [i for i, st in self._instances.items()
-                    if now - st.last_seen > (st.expiry_s or max(floor, 3 * (st.interval_s or 0.0)))]
+            gone = [
+                i
+                for i, st in self._instances.items()
+                if now - st.last_seen > (st.expiry_s or max(floor, 3 * (st.interval_s or 0.0)))
+            ]
             for i in gone:
                 self._drop_instance(i)
             self.expired += len(gone)
@@ -476,8 +544,9 @@ class SeriesStore:
     def drop_terminated(self, before: float) -> None:
         """Drop the instances whose terminating push was absorbed at or before ``before`` (a scrape's start:
         their final values have been exposed once). The lock is held."""
-        for instance in [i for i, st in self._instances.items()
-                         if st.terminated_at is not None and st.terminated_at <= before]:
+        for instance in [
+            i for i, st in self._instances.items() if st.terminated_at is not None and st.terminated_at <= before
+        ]:
             self._drop_instance(instance)
 
 

@@ -58,10 +58,26 @@ from .payloads import ACCEPTED, KB, LIMIT, capture_payload, otlp_like, sample_pa
 from .peers import PEER_DISTS, PeerMissing, dist_version, peer_label, peer_module
 from .plots import write_plots
 from .registry import GROUPS, parse_groups
-from .render import (fmt_bytes, fmt_ns, fmt_rate, fmt_ratio, json_default, render_markdown, render_table,
-                     size_name, size_name_points)
-from .spark_jobs import (protobuf_mapper, recording_peer_schema, recording_protobuf_mapper, run_noop, spark_input,
-                         spark_kip714, spark_peer)
+from .render import (
+    fmt_bytes,
+    fmt_ns,
+    fmt_rate,
+    fmt_ratio,
+    json_default,
+    render_markdown,
+    render_table,
+    size_name,
+    size_name_points,
+)
+from .spark_jobs import (
+    protobuf_mapper,
+    recording_peer_schema,
+    recording_protobuf_mapper,
+    run_noop,
+    spark_input,
+    spark_kip714,
+    spark_peer,
+)
 from .timing import inner_loop_size, interleaved, settle_allocator, summarise
 
 # the old names of the single module this package replaced
@@ -81,12 +97,44 @@ _GROUP_NAMES = {
 }
 
 __all__ = [
-    "ACCEPTED", "CHECKOUT", "GROUPS", "KB", "LIMIT", "PEER_DISTS", "Bench", "Case", "PeerMissing",
-    "capture_payload", "dist_version", "fmt_bytes", "fmt_ns", "fmt_rate", "fmt_ratio", "inner_loop_size",
-    "interleaved", "json_default", "loadavg", "otlp_like", "parse_groups", "peer_label", "peer_module",
-    "protobuf_mapper", "recording_peer_schema", "recording_protobuf_mapper", "render_markdown", "render_table",
-    "run_noop", "sample_payloads", "settle_allocator", "size_name", "size_name_points", "spark_input",
-    "spark_kip714", "spark_peer", "summarise", "write_plots",
+    "ACCEPTED",
+    "CHECKOUT",
+    "GROUPS",
+    "KB",
+    "LIMIT",
+    "PEER_DISTS",
+    "Bench",
+    "Case",
+    "PeerMissing",
+    "capture_payload",
+    "dist_version",
+    "fmt_bytes",
+    "fmt_ns",
+    "fmt_rate",
+    "fmt_ratio",
+    "inner_loop_size",
+    "interleaved",
+    "json_default",
+    "loadavg",
+    "otlp_like",
+    "parse_groups",
+    "peer_label",
+    "peer_module",
+    "protobuf_mapper",
+    "recording_peer_schema",
+    "recording_protobuf_mapper",
+    "render_markdown",
+    "render_table",
+    "run_noop",
+    "sample_payloads",
+    "settle_allocator",
+    "size_name",
+    "size_name_points",
+    "spark_input",
+    "spark_kip714",
+    "spark_peer",
+    "summarise",
+    "write_plots",
 ]
 
 

@@ -41,9 +41,16 @@ class Bench:
     ``collect=True`` runs every group with the fewest rounds and keeps each pair's contenders in
     :attr:`cases` (what ``bench/test_bench.py`` hands to pytest-benchmark)."""
 
-    def __init__(self, quick: bool = False, groups: Sequence[str] = GROUPS, log: IO[str] | None = None,
-                 spark_k: int | None = None, collect: bool = False, scale_sizes: Sequence[int] | None = None,
-                 scale_peer_max: int | None = None) -> None:
+    def __init__(
+        self,
+        quick: bool = False,
+        groups: Sequence[str] = GROUPS,
+        log: IO[str] | None = None,
+        spark_k: int | None = None,
+        collect: bool = False,
+        scale_sizes: Sequence[int] | None = None,
+        scale_peer_max: int | None = None,
+    ) -> None:
         self.quick = quick or collect
         self.scale_sizes = list(scale_sizes) if scale_sizes else None
         self.scale_peer_max = scale_peer_max
@@ -74,9 +81,20 @@ class Bench:
             self.log(f"[{group}] skipping peer {peer}: {reason}")
         return f"skipped: {reason.split(' (')[0]}"
 
-    def add_row(self, group: str, key: str, operation: str, kip: dict, peer: dict | None = None,
-                peer_name: str | None = None, peer_skipped: str | None = None, goal: dict | None = None,
-                unit: str = "time", note: str = "", extra: dict | None = None) -> dict:
+    def add_row(
+        self,
+        group: str,
+        key: str,
+        operation: str,
+        kip: dict,
+        peer: dict | None = None,
+        peer_name: str | None = None,
+        peer_skipped: str | None = None,
+        goal: dict | None = None,
+        unit: str = "time",
+        note: str = "",
+        extra: dict | None = None,
+    ) -> dict:
         """``kip`` / ``peer``: summaries in ns per operation (unit time/rate) or {"value": bytes}."""
         ratio = None
         if peer is not None and unit in ("time", "rate", "throughput"):
@@ -103,7 +121,7 @@ class Bench:
         if unit == "time":
             kip_text = fmt_ns(kip["median"])
             peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
-        elif unit == "throughput":   # medians in ns per MB
+        elif unit == "throughput":  # medians in ns per MB
             kip_text = f"{1e9 / kip['median']:.1f} MB/s"
             peer_text = f"{peer_name} {1e9 / peer['median']:.1f} MB/s" if peer is not None else None
         elif unit == "millicores":
@@ -114,7 +132,7 @@ class Bench:
             peer_text = None
         elif unit == "rate":
             kip_text = f"{fmt_rate(1e9 / kip['median'])} ({fmt_ns(kip['median'])} each)"
-            peer_text = (f"{peer_name} {fmt_rate(1e9 / peer['median'])}" if peer is not None else None)
+            peer_text = f"{peer_name} {fmt_rate(1e9 / peer['median'])}" if peer is not None else None
         elif unit == "ratio":
             kip_text = f"{kip['value']:.2f}"
             peer_text = f"{peer_name} {peer['value']:.2f}" if peer is not None else None
@@ -123,18 +141,41 @@ class Bench:
             peer_text = None
         if peer_text is None:
             peer_text = peer_skipped if peer_skipped else (peer_name or "—")
-        row = {"group": group, "id": key, "operation": operation, "unit": unit, "kip714": kip,
-               "peer": peer, "peer_name": peer_name, "peer_skipped": peer_skipped, "ratio": ratio, "goal": goal,
-               "met": met, "kip714_text": kip_text, "peer_text": peer_text, "note": note, **(extra or {})}
+        row = {
+            "group": group,
+            "id": key,
+            "operation": operation,
+            "unit": unit,
+            "kip714": kip,
+            "peer": peer,
+            "peer_name": peer_name,
+            "peer_skipped": peer_skipped,
+            "ratio": ratio,
+            "goal": goal,
+            "met": met,
+            "kip714_text": kip_text,
+            "peer_text": peer_text,
+            "note": note,
+            **(extra or {}),
+        }
         self.rows.append(row)
         goal_txt = "" if not goal else f"  goal {goal['text']}: {'met' if met else 'MISSED' if met is False else 'n/a'}"
         self.log(f"[{group}] {operation}: kip714 {kip_text}; peer {peer_text}; ratio {fmt_ratio(ratio)}{goal_txt}")
         return row
 
-    def pair(self, group: str, key: str, operation: str, kip: tuple[Callable, tuple],
-             peer_factory: Callable[[], tuple[str, Callable, tuple]] | None, goal: dict | None = None,
-             note: str = "", peer_dist: str | None = None, extra: dict | None = None,
-             rounds: int | None = None) -> dict:
+    def pair(
+        self,
+        group: str,
+        key: str,
+        operation: str,
+        kip: tuple[Callable, tuple],
+        peer_factory: Callable[[], tuple[str, Callable, tuple]] | None,
+        goal: dict | None = None,
+        note: str = "",
+        peer_dist: str | None = None,
+        extra: dict | None = None,
+        rounds: int | None = None,
+    ) -> dict:
         """Measure kip714's ``(f, args)`` against the peer that ``peer_factory()`` builds (or skip it)."""
         peer_name = peer_skipped = None
         contenders = [kip]
@@ -145,25 +186,53 @@ class Bench:
             except PeerMissing as exc:
                 peer_skipped = self.skip(group, peer_dist or "peer", str(exc))
         if self.cases is not None:
-            self.cases.append(Case(group, key, operation, kip,
-                                   (peer_name, *contenders[1]) if len(contenders) > 1 else None))
+            self.cases.append(
+                Case(group, key, operation, kip, (peer_name, *contenders[1]) if len(contenders) > 1 else None)
+            )
         stats = interleaved(contenders, rounds or self.rounds, budget_s=self.budget)
-        return self.add_row(group, key, operation, stats[0], stats[1] if len(stats) > 1 else None,
-                            peer_name, peer_skipped, goal, note=note, extra=extra)
+        return self.add_row(
+            group,
+            key,
+            operation,
+            stats[0],
+            stats[1] if len(stats) > 1 else None,
+            peer_name,
+            peer_skipped,
+            goal,
+            note=note,
+            extra=extra,
+        )
 
-    def curve(self, name: str, title: str, xlabel: str, ylabel: str, x: Sequence, series: dict[str, Sequence],
-              logx: bool = True, logy: bool = True, **extra: Any) -> None:
+    def curve(
+        self,
+        name: str,
+        title: str,
+        xlabel: str,
+        ylabel: str,
+        x: Sequence,
+        series: dict[str, Sequence],
+        logx: bool = True,
+        logy: bool = True,
+        **extra: Any,
+    ) -> None:
         """Keep a series for the plots (:func:`.plots.write_plots`) and the JSON result."""
-        self.curves[name] = {"title": title, "xlabel": xlabel, "ylabel": ylabel, "x": list(x),
-                             "series": {k: list(v) for k, v in series.items()}, "logx": logx, "logy": logy, **extra}
+        self.curves[name] = {
+            "title": title,
+            "xlabel": xlabel,
+            "ylabel": ylabel,
+            "x": list(x),
+            "series": {k: list(v) for k, v in series.items()},
+            "logx": logx,
+            "logy": logy,
+            **extra,
+        }
 
     # -------------------------------------------------------------- driver
     def run(self) -> None:
         """Run the groups in order, each timed; a group that raises is reported and the run goes on."""
         settle_allocator()
         for group in self.groups:
-            if group == "pipeline-scale" and (self.cases is not None or
-                                              set(self.groups) - {"spark", "pipeline-scale"}):
+            if group == "pipeline-scale" and (self.cases is not None or set(self.groups) - {"spark", "pipeline-scale"}):
                 # minutes to tens of minutes, a Spark process per size: only when asked for
                 self.notes.append("pipeline-scale: runs only with --only pipeline-scale")
                 continue
@@ -176,8 +245,9 @@ class Bench:
             try:
                 load(group)(self)
             except Exception as exc:  # a bug or a broken environment: report it, keep going, exit non-zero
-                self.errors.append({"group": group, "error": f"{type(exc).__name__}: {exc}",
-                                    "traceback": traceback.format_exc()})
+                self.errors.append(
+                    {"group": group, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+                )
                 self.log(f"[{group}] ERROR {type(exc).__name__}: {exc}")
                 traceback.print_exc(file=self.log_stream)
             self.group_seconds[group] = round(time.perf_counter() - started, 2)
@@ -189,21 +259,37 @@ class Bench:
         protobuf backend)."""
         return describe() | self.extra_machine
 
-    def to_json(self, started: float, elapsed: float, load_before: list[float] | None,
-                load_after: list[float] | None) -> dict:
+    def to_json(
+        self, started: float, elapsed: float, load_before: list[float] | None, load_after: list[float] | None
+    ) -> dict:
         """The JSON result: mode, groups, timings, machine, method, rows, curves, skipped peers, notes, errors."""
+
         def clean(row: dict) -> dict:
             return {k: v for k, v in row.items() if k not in ("kip714_text", "peer_text")} | {
-                "kip714_text": row["kip714_text"], "peer_text": row["peer_text"]}
+                "kip714_text": row["kip714_text"],
+                "peer_text": row["peer_text"],
+            }
+
         return {
-            "tool": "kip714 bench", "mode": "quick" if self.quick else "full", "groups": self.groups,
+            "tool": "kip714 bench",
+            "mode": "quick" if self.quick else "full",
+            "groups": self.groups,
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "elapsed_s": round(elapsed, 2), "group_seconds": self.group_seconds,
+            "elapsed_s": round(elapsed, 2),
+            "group_seconds": self.group_seconds,
             "machine": self.machine() | {"loadavg_before": load_before, "loadavg_after": load_after},
-            "method": {"rounds": self.rounds, "round_target_ns": 1_000_000, "budget_s_per_measurement": self.budget,
-                       "statistic": "median over interleaved rounds; ratio = peer median / kip714 median",
-                       "timer": "time.perf_counter_ns", "gc": "disabled while timing",
-                       "allocator": "one 4 MiB block allocated and freed first (glibc mmap threshold steady state)"},
-            "rows": [clean(r) for r in self.rows], "curves": self.curves, "skipped": self.skipped,
-            "notes": self.notes, "errors": self.errors,
+            "method": {
+                "rounds": self.rounds,
+                "round_target_ns": 1_000_000,
+                "budget_s_per_measurement": self.budget,
+                "statistic": "median over interleaved rounds; ratio = peer median / kip714 median",
+                "timer": "time.perf_counter_ns",
+                "gc": "disabled while timing",
+                "allocator": "one 4 MiB block allocated and freed first (glibc mmap threshold steady state)",
+            },
+            "rows": [clean(r) for r in self.rows],
+            "curves": self.curves,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "errors": self.errors,
         }

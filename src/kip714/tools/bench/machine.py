@@ -22,12 +22,17 @@ CHECKOUT = pathlib.Path(kip714.__file__).resolve().parents[2]
 def describe() -> dict[str, Any]:
     """The machine, the interpreter, kip714 and the peers' versions, as a result's ``machine`` records them."""
     return {
-        "platform": platform.platform(), "machine": platform.machine(), "processor": cpu_model(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_gib": mem_gib(), "python": platform.python_version(),
-        "python_implementation": platform.python_implementation(), "python_build": platform.python_build(),
-        "kip714": kip714.__version__, "kip714_git": git_describe(),
+        "memory_gib": mem_gib(),
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "python_build": platform.python_build(),
+        "kip714": kip714.__version__,
+        "kip714_git": git_describe(),
         "versions": {d: dist_version(d) for d in PEER_DISTS},
     }
 
@@ -65,8 +70,9 @@ def git_describe() -> str | None:
     if not (root / ".git").exists():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

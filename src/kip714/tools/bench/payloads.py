@@ -27,7 +27,7 @@ def capture_payload(compression_type: int) -> bytes:
     raise LookupError(f"no sample push with compression type {compression_type}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sample_payloads() -> tuple[bytes, ...]:
     """The distinct uncompressed OTLP payloads of the bundled librdkafka captures."""
     seen: dict[bytes, None] = {}

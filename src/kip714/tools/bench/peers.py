@@ -33,11 +33,23 @@ def dist_version(dist: str) -> str | None:
 
 
 #: The distributions whose versions every JSON result records (peers and the libraries the groups use).
-PEER_DISTS = {"kio": "kio", "kafka-python": "kafka-python", "zstandard": "zstandard", "lz4": "lz4",
-              "cramjam": "cramjam", "python-snappy": "python-snappy", "crc32c": "crc32c",
-              "google-crc32c": "google-crc32c", "protobuf": "protobuf", "opentelemetry-proto": "opentelemetry-proto",
-              "pyarrow": "pyarrow", "pyspark": "pyspark", "matplotlib": "matplotlib", "numpy": "numpy",
-              "pandas": "pandas"}
+PEER_DISTS = {
+    "kio": "kio",
+    "kafka-python": "kafka-python",
+    "zstandard": "zstandard",
+    "lz4": "lz4",
+    "cramjam": "cramjam",
+    "python-snappy": "python-snappy",
+    "crc32c": "crc32c",
+    "google-crc32c": "google-crc32c",
+    "protobuf": "protobuf",
+    "opentelemetry-proto": "opentelemetry-proto",
+    "pyarrow": "pyarrow",
+    "pyspark": "pyspark",
+    "matplotlib": "matplotlib",
+    "numpy": "numpy",
+    "pandas": "pandas",
+}
 
 
 def peer_label(dist: str) -> str:

@@ -35,7 +35,7 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
 
     def line_plot(ax, cv, styles=("o-", "s--", "^:", "d-.")):
         for (label, ys), st in zip(cv["series"].items(), styles):
-            ax.plot(cv["x"][:len(ys)], ys, st, label=label)
+            ax.plot(cv["x"][: len(ys)], ys, st, label=label)
         ax.set_xscale("log" if cv.get("logx", True) else "linear")
         ax.set_yscale("log" if cv.get("logy", True) else "linear")
         ax.set_xlabel(cv["xlabel"])
@@ -103,8 +103,11 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
     if "broker" in c:
         cv = c["broker"]
         fig, ax = plt.subplots(figsize=(6, 4))
-        scaled = dict(cv, series={k: [v / 1e6 for v in vs] for k, vs in cv["series"].items()},
-                      ylabel="million decisions per second")
+        scaled = dict(
+            cv,
+            series={k: [v / 1e6 for v in vs] for k, vs in cv["series"].items()},
+            ylabel="million decisions per second",
+        )
         line_plot(ax, scaled)
         ax.axhline(cv["goal_rate"] / 1e6, color="red", lw=0.8, ls=":", label="goal 1 M/s")
         ax.set_ylim(0, max(max(scaled["series"]["TelemetryBroker.handle"]), cv["goal_rate"] / 1e6) * 1.3)
@@ -151,13 +154,16 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
         cv = c["spark"]
         fig, ax = plt.subplots(figsize=(7.5, 3.5))
         labels, vals = [], []
-        names = {"kip714": "decode_payloads().points", "kip714-combined": "decode_payloads().combined",
-                 "peer": "mapInArrow + protobuf/Python"}
+        names = {
+            "kip714": "decode_payloads().points",
+            "kip714-combined": "decode_payloads().combined",
+            "peer": "mapInArrow + protobuf/Python",
+        }
         for name, runs in cv["runs_s"].items():
             best = min(runs[1:]) if len(runs) > 1 else runs[0]
             labels.append(names.get(name, name))
             vals.append(cv["points"] / best / 1e3)
-        ax.barh(labels, vals, color=["tab:blue", "tab:orange", "tab:cyan"][:len(vals)])
+        ax.barh(labels, vals, color=["tab:blue", "tab:orange", "tab:cyan"][: len(vals)])
         for i, v in enumerate(vals):
             ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
         ax.set_xlabel("thousand points per second (best run after the first)")

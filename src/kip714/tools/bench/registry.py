@@ -11,8 +11,20 @@ from typing import Any
 
 __all__ = ["GROUPS", "load", "parse_groups"]
 
-GROUPS = ("protocol", "codec", "crc", "limiter", "broker", "otlp", "export", "spark", "proxy", "record",
-          "pipeline-scale", "report")
+GROUPS = (
+    "protocol",
+    "codec",
+    "crc",
+    "limiter",
+    "broker",
+    "otlp",
+    "export",
+    "spark",
+    "proxy",
+    "record",
+    "pipeline-scale",
+    "report",
+)
 
 
 def load(name: str) -> Callable[[Any], None]:
@@ -28,6 +40,8 @@ def parse_groups(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     bad = [x for x in names if x not in GROUPS]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown group {', '.join(bad) or repr(text)}; choose from "
-                                         f"{', '.join(GROUPS)} (comma-separated for several)")
+        raise argparse.ArgumentTypeError(
+            f"unknown group {', '.join(bad) or repr(text)}; choose from "
+            f"{', '.join(GROUPS)} (comma-separated for several)"
+        )
     return names

@@ -9,11 +9,30 @@ from typing import Any
 
 from .payloads import KB
 
-__all__ = ["fmt_bytes", "fmt_ns", "fmt_rate", "fmt_ratio", "json_default", "render_markdown", "render_table",
-           "size_name", "size_name_points"]
+__all__ = [
+    "fmt_bytes",
+    "fmt_ns",
+    "fmt_rate",
+    "fmt_ratio",
+    "json_default",
+    "render_markdown",
+    "render_table",
+    "size_name",
+    "size_name_points",
+]
 
-SIZE_NAMES = {64: "64 B", 256: "256 B", KB: "1 KB", 4 * KB: "4 KB", 16 * KB: "16 KB", 64 * KB: "64 KB",
-              100 * KB: "100 KB", 256 * KB: "256 KB", 1_000_000: "1 MB", 1 << 20: "1 MiB"}
+SIZE_NAMES = {
+    64: "64 B",
+    256: "256 B",
+    KB: "1 KB",
+    4 * KB: "4 KB",
+    16 * KB: "16 KB",
+    64 * KB: "64 KB",
+    100 * KB: "100 KB",
+    256 * KB: "256 KB",
+    1_000_000: "1 MB",
+    1 << 20: "1 MiB",
+}
 
 
 def size_name(n: int) -> str:
@@ -24,7 +43,7 @@ def size_name(n: int) -> str:
 def size_name_points(n: int) -> str:
     """10^5 points → "1e5 points"."""
     exp = int(math.log10(n)) if n > 0 else 0
-    mant = n / 10 ** exp
+    mant = n / 10**exp
     return f"{mant:g}e{exp} points" if mant != 1 else f"1e{exp} points"
 
 
@@ -69,9 +88,16 @@ def render_table(rows: Sequence[dict]) -> str:
     headers = ("operation", "kip714", "peer", "ratio", "goal", "met")
     cells = []
     for row in rows:
-        cells.append((row["operation"], row["kip714_text"], row["peer_text"], fmt_ratio(row["ratio"]),
-                      row["goal"]["text"] if row["goal"] else "—",
-                      {True: "yes", False: "NO", None: "—"}[row["met"]]))
+        cells.append(
+            (
+                row["operation"],
+                row["kip714_text"],
+                row["peer_text"],
+                fmt_ratio(row["ratio"]),
+                row["goal"]["text"] if row["goal"] else "—",
+                {True: "yes", False: "NO", None: "—"}[row["met"]],
+            )
+        )
     widths = [max(len(str(c[i])) for c in [headers, *cells]) for i in range(len(headers))]
     line = lambda c: "  ".join(str(x).ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
     return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(c) for c in cells])
@@ -82,8 +108,10 @@ def render_markdown(rows: Sequence[dict]) -> str:
     out = ["| operation | kip714 | peer | ratio | goal | met |", "|---|---|---|---|---|---|"]
     for row in rows:
         met = {True: "yes", False: "**no**", None: "—"}[row["met"]]
-        out.append(f"| {row['operation']} | {row['kip714_text']} | {row['peer_text']} | {fmt_ratio(row['ratio'])} "
-                   f"| {row['goal']['text'] if row['goal'] else '—'} | {met} |")
+        out.append(
+            f"| {row['operation']} | {row['kip714_text']} | {row['peer_text']} | {fmt_ratio(row['ratio'])} "
+            f"| {row['goal']['text'] if row['goal'] else '—'} | {met} |"
+        )
     return "\n".join(out)
 
 

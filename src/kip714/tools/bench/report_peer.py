@@ -41,9 +41,10 @@ def decoded_points(recording: str | pathlib.Path):
     src = pa.array([rows[k] for k in table.column("payload_index").to_numpy()], pa.int64())
     push_cols = [c for c in rec.column_names if c != "payload"]
     carried = rec.select(push_cols).take(src)
-    points = pa.Table.from_arrays(list(table.columns) + list(carried.columns),
-                                  names=table.column_names + [f"push_{c}" if c == "error_code" else c
-                                                              for c in carried.column_names]).to_pandas()
+    points = pa.Table.from_arrays(
+        list(table.columns) + list(carried.columns),
+        names=table.column_names + [f"push_{c}" if c == "error_code" else c for c in carried.column_names],
+    ).to_pandas()
     pushes = rec.select(push_cols).to_pandas()
     pushes["payload_bytes"] = [None if p is None else len(p) for p in payloads]
     pushes["decode_failed"] = failed
@@ -52,11 +53,24 @@ def decoded_points(recording: str | pathlib.Path):
 
 def report_pandas(recording, options=None):
     """(conformance rows, insight rows) of ``recording`` computed with pandas."""
-    import pandas as pd
 
     from kip714.spark.report import (
-        _CONN, _ERR, _IDLE, _LABEL_VARIANTS, _LAG, _LAT, _REQ, _RETRY, _RPR, _SEND, _THROTTLE, CHECKS,
-        NAME_PATTERN, STANDARD_CONSUMER_METRICS, STANDARD_PRODUCER_METRICS, ReportOptions,
+        _CONN,
+        _ERR,
+        _IDLE,
+        _LABEL_VARIANTS,
+        _LAG,
+        _LAT,
+        _REQ,
+        _RETRY,
+        _RPR,
+        _SEND,
+        _THROTTLE,
+        CHECKS,
+        NAME_PATTERN,
+        STANDARD_CONSUMER_METRICS,
+        STANDARD_PRODUCER_METRICS,
+        ReportOptions,
     )
 
     opts = options or ReportOptions()
@@ -68,13 +82,12 @@ def report_pandas(recording, options=None):
 
     # ---- per point
     std_all = set(STANDARD_PRODUCER_METRICS + STANDARD_CONSUMER_METRICS)
-    bare = {m[len(_NS):] for m in std_all}
+    bare = {m[len(_NS) :] for m in std_all}
     metric = pts["metric"]
     pts["naming_bad"] = ~metric.str.match(NAME_PATTERN) | metric.isin(bare)
     subs = pts["subscribed_metrics"]
     pts["sub_checked"] = subs.notna()
-    pts["sub_bad"] = [s is not None and not any(p == "*" or m.startswith(p) for p in s)
-                      for m, s in zip(metric, subs)]
+    pts["sub_bad"] = [s is not None and not any(p == "*" or m.startswith(p) for p in s) for m, s in zip(metric, subs)]
     temp_checked = pts["kind"].isin(["sum", "histogram", "exponential_histogram"]) & pts["delta_temporality"].notna()
     expected = pts["delta_temporality"].map({True: "delta", False: "cumulative"})
     pts["temp_checked"] = temp_checked
@@ -82,9 +95,16 @@ def report_pandas(recording, options=None):
     pts["is_p"] = metric.str.startswith(_NS + "producer.")
     pts["is_c"] = metric.str.startswith(_NS + "consumer.")
     g = pts.groupby("client_instance_id")
-    inst = g.agg(points=("metric", "size"), naming_bad=("naming_bad", "sum"), sub_checked=("sub_checked", "sum"),
-                 sub_bad=("sub_bad", "sum"), temp_checked=("temp_checked", "sum"), temp_bad=("temp_bad", "sum"),
-                 is_p=("is_p", "any"), is_c=("is_c", "any"))
+    inst = g.agg(
+        points=("metric", "size"),
+        naming_bad=("naming_bad", "sum"),
+        sub_checked=("sub_checked", "sum"),
+        sub_bad=("sub_bad", "sum"),
+        temp_checked=("temp_checked", "sum"),
+        temp_bad=("temp_bad", "sum"),
+        is_p=("is_p", "any"),
+        is_c=("is_c", "any"),
+    )
     inst["keys"] = g["resource"].agg(lambda s: sorted({k for r in s for k, _ in r}))
     inst["seen"] = pts[pts["metric"].isin(std_all)].groupby("client_instance_id")["metric"].agg(set)
     inst["subs"] = g["subscribed_metrics"].agg(lambda s: {tuple(x) for x in s if x is not None})
@@ -93,15 +113,31 @@ def report_pandas(recording, options=None):
     pts["attrs"] = [tuple(sorted(a)) for a in pts["attributes"]]
     pts["res"] = [tuple(sorted(r)) for r in pts["resource"]]
     pts["cum"] = pts["temporality"] == "cumulative"
-    per_push = pts.groupby(["client_instance_id", "node_id", "received_at_ms", "metric", "attrs", "res"],
-                           sort=False).agg(n=("metric", "size"), s0=("start_time_unix_nano", "min"),
-                                           s1=("start_time_unix_nano", "max"), cum=("cum", "any")).reset_index()
-    per_series = per_push.groupby(["client_instance_id", "metric", "attrs", "res"], sort=False).agg(
-        in_pushes=("n", "size"), dups=("n", lambda s: int((s > 1).sum())), cum=("cum", "any"),
-        s0=("s0", "min"), s1=("s1", "max")).reset_index()
+    per_push = (
+        pts.groupby(["client_instance_id", "node_id", "received_at_ms", "metric", "attrs", "res"], sort=False)
+        .agg(
+            n=("metric", "size"),
+            s0=("start_time_unix_nano", "min"),
+            s1=("start_time_unix_nano", "max"),
+            cum=("cum", "any"),
+        )
+        .reset_index()
+    )
+    per_series = (
+        per_push.groupby(["client_instance_id", "metric", "attrs", "res"], sort=False)
+        .agg(
+            in_pushes=("n", "size"),
+            dups=("n", lambda s: int((s > 1).sum())),
+            cum=("cum", "any"),
+            s0=("s0", "min"),
+            s1=("s1", "max"),
+        )
+        .reset_index()
+    )
     per_series["moved"] = per_series["cum"] & (per_series["s0"] != per_series["s1"])
-    ser = per_series.groupby("client_instance_id").agg(series=("in_pushes", "sum"), dups=("dups", "sum"),
-                                                       cum=("cum", "sum"), moved=("moved", "sum"))
+    ser = per_series.groupby("client_instance_id").agg(
+        series=("in_pushes", "sum"), dups=("dups", "sum"), cum=("cum", "sum"), moved=("moved", "sum")
+    )
 
     # ---- per push
     p = pushes.sort_values(["client_instance_id", "received_at_ms"], kind="stable")
@@ -109,29 +145,56 @@ def report_pandas(recording, options=None):
     prev_t, prev_err, prev_sid = gp["received_at_ms"].shift(), gp["error_code"].shift(), gp["subscription_id"].shift()
     interval = p["push_interval_ms"]
     gap = p["received_at_ms"] - prev_t
-    checked = prev_t.notna() & interval.notna() & ~p["terminating"] & (prev_err == 0) & (prev_sid == p["subscription_id"])
-    p = p.assign(interval_checked=checked, early=checked & (gap < interval * (1 - opts.interval_tolerance)),
-                 comp_checked=(p["payload_bytes"].fillna(0) > 0) & p["accepted_compression_types"].notna())
-    p["comp_bad"] = [bool(c and t != 0 and t not in a) for c, t, a in
-                     zip(p["comp_checked"], p["compression_type"], p["accepted_compression_types"])]
+    checked = (
+        prev_t.notna() & interval.notna() & ~p["terminating"] & (prev_err == 0) & (prev_sid == p["subscription_id"])
+    )
+    p = p.assign(
+        interval_checked=checked,
+        early=checked & (gap < interval * (1 - opts.interval_tolerance)),
+        comp_checked=(p["payload_bytes"].fillna(0) > 0) & p["accepted_compression_types"].notna(),
+    )
+    p["comp_bad"] = [
+        bool(c and t != 0 and t not in a)
+        for c, t, a in zip(p["comp_checked"], p["compression_type"], p["accepted_compression_types"])
+    ]
     code = p["error_code"]
     unknown, throttled = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID), int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
-    p["err_fault"] = (code != 0) & (code != throttled) & ((code != unknown) | ((prev_err == unknown) &
-                                                                              (prev_sid == p["subscription_id"])))
+    p["err_fault"] = (
+        (code != 0)
+        & (code != throttled)
+        & ((code != unknown) | ((prev_err == unknown) & (prev_sid == p["subscription_id"])))
+    )
     p["has_payload"] = p["payload_bytes"].notna()
     p["who"] = list(zip(p["client_id"], p["client_software_name"], p["client_software_version"]))
     pi = p.groupby("client_instance_id").agg(
-        pushes=("received_at_ms", "size"), payload_pushes=("has_payload", "sum"),
-        last=("received_at_ms", "max"), terminated=("terminating", "any"),
-        interval_checked=("interval_checked", "sum"), early=("early", "sum"), comp_checked=("comp_checked", "sum"),
-        comp_bad=("comp_bad", "sum"), err_fault=("err_fault", "sum"), decode_failed=("decode_failed", "sum"),
-        clients=("who", "nunique"))
+        pushes=("received_at_ms", "size"),
+        payload_pushes=("has_payload", "sum"),
+        last=("received_at_ms", "max"),
+        terminated=("terminating", "any"),
+        interval_checked=("interval_checked", "sum"),
+        early=("early", "sum"),
+        comp_checked=("comp_checked", "sum"),
+        comp_bad=("comp_bad", "sum"),
+        err_fault=("err_fault", "sum"),
+        decode_failed=("decode_failed", "sum"),
+        clients=("who", "nunique"),
+    )
     closed = read_closed(recording).to_pandas()
     closed = closed[closed["reason"].fillna("client") != "endpoint"].groupby("client_instance_id")["closed_at_ms"].max()
     pi["left"] = (closed.reindex(pi.index) >= pi["last"]).fillna(False).astype(bool)
     inst = pi.join(inst, how="left").join(ser, how="left").join(sw_of)
-    for c in ("points", "naming_bad", "sub_checked", "sub_bad", "temp_checked", "temp_bad", "series", "dups",
-              "cum", "moved"):
+    for c in (
+        "points",
+        "naming_bad",
+        "sub_checked",
+        "sub_bad",
+        "temp_checked",
+        "temp_bad",
+        "series",
+        "dups",
+        "cum",
+        "moved",
+    ):
         inst[c] = inst[c].fillna(0)
     inst["is_p"] = inst["is_p"].fillna(False).astype(bool)
     inst["is_c"] = inst["is_c"].fillna(False).astype(bool)
@@ -182,22 +245,43 @@ def report_pandas(recording, options=None):
         }
         for check in CHECKS:
             failures, n = (int(x) for x in counts[check])
-            conformance.append({"client_software_name": name, "client_software_version": version, "check": check,
-                                "status": "n/a" if n == 0 else "fail" if failures else "pass",
-                                "failures": failures, "checked": n})
+            conformance.append(
+                {
+                    "client_software_name": name,
+                    "client_software_version": version,
+                    "check": check,
+                    "status": "n/a" if n == 0 else "fail" if failures else "pass",
+                    "failures": failures,
+                    "checked": n,
+                }
+            )
 
     # ---- insights
-    keep = pts["metric"].isin(list(_THROTTLE) + [_RPR, _SEND, _REQ, _ERR, _RETRY] + list(_CONN) + [_LAG, _IDLE]) | \
-        pts["metric"].str.endswith(_LAT)
-    ip = pts.loc[keep, ["client_instance_id", "metric", "attributes", "value", "value_int", "time_unix_nano",
-                        "temporality"]].copy()
+    keep = pts["metric"].isin(list(_THROTTLE) + [_RPR, _SEND, _REQ, _ERR, _RETRY] + list(_CONN) + [_LAG, _IDLE]) | pts[
+        "metric"
+    ].str.endswith(_LAT)
+    ip = pts.loc[
+        keep, ["client_instance_id", "metric", "attributes", "value", "value_int", "time_unix_nano", "temporality"]
+    ].copy()
     ip["v"] = ip["value"].fillna(ip["value_int"].astype("float64"))
-    ip["node"] = [next((v for k, v in a if k in ("node_id", "node.id")), None) if m.endswith(_LAT) else None
-                  for m, a in zip(ip["metric"], ip["attributes"])]
+    ip["node"] = [
+        next((v for k, v in a if k in ("node_id", "node.id")), None) if m.endswith(_LAT) else None
+        for m, a in zip(ip["metric"], ip["attributes"])
+    ]
     ip = ip.sort_values("time_unix_nano", kind="stable")
-    agg = ip.groupby(["client_instance_id", "metric", "node"], dropna=False, sort=False).agg(
-        avg=("v", "mean"), sum=("v", "sum"), first=("v", "first"), last=("v", "last"), t0=("time_unix_nano", "min"),
-        t1=("time_unix_nano", "max"), temporality=("temporality", "first")).reset_index()
+    agg = (
+        ip.groupby(["client_instance_id", "metric", "node"], dropna=False, sort=False)
+        .agg(
+            avg=("v", "mean"),
+            sum=("v", "sum"),
+            first=("v", "first"),
+            last=("v", "last"),
+            t0=("time_unix_nano", "min"),
+            t1=("time_unix_nano", "max"),
+            temporality=("temporality", "first"),
+        )
+        .reset_index()
+    )
     delta = agg["temporality"] == "delta"
     agg["total"] = agg["sum"].where(delta, agg["last"])
     agg["after_first"] = (agg["sum"] - agg["first"]).where(delta, agg["last"] - agg["first"])
@@ -215,7 +299,7 @@ def report_pandas(recording, options=None):
     for inst_id, m in flat.groupby(level=0):
         m = m.droplevel(0)
 
-        def get(name, col):
+        def get(name, col, m=m):
             return m[col].get(name) if name in m.index else None
 
         rpr = get(_RPR, "avg")

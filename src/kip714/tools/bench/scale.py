@@ -27,12 +27,17 @@ from typing import Any
 
 import kip714
 
-__all__ = ["fleet_recording", "replicate_recording", "recording_points", "ProcessSampler", "JobRun",
-           "run_job"]
+__all__ = ["JobRun", "ProcessSampler", "fleet_recording", "recording_points", "replicate_recording", "run_job"]
 
 
-def fleet_recording(directory: str | os.PathLike, producers: int = 10, consumers: int = 10,
-                    duration: str = "10m", seed: Any = 7, codec: str = "zstd") -> int:
+def fleet_recording(
+    directory: str | os.PathLike,
+    producers: int = 10,
+    consumers: int = 10,
+    duration: str = "10m",
+    seed: Any = 7,
+    codec: str = "zstd",
+) -> int:
     """Simulate a fleet in-process (push interval 1 s, every metric) and record every push to Parquet in
     ``directory``; returns the number of rows."""
     from kip714 import SubscriptionRegistry, TelemetryBroker
@@ -45,8 +50,13 @@ def fleet_recording(directory: str | os.PathLike, producers: int = 10, consumers
     return stats.recorded_rows
 
 
-def replicate_recording(src: str | os.PathLike, dst: str | os.PathLike, copies: int,
-                        rows_per_file: int = 50_000, shift_ms: int | None = None) -> int:
+def replicate_recording(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    copies: int,
+    rows_per_file: int = 50_000,
+    shift_ms: int | None = None,
+) -> int:
     """Write ``copies`` copies of the recording in ``src`` to ``dst`` (Parquet, zstd, files of at most
     ``rows_per_file`` rows, one row group each as the recorder writes them). Copy k gets new
     ``client_instance_id`` values (one UUID per original instance) and ``received_at_ms`` shifted by
@@ -75,17 +85,24 @@ def replicate_recording(src: str | os.PathLike, dst: str | os.PathLike, copies: 
         nonlocal seq, pending, pending_rows
         if pending:
             seq += 1
-            pq.write_table(pa.concat_tables(pending), dst / f"push-replica-{seq:06d}.parquet", compression="zstd",
-                           row_group_size=max(pending_rows, 1))
+            pq.write_table(
+                pa.concat_tables(pending),
+                dst / f"push-replica-{seq:06d}.parquet",
+                compression="zstd",
+                row_group_size=max(pending_rows, 1),
+            )
         pending, pending_rows = [], 0
 
     for k in range(copies):
-        new_ids = pa.array([kafka_uuid_string(uuid.uuid4()) if k else v for v in distinct.to_pylist()],
-                           pa.string())
-        copy = base.set_column(base.schema.get_field_index("client_instance_id"), "client_instance_id",
-                               pc.take(new_ids, index))
-        copy = copy.set_column(base.schema.get_field_index("received_at_ms"), "received_at_ms",
-                               pc.add(base.column("received_at_ms"), pa.scalar(k * shift_ms, pa.int64())))
+        new_ids = pa.array([kafka_uuid_string(uuid.uuid4()) if k else v for v in distinct.to_pylist()], pa.string())
+        copy = base.set_column(
+            base.schema.get_field_index("client_instance_id"), "client_instance_id", pc.take(new_ids, index)
+        )
+        copy = copy.set_column(
+            base.schema.get_field_index("received_at_ms"),
+            "received_at_ms",
+            pc.add(base.column("received_at_ms"), pa.scalar(k * shift_ms, pa.int64())),
+        )
         for offset in range(0, copy.num_rows, rows_per_file):
             piece = copy.slice(offset, rows_per_file)
             pending.append(piece)
@@ -118,12 +135,13 @@ def recording_points(directory: str | os.PathLike, max_output: int = 1 << 20) ->
             except (Kip714Error, TypeError):
                 continue
         for i in range(0, len(raws), 1000):
-            table_, _ = _otlp.decode_metrics_batch(raws[i:i + 1000], errors="collect")
+            table_, _ = _otlp.decode_metrics_batch(raws[i : i + 1000], errors="collect")
             points += table_.num_rows
     return rows, points
 
 
 # ------------------------------------------------------------------------------------ process memory
+
 
 def _children() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
@@ -154,8 +172,13 @@ def _status(pid: int) -> dict[str, int] | None:
     except (OSError, IndexError, ValueError):
         return None
     exe = cmd.split(b"\0", 1)[0]
-    out["kind"] = ("java" if exe.endswith(b"java") else
-                   "worker" if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd else "other")
+    out["kind"] = (
+        "java"
+        if exe.endswith(b"java")
+        else "worker"
+        if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd
+        else "other"
+    )
     return out
 
 
@@ -185,7 +208,7 @@ class ProcessSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kip714-sampler", daemon=True)
 
-    def __enter__(self) -> "ProcessSampler":
+    def __enter__(self) -> ProcessSampler:
         self._thread.start()
         return self
 
@@ -225,6 +248,7 @@ class ProcessSampler:
 
 # ------------------------------------------------------------------------------------ jobs in a child
 
+
 @dataclass
 class JobRun:
     """One job in a child process: wall seconds of the job (session start excluded), its result, the
@@ -241,18 +265,27 @@ class JobRun:
         return asdict(self)
 
 
-def run_job(job: str, recording: str, output: str, *, master: str = "local[2]", conf: dict | None = None,
-            timeout_s: float = 1800, env: dict | None = None) -> JobRun:
+def run_job(
+    job: str,
+    recording: str,
+    output: str,
+    *,
+    master: str = "local[2]",
+    conf: dict | None = None,
+    timeout_s: float = 1800,
+    env: dict | None = None,
+) -> JobRun:
     """Run ``job`` (``kip714``: :func:`kip714.spark.pipeline.run_pipeline`; ``peer``: read the recording, the
     protobuf mapInArrow peer, write the points to Parquet by date as the pipeline does) in a fresh Python
     process with its own Spark session, sampling its memory. The child is killed after ``timeout_s``."""
     conf = dict(conf or {})
-    gc_log = tempfile.NamedTemporaryFile(prefix="kip714-gc-", suffix=".log", delete=False)
-    gc_log.close()
+    with tempfile.NamedTemporaryFile(prefix="kip714-gc-", suffix=".log", delete=False) as gc_log:
+        pass  # the JVM writes it; only its name is needed here
     # the JVM's GC log gives the live heap after each collection (extraJavaOptions: kip714's own JVM options
     # are in spark.driver.defaultJavaOptions, which this does not replace)
     conf["spark.driver.extraJavaOptions"] = " ".join(
-        x for x in (conf.get("spark.driver.extraJavaOptions"), f"-Xlog:gc:file={gc_log.name}") if x)
+        x for x in (conf.get("spark.driver.extraJavaOptions"), f"-Xlog:gc:file={gc_log.name}") if x
+    )
     try:
         return _run_child(job, recording, output, master, conf, timeout_s, env, gc_log.name)
     finally:
@@ -278,14 +311,16 @@ _GC_PAUSE = re.compile(r"Pause (?:Young|Full)\b.*?\d+[KMG]->(\d+)([KMG])\(\d+[KM
 _GC_UNIT = {"K": 10, "M": 20, "G": 30}
 
 
-def _run_child(job: str, recording: str, output: str, master: str, conf: dict, timeout_s: float,
-               env: dict | None, gc_log: str) -> JobRun:
+def _run_child(
+    job: str, recording: str, output: str, master: str, conf: dict, timeout_s: float, env: dict | None, gc_log: str
+) -> JobRun:
     cmd = [sys.executable, "-m", "kip714.tools.bench.scale", job, recording, output, master, json.dumps(conf)]
     child_env = dict(os.environ, **(env or {}))
     src = str(pathlib.Path(kip714.__file__).resolve().parents[1])
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (src, child_env.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env, start_new_session=True
+    )
     with ProcessSampler(proc.pid) as sampler:
         try:
             out, err = proc.communicate(timeout=timeout_s)
@@ -345,7 +380,8 @@ def _peer_job(spark, recording: str, output: str) -> dict:
         return recording_protobuf_mapper(batches, carry, schema)
 
     points = df.mapInArrow(mapper, from_arrow_schema(schema)).withColumn(
-        "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000))))
+        "date", F.to_date(F.timestamp_seconds(F.col("time_unix_nano") / F.lit(1_000_000_000)))
+    )
     points.write.mode("overwrite").partitionBy("date").parquet(output.rstrip("/") + "/points")
     n = spark.read.parquet(output.rstrip("/") + "/points").count()
     return {"points": n, "errors": 0, "rows": df.count()}

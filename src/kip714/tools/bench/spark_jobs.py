@@ -15,8 +15,15 @@ import kip714
 
 from .payloads import KB, LIMIT, otlp_like
 
-__all__ = ["protobuf_mapper", "recording_peer_schema", "recording_protobuf_mapper", "run_noop", "spark_input",
-           "spark_kip714", "spark_peer"]
+__all__ = [
+    "protobuf_mapper",
+    "recording_peer_schema",
+    "recording_protobuf_mapper",
+    "run_noop",
+    "spark_input",
+    "spark_kip714",
+    "spark_peer",
+]
 
 
 def spark_input(spark: Any, k: int, distinct: int = 16) -> tuple[Any, int, int, int]:
@@ -32,8 +39,12 @@ def spark_input(spark: Any, k: int, distinct: int = 16) -> tuple[Any, int, int, 
     df = spark.createDataFrame(rows, "id long, compression_type byte, payload binary").repartition(2).cache()
     assert df.count() == k
     total_points = sum(points[i % len(points)] for i in range(k))
-    return (df, total_points, sum(len(raws[i % len(raws)]) for i in range(k)),
-            sum(len(packed[i % len(packed)]) for i in range(k)))
+    return (
+        df,
+        total_points,
+        sum(len(raws[i % len(raws)]) for i in range(k)),
+        sum(len(packed[i % len(packed)]) for i in range(k)),
+    )
 
 
 def spark_kip714(df: Any, combined: bool = False) -> Any:
@@ -49,8 +60,9 @@ def _peer_schema() -> Any:
 
     from kip714 import _otlp
 
-    return pa.schema(list(_otlp.output_schema()) + [pa.field("id", pa.int64()),
-                                                     pa.field("compression_type", pa.int8())])
+    return pa.schema(
+        list(_otlp.output_schema()) + [pa.field("id", pa.int64()), pa.field("compression_type", pa.int8())]
+    )
 
 
 def protobuf_mapper(batches: Iterator[Any]) -> Iterator[Any]:
@@ -67,8 +79,11 @@ def protobuf_mapper(batches: Iterator[Any]) -> Iterator[Any]:
     for batch in batches:
         cols: dict[str, list] = {name: [] for name in COLUMNS}
         ids, ctypes = [], []
-        for rid, ctype, payload in zip(batch.column("id").to_pylist(), batch.column("compression_type").to_pylist(),
-                                       batch.column("payload").to_pylist()):
+        for rid, ctype, payload in zip(
+            batch.column("id").to_pylist(),
+            batch.column("compression_type").to_pylist(),
+            batch.column("payload").to_pylist(),
+        ):
             raw = dctx.decompress(payload, max_output_size=LIMIT) if ctype == 4 else payload
             rows = flatten(raw)
             for name in COLUMNS:
@@ -94,8 +109,10 @@ def recording_peer_schema(df: Any) -> Any:
 
     from kip714 import _otlp
 
-    return pa.schema(list(_otlp.output_schema()) + [pa.field(f.name, to_arrow_type(f.dataType))
-                                                     for f in df.schema.fields if f.name != "payload"])
+    return pa.schema(
+        list(_otlp.output_schema())
+        + [pa.field(f.name, to_arrow_type(f.dataType)) for f in df.schema.fields if f.name != "payload"]
+    )
 
 
 def recording_protobuf_mapper(batches: Iterator[Any], carry: list[str], schema: Any) -> Iterator[Any]:

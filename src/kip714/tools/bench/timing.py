@@ -44,13 +44,25 @@ def summarise(samples: Sequence[float]) -> dict:
     """Summary of per-operation samples (ns)."""
     s = sorted(samples)
     q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0]] * 3
-    return {"median": statistics.median(s), "min": s[0], "max": s[-1], "q1": q[0], "q3": q[2],
-            "mean": statistics.fmean(s), "rounds": len(s)}
+    return {
+        "median": statistics.median(s),
+        "min": s[0],
+        "max": s[-1],
+        "q1": q[0],
+        "q3": q[2],
+        "mean": statistics.fmean(s),
+        "rounds": len(s),
+    }
 
 
-def interleaved(contenders: Sequence[tuple[Callable, tuple]], rounds: int, target_ns: int = 1_000_000,
-                budget_s: float | None = None, min_rounds: int = 3, per_call: Sequence[float] | None = None
-                ) -> list[dict]:
+def interleaved(
+    contenders: Sequence[tuple[Callable, tuple]],
+    rounds: int,
+    target_ns: int = 1_000_000,
+    budget_s: float | None = None,
+    min_rounds: int = 3,
+    per_call: Sequence[float] | None = None,
+) -> list[dict]:
     """Time each ``(f, args)`` in alternating rounds (order reversed every other round); returns one summary
     per contender, in ns per call (divided by ``per_call[i]`` when given, e.g. decisions per call).
 
@@ -66,7 +78,7 @@ def interleaved(contenders: Sequence[tuple[Callable, tuple]], rounds: int, targe
     gc.disable()
     try:
         for r in range(rounds):
-            for i in (order if r % 2 == 0 else order[::-1]):
+            for i in order if r % 2 == 0 else order[::-1]:
                 f, a = contenders[i]
                 samples[i].append(_loop_ns(f, a, inners[i]) / inners[i])
     finally:

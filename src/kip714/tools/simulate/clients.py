@@ -20,8 +20,19 @@ from kip714.client.telemetry import ALL_COMPRESSION_TYPES, ClientTelemetry
 
 from .stochastic import Bursts, Incidents, LogOU, lognormal, poisson, random_count
 
-__all__ = ["CODECS", "JAVA_CONSUMER_METRICS", "JAVA_PRODUCER_METRICS", "RDK_CONSUMER_METRICS", "RDK_PRODUCER_METRICS",
-           "SOFTWARE_JAVA", "SOFTWARE_LIBRDKAFKA", "SOFTWARE_PRESETS", "FleetLayout", "MetricModel", "SimClient"]
+__all__ = [
+    "CODECS",
+    "JAVA_CONSUMER_METRICS",
+    "JAVA_PRODUCER_METRICS",
+    "RDK_CONSUMER_METRICS",
+    "RDK_PRODUCER_METRICS",
+    "SOFTWARE_JAVA",
+    "SOFTWARE_LIBRDKAFKA",
+    "SOFTWARE_PRESETS",
+    "FleetLayout",
+    "MetricModel",
+    "SimClient",
+]
 
 SOFTWARE_JAVA = ("apache-kafka-java", "3.9.0")
 SOFTWARE_LIBRDKAFKA = ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0")
@@ -29,8 +40,12 @@ SOFTWARE_LIBRDKAFKA = ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0")
 SOFTWARE_PRESETS: dict[str, list[tuple[tuple[str, str], float]]] = {
     "java": [(SOFTWARE_JAVA, 1.0)],
     "librdkafka": [(SOFTWARE_LIBRDKAFKA, 1.0)],
-    "mix": [(SOFTWARE_JAVA, 0.45), (("apache-kafka-java", "3.8.1"), 0.15), (("apache-kafka-java", "4.0.0"), 0.1),
-            (SOFTWARE_LIBRDKAFKA, 0.3)],
+    "mix": [
+        (SOFTWARE_JAVA, 0.45),
+        (("apache-kafka-java", "3.8.1"), 0.15),
+        (("apache-kafka-java", "4.0.0"), 0.1),
+        (SOFTWARE_LIBRDKAFKA, 0.3),
+    ],
 }
 #: Codec names accepted by ``codec=`` / ``--codec``.
 CODECS = {name: ctype for ctype, name in COMPRESSION_NAMES.items()}
@@ -73,21 +88,31 @@ _RDK_DESCRIPTIONS = {
 
 #: librdkafka 2.16's metrics (name after the client-type prefix, type, value type), in its emission order.
 RDK_PRODUCER_METRICS = (
-    ("connection.creation.rate", "gauge", "double"), ("connection.creation.total", "sum", "int"),
-    ("node.request.latency.avg", "gauge", "double"), ("node.request.latency.max", "gauge", "int"),
-    ("produce.throttle.time.avg", "gauge", "double"), ("produce.throttle.time.max", "gauge", "int"),
-    ("record.queue.time.avg", "gauge", "double"), ("record.queue.time.max", "gauge", "int"),
-    ("request.latency.avg", "gauge", "double"), ("request.latency.max", "gauge", "int"),
+    ("connection.creation.rate", "gauge", "double"),
+    ("connection.creation.total", "sum", "int"),
+    ("node.request.latency.avg", "gauge", "double"),
+    ("node.request.latency.max", "gauge", "int"),
+    ("produce.throttle.time.avg", "gauge", "double"),
+    ("produce.throttle.time.max", "gauge", "int"),
+    ("record.queue.time.avg", "gauge", "double"),
+    ("record.queue.time.max", "gauge", "int"),
+    ("request.latency.avg", "gauge", "double"),
+    ("request.latency.max", "gauge", "int"),
 )
 RDK_CONSUMER_METRICS = (
-    ("connection.creation.rate", "gauge", "double"), ("connection.creation.total", "sum", "int"),
-    ("node.request.latency.avg", "gauge", "double"), ("node.request.latency.max", "gauge", "int"),
+    ("connection.creation.rate", "gauge", "double"),
+    ("connection.creation.total", "sum", "int"),
+    ("node.request.latency.avg", "gauge", "double"),
+    ("node.request.latency.max", "gauge", "int"),
     ("coordinator.assigned.partitions", "gauge", "int"),
-    ("coordinator.rebalance.latency.avg", "gauge", "double"), ("coordinator.rebalance.latency.max", "gauge", "int"),
+    ("coordinator.rebalance.latency.avg", "gauge", "double"),
+    ("coordinator.rebalance.latency.max", "gauge", "int"),
     ("coordinator.rebalance.latency.total", "sum", "int"),
-    ("fetch.manager.fetch.latency.avg", "gauge", "double"), ("fetch.manager.fetch.latency.max", "gauge", "int"),
+    ("fetch.manager.fetch.latency.avg", "gauge", "double"),
+    ("fetch.manager.fetch.latency.max", "gauge", "int"),
     ("poll.idle.ratio.avg", "gauge", "double"),
-    ("coordinator.commit.latency.avg", "gauge", "double"), ("coordinator.commit.latency.max", "gauge", "int"),
+    ("coordinator.commit.latency.avg", "gauge", "double"),
+    ("coordinator.commit.latency.max", "gauge", "int"),
 )
 
 #: Java client metrics (group, name, kind, sample key); per-node and per-topic ones are added separately.
@@ -174,9 +199,21 @@ class MetricModel:
         share = [rng.uniform(0.6, 1.4) for _ in self.nodes]
         self.share = {n: s / sum(share) for n, s in zip(self.nodes, share)}
         self.s: dict[Any, float] = {}  # current sample, keyed as the publishers read it
-        for key in ("conn_total", "request_total", "out_bytes_total", "in_bytes_total", "send_total",
-                    "error_total", "retry_total", "fetch_total", "consumed_total", "consumed_bytes_total",
-                    "commit_total", "rebalance_total", "rebalance_count"):
+        for key in (
+            "conn_total",
+            "request_total",
+            "out_bytes_total",
+            "in_bytes_total",
+            "send_total",
+            "error_total",
+            "retry_total",
+            "fetch_total",
+            "consumed_total",
+            "consumed_bytes_total",
+            "commit_total",
+            "rebalance_total",
+            "rebalance_count",
+        ):
             self.s[key] = 0
         for n in self.node_keys():
             self.s[("node_req_total", n)] = 0
@@ -194,15 +231,16 @@ class MetricModel:
         return list(self.nodes)
 
     def _init_producer(self, rng: random.Random) -> None:
-        self.throttle = Bursts(rng, lognormal(rng, 4 * 3_600_000, 0.6), lognormal(rng, 180_000, 0.5),
-                                self.last_ms)
+        self.throttle = Bursts(rng, lognormal(rng, 4 * 3_600_000, 0.6), lognormal(rng, 180_000, 0.5), self.last_ms)
         self.throttle_level = lognormal(rng, 60.0, 0.8)
         self.queue = LogOU(rng, lognormal(rng, 2.0, 0.8), 0.4, 15 * 60_000)
         self.send_rate = LogOU(rng, lognormal(rng, 300.0, 1.3), 0.35, 30 * 60_000)
         self.record_size = lognormal(rng, 600.0, 0.9)
         self.compression = rng.choice((0.25, 0.4, 0.55, 1.0))
-        self.topics = [f"{self.client.service}.{t}" for t in rng.sample(("events", "commands", "changes", "dlq",
-                                                                          "audit"), rng.randint(1, 3))]
+        self.topics = [
+            f"{self.client.service}.{t}"
+            for t in rng.sample(("events", "commands", "changes", "dlq", "audit"), rng.randint(1, 3))
+        ]
         weights = [rng.paretovariate(1.5) for _ in self.topics]
         self.topic_share = [w / sum(weights) for w in weights]
         for t in self.topics:
@@ -230,28 +268,40 @@ class MetricModel:
         if client.layout == "librdkafka":
             prefix = f"org.apache.kafka.{client.kind}."
             table = RDK_CONSUMER_METRICS if client.kind == "consumer" else RDK_PRODUCER_METRICS
-            keys = {"connection.creation.rate": "conn_rate", "connection.creation.total": "conn_total",
-                    "produce.throttle.time.avg": "throttle_avg", "produce.throttle.time.max": "throttle_max",
-                    "record.queue.time.avg": "queue_avg", "record.queue.time.max": "queue_max",
-                    "request.latency.avg": "req_lat_avg", "request.latency.max": "req_lat_max",
-                    "coordinator.assigned.partitions": "assigned",
-                    "coordinator.rebalance.latency.avg": "rebalance_avg",
-                    "coordinator.rebalance.latency.max": "rebalance_max",
-                    "coordinator.rebalance.latency.total": "rebalance_total",
-                    "fetch.manager.fetch.latency.avg": "fetch_avg", "fetch.manager.fetch.latency.max": "fetch_max",
-                    "poll.idle.ratio.avg": "poll_idle", "coordinator.commit.latency.avg": "commit_avg",
-                    "coordinator.commit.latency.max": "commit_max"}
+            keys = {
+                "connection.creation.rate": "conn_rate",
+                "connection.creation.total": "conn_total",
+                "produce.throttle.time.avg": "throttle_avg",
+                "produce.throttle.time.max": "throttle_max",
+                "record.queue.time.avg": "queue_avg",
+                "record.queue.time.max": "queue_max",
+                "request.latency.avg": "req_lat_avg",
+                "request.latency.max": "req_lat_max",
+                "coordinator.assigned.partitions": "assigned",
+                "coordinator.rebalance.latency.avg": "rebalance_avg",
+                "coordinator.rebalance.latency.max": "rebalance_max",
+                "coordinator.rebalance.latency.total": "rebalance_total",
+                "fetch.manager.fetch.latency.avg": "fetch_avg",
+                "fetch.manager.fetch.latency.max": "fetch_max",
+                "poll.idle.ratio.avg": "poll_idle",
+                "coordinator.commit.latency.avg": "commit_avg",
+                "coordinator.commit.latency.max": "commit_max",
+            }
             for name, kind, vtype in table:
                 desc = _RDK_DESCRIPTIONS[name]
                 conv = _ceil_int if vtype == "int" else (_rdk_double if name != "poll.idle.ratio.avg" else _ratio)
                 if name.startswith("node.request.latency."):
                     stat = "node_lat_" + name.rsplit(".", 1)[1]
                     for n in self.node_keys():
-                        c.gauge(prefix + name, {"node.id": n}, description=desc, value_type=vtype,
-                                value_fn=self._reader((stat, n), conv))
+                        c.gauge(
+                            prefix + name,
+                            {"node.id": n},
+                            description=desc,
+                            value_type=vtype,
+                            value_fn=self._reader((stat, n), conv),
+                        )
                 elif kind == "sum":
-                    c.counter(prefix + name, description=desc, value_type="int",
-                              value_fn=self._reader(keys[name], int))
+                    c.counter(prefix + name, description=desc, value_type="int", value_fn=self._reader(keys[name], int))
                 else:
                     c.gauge(prefix + name, description=desc, value_type=vtype, value_fn=self._reader(keys[name], conv))
             return
@@ -268,10 +318,14 @@ class MetricModel:
         for stat in ("request-latency-avg", "request-latency-max", "request-total"):
             for n in self.node_keys():
                 node_tag = f"node-{_JAVA_INT_MAX - self.coordinator}" if n == -1 else f"node-{n}"
-                metric, attrs = telemetry_metric_key(node_group, stat, {"client-id": client.client_id,
-                                                                        "node-id": node_tag})
-                key = {"request-latency-avg": "node_lat_avg", "request-latency-max": "node_lat_max",
-                       "request-total": "node_req_total"}[stat]
+                metric, attrs = telemetry_metric_key(
+                    node_group, stat, {"client-id": client.client_id, "node-id": node_tag}
+                )
+                key = {
+                    "request-latency-avg": "node_lat_avg",
+                    "request-latency-max": "node_lat_max",
+                    "request-total": "node_req_total",
+                }[stat]
                 if stat == "request-total":
                     c.counter(metric, attrs, value_type="double", value_fn=self._reader((key, n), float))
                 else:
@@ -279,12 +333,14 @@ class MetricModel:
         if client.kind == "producer":
             for stat, key in (("record-send-total", "topic_send_total"), ("byte-total", "topic_byte_total")):
                 for t in self.topics:
-                    metric, attrs = telemetry_metric_key("producer-topic-metrics", stat,
-                                                         {"client-id": client.client_id, "topic": t})
+                    metric, attrs = telemetry_metric_key(
+                        "producer-topic-metrics", stat, {"client-id": client.client_id, "topic": t}
+                    )
                     c.counter(metric, attrs, value_type="double", value_fn=self._reader((key, t), float))
         # Java's own "kafka-metrics-count": roughly what a client of this shape registers
-        self.s["metrics_count"] = 130.0 + 15.0 * len(self.node_keys()) + (
-            0.0 if client.kind == "consumer" else 6.0 * len(self.topics))
+        self.s["metrics_count"] = (
+            130.0 + 15.0 * len(self.node_keys()) + (0.0 if client.kind == "consumer" else 6.0 * len(self.topics))
+        )
 
     # -- evolution
     def update(self, now_ms: int) -> None:
@@ -369,7 +425,7 @@ class MetricModel:
         s["in_bytes_total"] += random_count(rng, sent / per_batch * 60.0)
         left = sent
         for i, t in enumerate(self.topics):
-            k = left if i == len(self.topics) - 1 else min(left, int(round(sent * self.topic_share[i])))
+            k = left if i == len(self.topics) - 1 else min(left, round(sent * self.topic_share[i]))
             left -= k
             s[("topic_send_total", t)] += k
             s[("topic_byte_total", t)] += int(k * self.record_size * self.compression)
@@ -409,7 +465,7 @@ class MetricModel:
         if rebalances:
             s["rebalance_avg"] = sum(rebalances) / len(rebalances)
             s["rebalance_max"] = max(rebalances)
-            s["rebalance_total"] += int(math.ceil(sum(rebalances)))
+            s["rebalance_total"] += math.ceil(sum(rebalances))
             s["rebalance_count"] += len(rebalances)
         else:
             s["rebalance_avg"] = s["rebalance_max"] = 0.0
@@ -420,7 +476,7 @@ class MetricModel:
 
 
 def _ceil_int(v: float) -> int:
-    return int(math.ceil(v - 1e-9))
+    return math.ceil(v - 1e-9)
 
 
 def _rdk_double(v: float) -> float:
@@ -432,6 +488,7 @@ def _ratio(v: float) -> float:
 
 
 # ------------------------------------------------------------------------------------------ clients
+
 
 @dataclass
 class SimClient:
@@ -492,23 +549,34 @@ class SimClient:
         scope_name = scope_version = ""
         if self.layout == "librdkafka":
             scope_name = f"{self.client_id}#{self.kind}-1"
-            scope_version = self.software_version.rsplit("rdkafka-", 1)[-1] if "rdkafka-" in \
-                self.software_version else self.software_version
-        self.collector = _SimCollector(self._before_collect, layout=self.layout, clock_ns=clock_ns,
-                                       scope_name=scope_name, scope_version=scope_version)
+            scope_version = (
+                self.software_version.rsplit("rdkafka-", 1)[-1]
+                if "rdkafka-" in self.software_version
+                else self.software_version
+            )
+        self.collector = _SimCollector(
+            self._before_collect,
+            layout=self.layout,
+            clock_ns=clock_ns,
+            scope_name=scope_name,
+            scope_version=scope_version,
+        )
         for k, v in self.resource.items():
             self.collector.set_resource_attribute(k, v)
         self.model = MetricModel(self, fleet, now_ms)
         if self.tune is not None:
             self.tune(self.model)
         self._clock_ns = clock_ns
-        self.telemetry = ClientTelemetry(self.collector, supported_compression=self.supported_compression,
-                                         rng=self.jitter_rng)
+        self.telemetry = ClientTelemetry(
+            self.collector, supported_compression=self.supported_compression, rng=self.jitter_rng
+        )
         self.started = True
 
     def _before_collect(self) -> None:
         self.model.update(self._clock_ns() // 1_000_000)
 
     def __repr__(self) -> str:
-        return (f"<SimClient {self.kind} {self.client_id} {self.software_name}/{self.software_version} "
-                f"pushes={self.pushes} errors={dict(self.errors)}>")
+        return (
+            f"<SimClient {self.kind} {self.client_id} {self.software_name}/{self.software_version} "
+            f"pushes={self.pushes} errors={dict(self.errors)}>"
+        )

@@ -16,12 +16,12 @@ from typing import Any
 
 from kip714._enums import CompressionType
 from kip714._protocol import ApiVersionsRequest, PushTelemetryRequest
+from kip714._units import parse_duration  # kip714's one duration syntax (re-exported here)
 from kip714.broker.manager import TelemetryBroker, TelemetryPayload
 from kip714.broker.receivers import ReceiverContext
 from kip714.broker.subscriptions import ClientInfo
 from kip714.client.telemetry import INT_MAX
 from kip714.sinks.recorder import push_row
-from kip714._units import parse_duration  # kip714's one duration syntax (re-exported here)
 
 from .clients import CODECS, SOFTWARE_JAVA, SOFTWARE_PRESETS, SimClient
 from .stats import FleetStats
@@ -32,8 +32,20 @@ __all__ = ["Fleet", "parse_duration"]
 
 _REQUEST_TIMEOUT_MS = 30_000
 
-_SERVICES = ("orders", "payments", "inventory", "clickstream", "billing", "search-indexer", "fraud-check",
-             "notifications", "shipping", "audit-log", "recommendations", "user-profile")
+_SERVICES = (
+    "orders",
+    "payments",
+    "inventory",
+    "clickstream",
+    "billing",
+    "search-indexer",
+    "fraud-check",
+    "notifications",
+    "shipping",
+    "audit-log",
+    "recommendations",
+    "user-profile",
+)
 _RACKS = ("use1-az1", "use1-az2", "use1-az4")
 _PARTITION_CHOICES = (6, 12, 12, 24, 24, 32, 48, 64)
 
@@ -116,8 +128,9 @@ class Fleet:
             raise ValueError("client counts must not be negative")
         self.seed = seed
         rng = random.Random(f"{seed}:fleet")
-        self.nodes: tuple[int, ...] = tuple(range(1, int(brokers) + 1)) if isinstance(brokers, int) else \
-            tuple(int(b) for b in brokers)
+        self.nodes: tuple[int, ...] = (
+            tuple(range(1, int(brokers) + 1)) if isinstance(brokers, int) else tuple(int(b) for b in brokers)
+        )
         if not self.nodes or any(n < 0 for n in self.nodes):
             raise ValueError("brokers must be a positive count or non-negative node ids")
         if slow_broker == "auto":
@@ -125,8 +138,9 @@ class Fleet:
         if slow_broker is not None and slow_broker not in self.nodes:
             raise ValueError(f"slow_broker {slow_broker} is not one of the brokers {self.nodes}")
         self.slow_broker = slow_broker
-        self.node_factor = {n: lognormal(rng, 1.0, 0.1) * (slow_factor if n == slow_broker else 1.0)
-                            for n in self.nodes}
+        self.node_factor = {
+            n: lognormal(rng, 1.0, 0.1) * (slow_factor if n == slow_broker else 1.0) for n in self.nodes
+        }
         self.start_ms = start_ms
         self.start_spread_ms = max(0, int(start_spread_ms))
         self.close_spread_ms = max(0, int(close_spread_ms))
@@ -142,16 +156,23 @@ class Fleet:
         for cdc in codec_choices:
             if cdc is not None and cdc not in CODECS:
                 raise ValueError(f"codec must be one of {sorted(CODECS)}, 'mixed' or None, not {cdc!r}")
-        n_groups = consumer_groups if consumer_groups is not None else max(1, min(len(_SERVICES),
-                                                                                 math.ceil(n_consumers / 5)))
-        groups = [(f"{_SERVICES[g % len(_SERVICES)]}" + (f"-{g // len(_SERVICES)}" if g >= len(_SERVICES) else ""),
-                   rng.choice(_PARTITION_CHOICES), rng.choice(self.nodes)) for g in range(max(1, n_groups))]
+        n_groups = (
+            consumer_groups if consumer_groups is not None else max(1, min(len(_SERVICES), math.ceil(n_consumers / 5)))
+        )
+        groups = [
+            (
+                f"{_SERVICES[g % len(_SERVICES)]}" + (f"-{g // len(_SERVICES)}" if g >= len(_SERVICES) else ""),
+                rng.choice(_PARTITION_CHOICES),
+                rng.choice(self.nodes),
+            )
+            for g in range(max(1, n_groups))
+        ]
         members: dict[int, int] = Counter()
         self.clients: list[SimClient] = []
         for i in range(n_producers + n_consumers):
             kind = "producer" if i < n_producers else "consumer"
             crng = random.Random(f"{seed}:client:{i}")
-            (name, version, layout), = crng.choices([c for c, _ in choices], [w for _, w in choices])
+            ((name, version, layout),) = crng.choices([c for c, _ in choices], [w for _, w in choices])
             layout = layout or _layout_for(name, version)
             cdc = crng.choice(codec_choices)
             resource: dict[str, str] = {}
@@ -174,26 +195,46 @@ class Fleet:
                 if crng.random() < static_member_fraction:
                     resource["group_instance_id"] = f"{service}-{members[gi]}"
                 member_uuid = uuid.UUID(int=crng.getrandbits(128), version=4)
-                member_id = (f"rdkafka-{member_uuid}" if layout == "librdkafka" else f"{client_id}-{member_uuid}")
+                member_id = f"rdkafka-{member_uuid}" if layout == "librdkafka" else f"{client_id}-{member_uuid}"
                 members[gi] += 1
             addr = f"10.{crng.randint(0, 31)}.{crng.randint(0, 255)}.{crng.randint(2, 254)}"
             principal = crng.choice(("User:ANONYMOUS", f"User:{service}", f"User:svc-{service}"))
-            info = ClientInfo(client_id=client_id, client_software_name=name, client_software_version=version,
-                              client_source_address=addr, client_source_port=crng.randint(32768, 60999),
-                              principal=principal)
-            self.clients.append(SimClient(
-                index=i, kind=kind, client_id=client_id, software_name=name, software_version=version,
-                layout=layout, codec=cdc, service=service, client_info=info, rng=crng,
-                jitter_rng=random.Random(f"{seed}:jitter:{i}"), resource=resource, group_id=group_id,
-                member_id=member_id, coordinator=coordinator,
-                start_offset_ms=int(crng.random() * self.start_spread_ms),
-                connect_delay_ms=int(lognormal(crng, 120.0, 0.5)) + 5,
-                rtt_ms=max(1, int(round(lognormal(crng, 1.5, 0.6)))),
-                close_offset_ms=int(crng.random() * self.close_spread_ms)))
+            info = ClientInfo(
+                client_id=client_id,
+                client_software_name=name,
+                client_software_version=version,
+                client_source_address=addr,
+                client_source_port=crng.randint(32768, 60999),
+                principal=principal,
+            )
+            self.clients.append(
+                SimClient(
+                    index=i,
+                    kind=kind,
+                    client_id=client_id,
+                    software_name=name,
+                    software_version=version,
+                    layout=layout,
+                    codec=cdc,
+                    service=service,
+                    client_info=info,
+                    rng=crng,
+                    jitter_rng=random.Random(f"{seed}:jitter:{i}"),
+                    resource=resource,
+                    group_id=group_id,
+                    member_id=member_id,
+                    coordinator=coordinator,
+                    start_offset_ms=int(crng.random() * self.start_spread_ms),
+                    connect_delay_ms=int(lognormal(crng, 120.0, 0.5)) + 5,
+                    rtt_ms=max(1, round(lognormal(crng, 1.5, 0.6))),
+                    close_offset_ms=int(crng.random() * self.close_spread_ms),
+                )
+            )
         # consumers of a group split its partitions
         for gi, (_, partitions, _) in enumerate(groups):
-            group_members = [c for c in self.clients if c.kind == "consumer" and
-                             (c.index - n_producers) % len(groups) == gi]
+            group_members = [
+                c for c in self.clients if c.kind == "consumer" and (c.index - n_producers) % len(groups) == gi
+            ]
             for j, c in enumerate(group_members):
                 c.base_assignment = partitions // len(group_members) + (j < partitions % len(group_members))
         self.groups = groups
@@ -405,13 +446,23 @@ class Fleet:
             raise RuntimeError("this fleet has already run; create a new Fleet")
         self._mode = "tcp"
         if not allow_remote and not is_loopback(host):
-            raise ValueError(f"{host!r} is not a loopback address; pass allow_remote=True (--allow-remote) to "
-                             "simulate against it")
+            raise ValueError(
+                f"{host!r} is not a loopback address; pass allow_remote=True (--allow-remote) to simulate against it"
+            )
         try:
-            return await drive(self, host, port, duration_s, connect_timeout_s=connect_timeout_s,
-                               request_timeout_s=request_timeout_s, close_timeout_s=close_timeout_s,
-                               allow_remote=allow_remote, progress=progress, progress_every_s=progress_every_s,
-                               max_start_spread_s=max_start_spread_s)
+            return await drive(
+                self,
+                host,
+                port,
+                duration_s,
+                connect_timeout_s=connect_timeout_s,
+                request_timeout_s=request_timeout_s,
+                close_timeout_s=close_timeout_s,
+                allow_remote=allow_remote,
+                progress=progress,
+                progress_every_s=progress_every_s,
+                max_start_spread_s=max_start_spread_s,
+            )
         finally:
             self._closed = True
 
@@ -419,8 +470,16 @@ class Fleet:
 class _RunContext:
     """One in-process run's collaborators (kept out of Fleet so runs can pass different ones)."""
 
-    def __init__(self, fleet: Fleet, broker: TelemetryBroker, step: int, on_payload, collect: bool, recorder,
-                 record_rejected: bool) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        broker: TelemetryBroker,
+        step: int,
+        on_payload,
+        collect: bool,
+        recorder,
+        record_rejected: bool,
+    ) -> None:
         self.fleet = fleet
         self.broker = broker
         self.step = step
@@ -493,8 +552,7 @@ class _RunContext:
             fleet.count_response("GetTelemetrySubscriptions", code, client)
 
     def record(self, body: PushTelemetryRequest, client: SimClient, code: int, now: int) -> None:
-        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now,
-                                      client.telemetry.subscription))
+        self.recorder.record(push_row(body, client.client_info, self.node_id, code, now, client.telemetry.subscription))
         self.fleet.stats.recorded_rows += 1
 
     def close_client(self, client: SimClient) -> None:
@@ -509,7 +567,14 @@ class _RunContext:
                 tel.handle_response(self._last_response, now + client.rtt_ms)  # ignored while terminating
         tel.close()
         client.closed = True
-        if self.recorder is not None and hasattr(self.recorder, "instance_closed") and \
-                client.client_instance_id is not None:  # the client's connection goes with it
-            self.recorder.instance_closed(ReceiverContext(client.client_info, self.broker.node_id),
-                                          client.client_instance_id, now + client.rtt_ms, "client")
+        if (
+            self.recorder is not None
+            and hasattr(self.recorder, "instance_closed")
+            and client.client_instance_id is not None
+        ):  # the client's connection goes with it
+            self.recorder.instance_closed(
+                ReceiverContext(client.client_info, self.broker.node_id),
+                client.client_instance_id,
+                now + client.rtt_ms,
+                "client",
+            )

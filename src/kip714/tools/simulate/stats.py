@@ -12,9 +12,16 @@ from kip714._enums import ErrorCode
 __all__ = ["PROTOCOL_ERROR_CODES", "FleetStats"]
 
 #: Error codes that mean a client and the broker disagree about the protocol (not flow control).
-PROTOCOL_ERROR_CODES = frozenset({int(ErrorCode.UNSUPPORTED_VERSION), int(ErrorCode.INVALID_REQUEST),
-                                  int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), int(ErrorCode.INVALID_RECORD),
-                                  int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID), int(ErrorCode.TELEMETRY_TOO_LARGE)})
+PROTOCOL_ERROR_CODES = frozenset(
+    {
+        int(ErrorCode.UNSUPPORTED_VERSION),
+        int(ErrorCode.INVALID_REQUEST),
+        int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+        int(ErrorCode.INVALID_RECORD),
+        int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID),
+        int(ErrorCode.TELEMETRY_TOO_LARGE),
+    }
+)
 
 
 def _fmt_ms(ms: int) -> str:
@@ -72,22 +79,32 @@ class FleetStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "clients": self.clients, "started": self.started, "requests": dict(self.requests),
+            "clients": self.clients,
+            "started": self.started,
+            "requests": dict(self.requests),
             "get_results": {_code_name(c): n for c, n in sorted(self.get_results.items())},
             "push_results": {_code_name(c): n for c, n in sorted(self.push_results.items())},
-            "accepted": self.accepted, "payloads": self.payloads, "terminating_pushes": self.terminating_pushes,
-            "payload_bytes": self.payload_bytes, "uncompressed_bytes": self.uncompressed_bytes,
-            "by_compression": dict(self.by_compression), "recorded_rows": self.recorded_rows,
-            "failed_requests": self.failed_requests, "connect_failures": self.connect_failures,
-            "simulated_ms": self.simulated_ms, "wall_s": round(self.wall_s, 3),
+            "accepted": self.accepted,
+            "payloads": self.payloads,
+            "terminating_pushes": self.terminating_pushes,
+            "payload_bytes": self.payload_bytes,
+            "uncompressed_bytes": self.uncompressed_bytes,
+            "by_compression": dict(self.by_compression),
+            "recorded_rows": self.recorded_rows,
+            "failed_requests": self.failed_requests,
+            "connect_failures": self.connect_failures,
+            "simulated_ms": self.simulated_ms,
+            "wall_s": round(self.wall_s, 3),
             "pushes_per_s": round(self.pushes_per_s, 1),
         }
 
     def progress_line(self) -> str:
         errs = sum(self.errors_by_code.values())
-        return (f"sim {_fmt_ms(self.simulated_ms)}  wall {self.wall_s:6.1f}s  gets {self.gets}  "
-                f"pushes {self.pushes}  accepted {self.accepted}  errors {errs}  "
-                f"{self.pushes_per_s:,.0f} pushes/s")
+        return (
+            f"sim {_fmt_ms(self.simulated_ms)}  wall {self.wall_s:6.1f}s  gets {self.gets}  "
+            f"pushes {self.pushes}  accepted {self.accepted}  errors {errs}  "
+            f"{self.pushes_per_s:,.0f} pushes/s"
+        )
 
     def summary(self) -> str:
         errs = self.errors_by_code

@@ -16,7 +16,7 @@ def poisson(rng: random.Random, lam: float) -> int:
     if lam <= 0:
         return 0
     if lam > 30:
-        return max(0, int(round(rng.gauss(lam, math.sqrt(lam)))))
+        return max(0, round(rng.gauss(lam, math.sqrt(lam))))
     limit, k, p = math.exp(-lam), 0, rng.random()
     while p > limit:
         k += 1
@@ -37,7 +37,7 @@ def random_count(rng: random.Random, expected: float) -> int:
 class LogOU:
     """A level that drifts: an Ornstein–Uhlenbeck process in log space (mean-reverting to ``median``)."""
 
-    __slots__ = ("mu", "x", "sigma", "tau")
+    __slots__ = ("mu", "sigma", "tau", "x")
 
     def __init__(self, rng: random.Random, median: float, sigma: float, tau_ms: float) -> None:
         self.mu = math.log(median)
@@ -54,7 +54,7 @@ class LogOU:
 class Bursts:
     """On/off episodes (exponential gaps and lengths); ``overlap(t0, t1)`` is the covered share of a window."""
 
-    __slots__ = ("rng", "gap", "length", "start", "end")
+    __slots__ = ("end", "gap", "length", "rng", "start")
 
     def __init__(self, rng: random.Random, mean_gap_ms: float, mean_len_ms: float, from_ms: int) -> None:
         self.rng, self.gap, self.length = rng, mean_gap_ms, mean_len_ms
@@ -73,8 +73,14 @@ class Bursts:
 class Incidents:
     """Fleet-wide broker incidents: every client sees node ``n`` slow during the same episodes."""
 
-    def __init__(self, seed: Any, nodes: Sequence[int], from_ms: int, mean_gap_ms: float = 45 * 60_000,
-                 mean_len_ms: float = 150_000) -> None:
+    def __init__(
+        self,
+        seed: Any,
+        nodes: Sequence[int],
+        from_ms: int,
+        mean_gap_ms: float = 45 * 60_000,
+        mean_len_ms: float = 150_000,
+    ) -> None:
         self._bursts = {}
         self._mult = {}
         for n in nodes:

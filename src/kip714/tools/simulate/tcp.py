@@ -21,8 +21,10 @@ from .stats import FleetStats
 
 __all__ = ["TcpFleet", "drive", "is_loopback"]
 
-_API_NAMES = {int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS): "GetTelemetrySubscriptions",
-              int(ApiKey.PUSH_TELEMETRY): "PushTelemetry"}
+_API_NAMES = {
+    int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS): "GetTelemetrySubscriptions",
+    int(ApiKey.PUSH_TELEMETRY): "PushTelemetry",
+}
 
 
 class TcpFleet(FleetLayout, Protocol):
@@ -58,8 +60,9 @@ async def drive(
     close is bounded by its timeout, and the whole run by ``duration_s`` plus those timeouts. Only
     loopback hosts unless ``allow_remote``."""
     if not allow_remote and not is_loopback(host):
-        raise ValueError(f"{host!r} is not a loopback address; pass allow_remote=True (--allow-remote) to "
-                         "simulate against it")
+        raise ValueError(
+            f"{host!r} is not a loopback address; pass allow_remote=True (--allow-remote) to simulate against it"
+        )
     loop = asyncio.get_running_loop()
     wall0 = time.perf_counter()
     t_start = loop.time()
@@ -69,10 +72,23 @@ async def drive(
     if max_start_spread_s is not None:
         spread = min(spread, max_start_spread_s)
     timeouts = (connect_timeout_s, request_timeout_s, close_timeout_s)
-    tasks = [asyncio.create_task(_client(fleet, c, host, port, t_start + spread * (
-        c.start_offset_ms / max(1, fleet.start_spread_ms)), stop_at, timeouts)) for c in fleet.clients]
+    tasks = [
+        asyncio.create_task(
+            _client(
+                fleet,
+                c,
+                host,
+                port,
+                t_start + spread * (c.start_offset_ms / max(1, fleet.start_spread_ms)),
+                stop_at,
+                timeouts,
+            )
+        )
+        for c in fleet.clients
+    ]
     reporter = None
     if progress is not None:
+
         async def report() -> None:
             while True:
                 await asyncio.sleep(progress_every_s)
@@ -101,8 +117,15 @@ async def drive(
     return fleet.stats
 
 
-async def _client(fleet: TcpFleet, client: SimClient, host: str, port: int, start_at: float, stop_at: float,
-                  timeouts: tuple[float, float, float]) -> None:
+async def _client(
+    fleet: TcpFleet,
+    client: SimClient,
+    host: str,
+    port: int,
+    start_at: float,
+    stop_at: float,
+    timeouts: tuple[float, float, float],
+) -> None:
     connect_timeout, request_timeout, close_timeout = timeouts
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start_at - loop.time()))
@@ -119,11 +142,13 @@ async def _client(fleet: TcpFleet, client: SimClient, host: str, port: int, star
         return time.time_ns() // 1_000_000
 
     try:
-        resp = await conn.call(ApiVersionsRequest(client.software_name, client.software_version), 3,
-                               request_timeout)
+        resp = await conn.call(ApiVersionsRequest(client.software_name, client.software_version), 3, request_timeout)
         apis = {a.api_key: (a.min_version, a.max_version) for a in resp.body.api_keys}
-        if resp.body.error_code or int(ApiKey.PUSH_TELEMETRY) not in apis or \
-                int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) not in apis:
+        if (
+            resp.body.error_code
+            or int(ApiKey.PUSH_TELEMETRY) not in apis
+            or int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) not in apis
+        ):
             fleet.stats.connect_failures += 1
             return
         meta_max = apis.get(int(ApiKey.METADATA), (0, 12))[1]
@@ -162,8 +187,9 @@ async def _client(fleet: TcpFleet, client: SimClient, host: str, port: int, star
             pass
 
 
-async def _exchange(fleet: TcpFleet, conn: _TcpConnection, client: SimClient, body: Any, timeout: float,
-                    now_ms: Callable[[], int]) -> bool:
+async def _exchange(
+    fleet: TcpFleet, conn: _TcpConnection, client: SimClient, body: Any, timeout: float, now_ms: Callable[[], int]
+) -> bool:
     api = _API_NAMES[type(body).API_KEY]
     fleet.stats.requests[api] += 1
     if api == "GetTelemetrySubscriptions":

@@ -12,8 +12,13 @@ import time
 import uuid
 
 import kip714
-from kip714 import (ClientInfo, GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry,
-                    TelemetryBroker)
+from kip714 import (
+    ClientInfo,
+    GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest,
+    SubscriptionRegistry,
+    TelemetryBroker,
+)
 
 from ..harness import Bench
 from ..payloads import capture_payload
@@ -69,7 +74,7 @@ def run(bench: Bench) -> None:
         broker = TelemetryBroker(reg, max_instances=max(n, 16384))
         res = reg.resolve(client)
         raw = os.urandom(16 * n)
-        ids = [raw[16 * k:16 * k + 16] for k in range(n)]
+        ids = [raw[16 * k : 16 * k + 16] for k in range(n)]
         requested = list(res.requested_metrics)
         sids = [kip714.compute_subscription_id(requested, res.push_interval_ms, i) for i in ids]
         create = broker.instances.create  # set-up only: the instances exist as after their first Get
@@ -102,13 +107,29 @@ def run(bench: Bench) -> None:
             assert m["instance-count"] == n and m["instance-expirations"] == 0 and m["instance-evictions"] == 0
             st = summarise(samples)
             st.update(calls_per_round=calls, live_instances=n)
-            bench.add_row(G, f"handle-{variant}-{n}", op, st, None, "—", unit="rate",
-                          goal={"kind": "rate", "value": 1e6, "text": "≥ 1 M/s"})
+            bench.add_row(
+                G,
+                f"handle-{variant}-{n}",
+                op,
+                st,
+                None,
+                "—",
+                unit="rate",
+                goal={"kind": "rate", "value": 1e6, "text": "≥ 1 M/s"},
+            )
             if variant == "random":
                 rates.append(1e9 / st["median"])
         del broker, ids, sids
-    bench.curve("broker", "TelemetryBroker.handle, empty pushes", "live instances", "decisions per second",
-                sizes, {"TelemetryBroker.handle": rates}, goal_rate=1e6, logy=False)
+    bench.curve(
+        "broker",
+        "TelemetryBroker.handle, empty pushes",
+        "live instances",
+        "decisions per second",
+        sizes,
+        {"TelemetryBroker.handle": rates},
+        goal_rate=1e6,
+        logy=False,
+    )
     # 8 threads on one broker (docs/threads.md): each thread's rounds are a Get for a new client and a zstd
     # push from it, on Kafka's default 16 384-instance table, so evictions run all the time
     payload = capture_payload(4)
@@ -120,5 +141,13 @@ def run(bench: Bench) -> None:
         samples8.append(1e9 / rate)
     st = summarise(samples8)
     st.update(threads=8, rounds_per_thread=rounds8)
-    bench.add_row(G, "handle-8-threads", "TelemetryBroker.handle, 8 threads × (Get + zstd push of a new client), "
-                  "16 384-instance table (requests/s, all threads)", st, None, "—", unit="rate")
+    bench.add_row(
+        G,
+        "handle-8-threads",
+        "TelemetryBroker.handle, 8 threads × (Get + zstd push of a new client), "
+        "16 384-instance table (requests/s, all threads)",
+        st,
+        None,
+        "—",
+        unit="rate",
+    )

@@ -23,8 +23,7 @@ def run(bench: Bench) -> None:
     """Add the decompression rows and the per-codec curves to ``bench``."""
     G = "codec"
     table_sizes = [4 * KB, 100 * KB]
-    sizes = ([KB, 4 * KB, 100 * KB, 1_000_000] if bench.quick
-             else [KB, 4 * KB, 16 * KB, 100 * KB, 256 * KB, 1_000_000])
+    sizes = [KB, 4 * KB, 100 * KB, 1_000_000] if bench.quick else [KB, 4 * KB, 16 * KB, 100 * KB, 256 * KB, 1_000_000]
     codecs = ["zstd", "lz4", "snappy", "gzip", "snappy-xerial"]
     ctype = {c: int(compression_type_from_name(c.split("-")[0])) for c in codecs}
 
@@ -34,15 +33,21 @@ def run(bench: Bench) -> None:
             zstandard = peer_module("zstandard")
             dctx = zstandard.ZstdDecompressor()
             cctx = zstandard.ZstdCompressor(level=3, write_content_size=False)
-            return ("zstandard (reused ZstdDecompressor, max_output_size)",
-                    lambda c: dctx.decompress(c, max_output_size=LIMIT), cctx.compress)
+            return (
+                "zstandard (reused ZstdDecompressor, max_output_size)",
+                lambda c: dctx.decompress(c, max_output_size=LIMIT),
+                cctx.compress,
+            )
         if codec == "lz4":
             lz4_frame = peer_module("lz4.frame")
             return "lz4.frame.decompress", lz4_frame.decompress, lambda d: kip714.compress(d, 3)
         if codec in ("snappy", "snappy-xerial"):
             cramjam = peer_module("cramjam")
-            comp = (lambda d: bytes(cramjam.snappy.compress_raw(d))) if codec == "snappy" else (
-                lambda d: kip714.compress(d, 2))
+            comp = (
+                (lambda d: bytes(cramjam.snappy.compress_raw(d)))
+                if codec == "snappy"
+                else (lambda d: kip714.compress(d, 2))
+            )
             return "cramjam.snappy.decompress_raw", cramjam.snappy.decompress_raw, comp
         return "zlib.decompress(wbits=31)", lambda c: zlib.decompress(c, 31), lambda d: gzip.compress(d, mtime=0)
 
@@ -53,8 +58,7 @@ def run(bench: Bench) -> None:
         except PeerMissing as exc:
             bench.skip(G, codec, str(exc))
             continue
-        dist = {"zstd": "zstandard", "lz4": "lz4", "snappy": "cramjam", "snappy-xerial": "cramjam",
-                "gzip": None}[codec]
+        dist = {"zstd": "zstandard", "lz4": "lz4", "snappy": "cramjam", "snappy-xerial": "cramjam", "gzip": None}[codec]
         ver = f" {dist_version(dist)}" if dist and dist_version(dist) else ""
         c = curve.setdefault(codec, {"x": [], "kip714": [], "direct": []})
         for size in sorted(set(sizes) | set(table_sizes)):
@@ -70,28 +74,42 @@ def run(bench: Bench) -> None:
             extra = {"payload_bytes": len(data), "compressed_bytes": len(packed)}
             if size in table_sizes:
                 if codec == "snappy-xerial":
-                    op = (f"decompress snappy xerial (Java clients), {fmt_bytes(len(data))} OTLP "
-                          f"({fmt_bytes(len(packed))} compressed)")
+                    op = (
+                        f"decompress snappy xerial (Java clients), {fmt_bytes(len(data))} OTLP "
+                        f"({fmt_bytes(len(packed))} compressed)"
+                    )
                     goal, note = None, "peer: the same payload as one raw snappy block (no one-call xerial decoder)"
                     pl = "raw block, cramjam" + ver
                 else:
-                    op = (f"decompress {codec}, {fmt_bytes(len(data))} OTLP "
-                          f"({fmt_bytes(len(packed))} compressed)")
+                    op = f"decompress {codec}, {fmt_bytes(len(data))} OTLP ({fmt_bytes(len(packed))} compressed)"
                     goal = {"kind": "within", "value": 0.10, "text": "≥ 0.91× (≤ 10% slower)"}
                     note, pl = "", label.split(" (")[0] + ver
-                row = bench.pair(G, f"decompress-{codec}-{size}", op,
-                                 (kip714.decompress, (packed, ctype[codec], LIMIT)),
-                                 lambda: (pl, peer_call, peer_args), goal=goal, note=note, extra=extra)
+                row = bench.pair(
+                    G,
+                    f"decompress-{codec}-{size}",
+                    op,
+                    (kip714.decompress, (packed, ctype[codec], LIMIT)),
+                    lambda pl=pl, peer_call=peer_call, peer_args=peer_args: (pl, peer_call, peer_args),
+                    goal=goal,
+                    note=note,
+                    extra=extra,
+                )
                 kip_med, peer_med = row["kip714"]["median"], row["peer"]["median"]
             else:
-                st = interleaved([(kip714.decompress, (packed, ctype[codec], LIMIT)), (peer_call, peer_args)],
-                                 bench.rounds, budget_s=bench.budget / 2)
+                st = interleaved(
+                    [(kip714.decompress, (packed, ctype[codec], LIMIT)), (peer_call, peer_args)],
+                    bench.rounds,
+                    budget_s=bench.budget / 2,
+                )
                 kip_med, peer_med = st[0]["median"], st[1]["median"]
-                bench.log(f"[{G}] curve {codec} {size_name(size)}: kip714 {fmt_ns(kip_med)}, direct "
-                          f"{fmt_ns(peer_med)}")
+                bench.log(f"[{G}] curve {codec} {size_name(size)}: kip714 {fmt_ns(kip_med)}, direct {fmt_ns(peer_med)}")
             if size in sizes:
                 c["x"].append(len(data))
                 c["kip714"].append(kip_med)
                 c["direct"].append(peer_med)
-    bench.curves["codec"] = {"title": "Decompression: kip714.decompress vs the direct codec call",
-                             "xlabel": "decompressed bytes", "ylabel": "time per call (ns)", "per_codec": curve}
+    bench.curves["codec"] = {
+        "title": "Decompression: kip714.decompress vs the direct codec call",
+        "xlabel": "decompressed bytes",
+        "ylabel": "time per call (ns)",
+        "per_codec": curve,
+    }

@@ -25,13 +25,24 @@ __all__ = ["run"]
 _P = "org.apache.kafka."
 SUBSCRIPTION_LISTS = {
     "2 metric prefixes": [_P + "client.producer.partition.latency", _P + "client.producer.partition.queue."],
-    "13 metrics": [_P + m for m in (
-        "producer.record.queue.time.avg producer.node.request.latency.max "
-        "consumer.node.request.latency.max producer.produce.throttle.time.avg consumer.poll.idle.ratio.avg "
-        "producer.connection.creation.total producer.connection.creation.rate "
-        "producer.produce.throttle.time.max producer.record.queue.time.max "
-        "consumer.node.request.latency.avg producer.node.request.latency.avg "
-        "consumer.connection.creation.total consumer.connection.creation.rate").split()],
+    "13 metrics": [
+        _P + m
+        for m in [
+            "producer.record.queue.time.avg",
+            "producer.node.request.latency.max",
+            "consumer.node.request.latency.max",
+            "producer.produce.throttle.time.avg",
+            "consumer.poll.idle.ratio.avg",
+            "producer.connection.creation.total",
+            "producer.connection.creation.rate",
+            "producer.produce.throttle.time.max",
+            "producer.record.queue.time.max",
+            "consumer.node.request.latency.avg",
+            "producer.node.request.latency.avg",
+            "consumer.connection.creation.total",
+            "consumer.connection.creation.rate",
+        ]
+    ],
 }
 SUBSCRIPTION_CLIENT = uuid.UUID(int=(0x5E0B1D6A3C4F7A21 << 64) | 0x9D3E2B7C8A1F4E60)
 
@@ -62,10 +73,15 @@ def run(bench: Bench) -> None:
         return "Python + " + peer_label("crc32c"), peer, (metrics, 30000, client)
 
     for name, metrics in SUBSCRIPTION_LISTS.items():
-        bench.pair(G, f"subscription-id-{len(metrics)}", f"SubscriptionId, {name}",
-                   (kip714.compute_subscription_id, (metrics, 30000, client)),
-                   functools.partial(python_peer, metrics), goal={"kind": "ratio", "value": 3, "text": "≥ 3×"},
-                   peer_dist="crc32c")
+        bench.pair(
+            G,
+            f"subscription-id-{len(metrics)}",
+            f"SubscriptionId, {name}",
+            (kip714.compute_subscription_id, (metrics, 30000, client)),
+            functools.partial(python_peer, metrics),
+            goal={"kind": "ratio", "value": 3, "text": "≥ 3×"},
+            peer_dist="crc32c",
+        )
 
     sizes = [64, KB, 100 * KB, 1 << 20] if bench.quick else [64, KB, 4 * KB, 100 * KB, 1 << 20]
     peers = []
@@ -81,16 +97,18 @@ def run(bench: Bench) -> None:
         data = random.Random(size).randbytes(size)
         for _, f in peers:
             assert f(data) == kip714.crc32c(data)
-        st = interleaved([(kip714.crc32c, (data,))] + [(f, (data,)) for _, f in peers], bench.rounds,
-                         budget_s=bench.budget / 2)
+        st = interleaved(
+            [(kip714.crc32c, (data,))] + [(f, (data,)) for _, f in peers], bench.rounds, budget_s=bench.budget / 2
+        )
         series["kip714.crc32c"].append(st[0]["median"])
         for (label, _), s in zip(peers, st[1:]):
             series[label].append(s["median"])
         if size in (64, 1 << 20):
             for (label, _), s in zip(peers, st[1:]):
-                bench.add_row(G, f"crc32c-{size}-{label.split()[0]}", f"crc32c, {size_name(size)}", st[0], s,
-                              label)
+                bench.add_row(G, f"crc32c-{size}-{label.split()[0]}", f"crc32c, {size_name(size)}", st[0], s, label)
         else:
-            bench.log(f"[{G}] curve crc32c {size_name(size)}: kip714 {fmt_ns(st[0]['median'])}, "
-                      + ", ".join(f"{lb} {fmt_ns(s['median'])}" for (lb, _), s in zip(peers, st[1:])))
+            bench.log(
+                f"[{G}] curve crc32c {size_name(size)}: kip714 {fmt_ns(st[0]['median'])}, "
+                + ", ".join(f"{lb} {fmt_ns(s['median'])}" for (lb, _), s in zip(peers, st[1:]))
+            )
     bench.curve("crc", "CRC32C", "bytes", "time per call (ns)", sizes, series)

@@ -45,7 +45,7 @@ class ProtobufPeer:
 
     def __init__(self, labels=("client_id", "client_instance_id")) -> None:
         self.labels = labels
-        self.families: dict[str, list] = {}       # name → [type, help, {label tuple: value}]
+        self.families: dict[str, list] = {}  # name → [type, help, {label tuple: value}]
 
     def absorb(self, items) -> None:
         from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
@@ -70,8 +70,9 @@ class ProtobufPeer:
                         series = fam[2]
                         delta = kind == "sum" and body.aggregation_temporality == 1
                         for p in body.data_points:
-                            labels, _ = merge_labels([(kv.key, _render(kv.value)) for kv in p.attributes]
-                                                     + res + scope + broker)
+                            labels, _ = merge_labels(
+                                [(kv.key, _render(kv.value)) for kv in p.attributes] + res + scope + broker
+                            )
                             key = tuple(sorted(labels.items()))
                             v = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
                             series[key] = series.get(key, 0.0) + v if delta else v
@@ -111,23 +112,36 @@ def run(bench: Bench) -> None:
     # ------------------------------------------------------------------ absorbing
     n_inst, per_call = 1024, 256
     items = _items(payloads, n_inst)
-    batches = [items[i:i + per_call] for i in range(0, n_inst, per_call)]
+    batches = [items[i : i + per_call] for i in range(0, n_inst, per_call)]
     ex = PrometheusExporter(background=False, max_series=10_000_000)
     peer = ProtobufPeer()
     for b in batches:
         ex.absorb(b)
         peer.absorb(b)
-    assert ex.series_count == sum(len(f[2]) for f in peer.families.values()), \
-        (ex.series_count, sum(len(f[2]) for f in peer.families.values()))
+    assert ex.series_count == sum(len(f[2]) for f in peer.families.values()), (
+        ex.series_count,
+        sum(len(f[2]) for f in peer.families.values()),
+    )
     points = sum(len(_decode_rows(d)) for _, _, d, _, _ in items) / n_inst
     cyc_k, cyc_p = itertools.cycle(batches), itertools.cycle(batches)
-    stats = interleaved([(lambda: ex.absorb(next(cyc_k)), ()), (lambda: peer.absorb(next(cyc_p)), ())],
-                        bench.rounds, budget_s=bench.budget * 2, per_call=[per_call, per_call])
-    bench.add_row(G, "absorb", f"payloads absorbed into the Prometheus state (librdkafka captures, "
-                  f"{points:.0f} points each, {n_inst} instances, {per_call} per call)", stats[0], stats[1],
-                  "protobuf + prometheus_client model in Python", unit="rate",
-                  goal={"kind": "ratio", "value": 5, "text": "≥ 5×"},
-                  extra={"points_per_payload": points, "instances": n_inst})
+    stats = interleaved(
+        [(lambda: ex.absorb(next(cyc_k)), ()), (lambda: peer.absorb(next(cyc_p)), ())],
+        bench.rounds,
+        budget_s=bench.budget * 2,
+        per_call=[per_call, per_call],
+    )
+    bench.add_row(
+        G,
+        "absorb",
+        f"payloads absorbed into the Prometheus state (librdkafka captures, "
+        f"{points:.0f} points each, {n_inst} instances, {per_call} per call)",
+        stats[0],
+        stats[1],
+        "protobuf + prometheus_client model in Python",
+        unit="rate",
+        goal={"kind": "ratio", "value": 5, "text": "≥ 5×"},
+        extra={"points_per_payload": points, "instances": n_inst},
+    )
     # ------------------------------------------------------------------ exposition
     n_series = 20_000 if bench.quick else 100_000
     producer = payloads[1]
@@ -136,43 +150,72 @@ def run(bench: Bench) -> None:
     ex = PrometheusExporter(background=False, max_series=10_000_000)
     peer = ProtobufPeer()
     for i in range(0, len(big), 512):
-        ex.absorb(big[i:i + 512])
-        peer.absorb(big[i:i + 512])
+        ex.absorb(big[i : i + 512])
+        peer.absorb(big[i : i + 512])
     reg_k, reg_p = CollectorRegistry(auto_describe=False), CollectorRegistry(auto_describe=False)
     reg_k.register(ex)
     reg_p.register(peer)
     series = ex.series_count
-    text_k, text_p = ex.exposition()[0], generate_latest(reg_p)
+    text_k = ex.exposition()[0]
+    generate_latest(reg_p)  # the peer's first scrape, as for kip714 (not timed)
     assert text_k == generate_latest(reg_k) and text_k.count(b"\n") >= series
-    stats = interleaved([(ex.exposition, ()), (generate_latest, (reg_p,))], 5, budget_s=bench.budget * 4,
-                        min_rounds=3)
-    bench.add_row(G, f"scrape-{series}", f"one scrape (text format) as /metrics serves it, {series:,} series "
-                  "(values formatted every scrape, line prefixes rendered by prometheus_client when the "
-                  "series appeared)", stats[0], stats[1], "prometheus_client families from the peer's state",
-                  goal={"kind": "max_time", "value": 1e9, "text": "< 1 s"},
-                  extra={"series": series, "bytes": len(text_k)})
+    stats = interleaved([(ex.exposition, ()), (generate_latest, (reg_p,))], 5, budget_s=bench.budget * 4, min_rounds=3)
+    bench.add_row(
+        G,
+        f"scrape-{series}",
+        f"one scrape (text format) as /metrics serves it, {series:,} series "
+        "(values formatted every scrape, line prefixes rendered by prometheus_client when the "
+        "series appeared)",
+        stats[0],
+        stats[1],
+        "prometheus_client families from the peer's state",
+        goal={"kind": "max_time", "value": 1e9, "text": "< 1 s"},
+        extra={"series": series, "bytes": len(text_k)},
+    )
     om = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,text/plain;version=0.0.4;q=0.3"
     encoder, _ = choose_encoder(om)
     stats = interleaved([(ex.exposition, (om,)), (encoder, (reg_p,))], 5, budget_s=bench.budget * 4, min_rounds=3)
-    bench.add_row(G, f"scrape-{series}-openmetrics", f"same, OpenMetrics (what Prometheus negotiates)", stats[0],
-                  stats[1], "prometheus_client OpenMetrics encoder over the peer's families",
-                  goal={"kind": "max_time", "value": 1e9, "text": "< 1 s"})
+    bench.add_row(
+        G,
+        f"scrape-{series}-openmetrics",
+        "same, OpenMetrics (what Prometheus negotiates)",
+        stats[0],
+        stats[1],
+        "prometheus_client OpenMetrics encoder over the peer's families",
+        goal={"kind": "max_time", "value": 1e9, "text": "< 1 s"},
+    )
 
     def first_scrape():
-        ex._formats.clear()                   # forget every rendered prefix: all series are new
+        ex._formats.clear()  # forget every rendered prefix: all series are new
         return ex.exposition()
 
-    stats = interleaved([(first_scrape, ()), (generate_latest, (reg_k,)), (generate_latest, (reg_p,))], 3,
-                        budget_s=bench.budget * 4, min_rounds=2)
-    bench.add_row(G, f"scrape-{series}-first", f"the very first scrape, {series:,} series (every line prefix "
-                  "rendered by prometheus_client; later series are rendered as they are absorbed)", stats[0], stats[2],
-                  "prometheus_client families from the peer's state",
-                  note="informational: only the first scrape renders every series",
-                  extra={"collector_path_ns": stats[1]["median"]})
-    bench.add_row(G, f"scrape-{series}-collector", "the exporter as a plain prometheus_client collector "
-                  "(registry.register(exporter); generate_latest: every line rendered every scrape)", stats[1],
-                  stats[2], "prometheus_client families from the peer's state",
-                  note="informational: what /metrics did before line prefixes were kept")
+    stats = interleaved(
+        [(first_scrape, ()), (generate_latest, (reg_k,)), (generate_latest, (reg_p,))],
+        3,
+        budget_s=bench.budget * 4,
+        min_rounds=2,
+    )
+    bench.add_row(
+        G,
+        f"scrape-{series}-first",
+        f"the very first scrape, {series:,} series (every line prefix "
+        "rendered by prometheus_client; later series are rendered as they are absorbed)",
+        stats[0],
+        stats[2],
+        "prometheus_client families from the peer's state",
+        note="informational: only the first scrape renders every series",
+        extra={"collector_path_ns": stats[1]["median"]},
+    )
+    bench.add_row(
+        G,
+        f"scrape-{series}-collector",
+        "the exporter as a plain prometheus_client collector "
+        "(registry.register(exporter); generate_latest: every line rendered every scrape)",
+        stats[1],
+        stats[2],
+        "prometheus_client families from the peer's state",
+        note="informational: what /metrics did before line prefixes were kept",
+    )
     # ------------------------------------------------------------------ forwarding
     data = otlp_like(4 * KB, seed=41)
     ci = ClientInfo(client_id="bench")
@@ -180,7 +223,7 @@ def run(bench: Bench) -> None:
     ctx = ReceiverContext(ci, 1)
     payload = TelemetryPayload(inst, False, "OTLP", data, ci.labels(1, inst), 0, 1, 0)
     fwd = OtlpForwarder("http://127.0.0.1:9/v1/metrics", max_queue=1 << 62)
-    fwd._closed = True                        # stop the sender: only the request path is timed
+    fwd._closed = True  # stop the sender: only the request path is timed
     fwd._wake.set()
     fwd._thread.join(5)
 
@@ -200,9 +243,16 @@ def run(bench: Bench) -> None:
         return md.SerializeToString()
 
     stats = interleaved([(request_path, ()), (protobuf_request_path, ())], bench.rounds, budget_s=bench.budget)
-    bench.add_row(G, "forward-request-path-4KB", f"OTLP forwarding on the request path, {len(data):,} B payload",
-                  stats[0], stats[1], "protobuf parse + attributes + serialise",
-                  goal={"kind": "max_time", "value": 10_000, "text": "≤ 10 µs"}, extra={"payload_bytes": len(data)})
+    bench.add_row(
+        G,
+        "forward-request-path-4KB",
+        f"OTLP forwarding on the request path, {len(data):,} B payload",
+        stats[0],
+        stats[1],
+        "protobuf parse + attributes + serialise",
+        goal={"kind": "max_time", "value": 10_000, "text": "≤ 10 µs"},
+        extra={"payload_bytes": len(data)},
+    )
     fwd._queue.clear()
     from kip714._otlp_splice import add_resource_attributes, encode_attributes
 
@@ -226,15 +276,31 @@ def run(bench: Bench) -> None:
             out.append(md.SerializeToString())
         return gzip.compress(b"".join(out), 6)
 
-    stats = interleaved([(sender_work, ()), (sender_peer, ())], bench.rounds, budget_s=bench.budget,
-                        per_call=[100, 100])
-    bench.add_row(G, "forward-sender-4KB", "same, the sender's work per payload (label splice + gzip, batches of "
-                  "100), off the request path", stats[0], stats[1], "protobuf re-encode + gzip",
-                  note="informational: the goal is on the request path")
-    splice_only = interleaved([(add_resource_attributes, (data, encode_attributes(labels))),
-                               (protobuf_request_path, ())], bench.rounds, budget_s=bench.budget)
-    bench.add_row(G, "forward-splice-4KB", "the native label splice alone, 4 KB payload", splice_only[0],
-                  splice_only[1], "protobuf parse + attributes + serialise")
+    stats = interleaved(
+        [(sender_work, ()), (sender_peer, ())], bench.rounds, budget_s=bench.budget, per_call=[100, 100]
+    )
+    bench.add_row(
+        G,
+        "forward-sender-4KB",
+        "same, the sender's work per payload (label splice + gzip, batches of 100), off the request path",
+        stats[0],
+        stats[1],
+        "protobuf re-encode + gzip",
+        note="informational: the goal is on the request path",
+    )
+    splice_only = interleaved(
+        [(add_resource_attributes, (data, encode_attributes(labels))), (protobuf_request_path, ())],
+        bench.rounds,
+        budget_s=bench.budget,
+    )
+    bench.add_row(
+        G,
+        "forward-splice-4KB",
+        "the native label splice alone, 4 KB payload",
+        splice_only[0],
+        splice_only[1],
+        "protobuf parse + attributes + serialise",
+    )
 
 
 def _decode_rows(data: bytes) -> Any:

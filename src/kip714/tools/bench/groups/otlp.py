@@ -24,13 +24,14 @@ def _pyarrow_round_trip(table: Any) -> Callable[[], Any]:
     import pyarrow as pa
 
     batch, schema = table.to_batches()[0], table.schema
-    struct = ctypes.create_string_buffer(80)        # sizeof(struct ArrowArray)
+    struct = ctypes.create_string_buffer(80)  # sizeof(struct ArrowArray)
     ptr = ctypes.addressof(struct)
     import_batch, from_batches = pa.RecordBatch._import_from_c, pa.Table.from_batches
 
     def round_trip(_keep=struct):  # the closure holds the buffer: ptr must not outlive it
         batch._export_to_c(ptr)
         return from_batches([import_batch(ptr, schema)], schema)
+
     return round_trip
 
 
@@ -49,20 +50,26 @@ def run(bench: Bench) -> None:
     bench.extra_machine["protobuf_backend"] = backend
     peer_name = f"protobuf {dist_version('protobuf')} ({backend}) + Python (otlp.reference.flatten)"
     if backend != "upb":
-        bench.notes.append(f"otlp: protobuf backend is {backend!r}, not upb: the peer is slower than it "
-                           "should be")
-    sizes = ([KB, 16 * KB, 256 * KB, 1_000_000] if bench.quick
-             else [KB, 4 * KB, 16 * KB, 64 * KB, 100 * KB, 256 * KB, 1_000_000])
+        bench.notes.append(f"otlp: protobuf backend is {backend!r}, not upb: the peer is slower than it should be")
+    sizes = (
+        [KB, 16 * KB, 256 * KB, 1_000_000]
+        if bench.quick
+        else [KB, 4 * KB, 16 * KB, 64 * KB, 100 * KB, 256 * KB, 1_000_000]
+    )
     kip_ns, peer_ns, xs, nrows = [], [], [], []
     for size in sizes:
         data = otlp_like(size, seed=size + 11)
         n_rows = _otlp.decode_metrics(data).num_rows
         assert n_rows == len(otlp_pb.flatten(data)) > 0
-        row = bench.pair(G, f"decode-metrics-{size}",
-                         f"OTLP MetricsData → rows, {fmt_bytes(len(data))} payload ({n_rows:,} points)",
-                         (_otlp.decode_metrics, (data,)), lambda: (peer_name, otlp_pb.flatten, (data,)),
-                         goal={"kind": "ratio", "value": 8, "text": "≥ 8×"},
-                         extra={"payload_bytes": len(data), "points": n_rows})
+        row = bench.pair(
+            G,
+            f"decode-metrics-{size}",
+            f"OTLP MetricsData → rows, {fmt_bytes(len(data))} payload ({n_rows:,} points)",
+            (_otlp.decode_metrics, (data,)),
+            lambda data=data: (peer_name, otlp_pb.flatten, (data,)),
+            goal={"kind": "ratio", "value": 8, "text": "≥ 8×"},
+            extra={"payload_bytes": len(data), "points": n_rows},
+        )
         kip_ns.append(row["kip714"]["median"])
         peer_ns.append(row["peer"]["median"])
         xs.append(len(data))
@@ -76,22 +83,39 @@ def run(bench: Bench) -> None:
     def flatten_each(payloads):
         for d in payloads:
             otlp_pb.flatten(d)
-    bench.pair(G, "decode-metrics-batch-100x1KB",
-               f"same, 100 payloads of {fmt_bytes(len(data))}: one decode_metrics_batch call vs 100 flattens",
-               (_otlp.decode_metrics_batch, (many,)), lambda: (peer_name, flatten_each, (many,)),
-               extra={"payload_bytes": len(data), "points": n_rows, "payloads_per_call": 100},
-               note="informational: the goal is per single payload")
+
+    bench.pair(
+        G,
+        "decode-metrics-batch-100x1KB",
+        f"same, 100 payloads of {fmt_bytes(len(data))}: one decode_metrics_batch call vs 100 flattens",
+        (_otlp.decode_metrics_batch, (many,)),
+        lambda: (peer_name, flatten_each, (many,)),
+        extra={"payload_bytes": len(data), "points": n_rows, "payloads_per_call": 100},
+        note="informational: the goal is per single payload",
+    )
     bench.rows[-1]["kip714"]["per_payload_ns"] = bench.rows[-1]["kip714"]["median"] / 100
     # the floor of a single small payload: pyarrow's own fixed cost for this 29-column table (maps, lists), as
     # pyarrow exporting the finished table through the C data interface and importing it back as a Table
-    bench.pair(G, "decode-metrics-vs-pyarrow-round-trip",
-               f"same, one {fmt_bytes(len(data))} payload: decode_metrics vs pyarrow alone passing the finished "
-               "table through the C data interface", (_otlp.decode_metrics, (data,)),
-               lambda: ("pyarrow: export + import + Table.from_batches of the decoded table",
-                        _pyarrow_round_trip(_otlp.decode_metrics(data)), ()),
-               extra={"payload_bytes": len(data), "points": n_rows},
-               note="informational: pyarrow's fixed cost for the table is the floor of a single payload")
-    bench.curve("otlp", "OTLP decode: kip714._otlp.decode_metrics (Arrow) vs protobuf + Python",
-                "payload bytes", "time per payload (ns)", xs,
-                {"kip714 decode_metrics → pyarrow.Table": kip_ns,
-                 f"protobuf ({backend}) + otlp_pb.flatten → dicts": peer_ns}, points=nrows)
+    bench.pair(
+        G,
+        "decode-metrics-vs-pyarrow-round-trip",
+        f"same, one {fmt_bytes(len(data))} payload: decode_metrics vs pyarrow alone passing the finished "
+        "table through the C data interface",
+        (_otlp.decode_metrics, (data,)),
+        lambda: (
+            "pyarrow: export + import + Table.from_batches of the decoded table",
+            _pyarrow_round_trip(_otlp.decode_metrics(data)),
+            (),
+        ),
+        extra={"payload_bytes": len(data), "points": n_rows},
+        note="informational: pyarrow's fixed cost for the table is the floor of a single payload",
+    )
+    bench.curve(
+        "otlp",
+        "OTLP decode: kip714._otlp.decode_metrics (Arrow) vs protobuf + Python",
+        "payload bytes",
+        "time per payload (ns)",
+        xs,
+        {"kip714 decode_metrics → pyarrow.Table": kip_ns, f"protobuf ({backend}) + otlp_pb.flatten → dicts": peer_ns},
+        points=nrows,
+    )

@@ -54,9 +54,26 @@ class ProxyProcess:
     """``kip714 proxy`` in a child process in front of ``upstream``."""
 
     def __init__(self, upstream: str, loop: str = "auto") -> None:
-        cmd = [sys.executable, "-m", "kip714", "proxy", "--upstream", upstream, "--port", "0",
-               "--broker-port-base", "0", "--telemetry", "off", "--summary-interval", "0", "--log-level", "info",
-               "--loop", loop]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kip714",
+            "proxy",
+            "--upstream",
+            upstream,
+            "--port",
+            "0",
+            "--broker-port-base",
+            "0",
+            "--telemetry",
+            "off",
+            "--summary-interval",
+            "0",
+            "--log-level",
+            "info",
+            "--loop",
+            loop,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         self.port = None
@@ -94,10 +111,20 @@ def produce_run(bootstrap: str, topic: str, size: int, total_bytes: int, produce
 
     n_each = max(1, total_bytes // size // producers)
     value = b"x" * size
-    clients = [ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "log_level": 0,
-                            "queue.buffering.max.kbytes": 262144, "queue.buffering.max.messages": 1000000})
-               for _ in range(producers)]
-    for c in clients:                      # connected before timing
+    clients = [
+        ck.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": 1,
+                "linger.ms": 5,
+                "log_level": 0,
+                "queue.buffering.max.kbytes": 262144,
+                "queue.buffering.max.messages": 1000000,
+            }
+        )
+        for _ in range(producers)
+    ]
+    for c in clients:  # connected before timing
         c.list_topics(topic, timeout=10)
     errors = []
 
@@ -105,6 +132,7 @@ def produce_run(bootstrap: str, topic: str, size: int, total_bytes: int, produce
         def report(err, msg):
             if err is not None:
                 errors.append(err)
+
         for i in range(n_each):
             while True:
                 try:
@@ -212,7 +240,7 @@ def run(bench: Bench) -> None:
         mc.create_topic("bench", 6)
         proxy = ProxyProcess(mc.bootstraps)
         try:
-            produce_run(proxy.bootstrap, "bench", 100, 100_000, 1)      # warm up both paths
+            produce_run(proxy.bootstrap, "bench", 100, 100_000, 1)  # warm up both paths
             produce_run(mc.bootstraps, "bench", 100, 100_000, 1)
             curve_x, curve_direct, curve_proxy = [], [], []
             cpu_total = mb_total = 0.0
@@ -244,57 +272,99 @@ def run(bench: Bench) -> None:
                 busy = {m: min(1.0, machine[m][0] / max(machine[m][1], 1e-9)) for m in machine}
                 cpu_ms = {m: machine[m][0] * 1e3 / (mb * rounds) for m in machine}
                 own_ms = proxy_cpu * 1e3 / (mb * rounds)
-                _throughput_row(bench, f"proxy.produce.{size}.{producers}", f"produce {label} (MB/s)", proxy_s,
-                                direct_s, "direct", mb,
-                                f"proxy {mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s; machine CPU busy "
-                                f"{100 * busy['direct']:.0f}% direct, {100 * busy['proxy']:.0f}% through the "
-                                f"proxy; whole-machine CPU per MB {cpu_ms['direct']:.2f} ms direct, "
-                                f"{cpu_ms['proxy']:.2f} ms through the proxy (the proxy's own {own_ms:.2f} ms)",
-                                goal={"kind": "ratio", "value": goal_ratio, "text": f"≥ {goal_ratio}× direct"},
-                                extra={"machine_busy_direct": busy["direct"], "machine_busy_proxy": busy["proxy"],
-                                       "cpu_ms_per_mb_direct": cpu_ms["direct"],
-                                       "cpu_ms_per_mb_proxy": cpu_ms["proxy"], "proxy_cpu_ms_per_mb": own_ms})
+                _throughput_row(
+                    bench,
+                    f"proxy.produce.{size}.{producers}",
+                    f"produce {label} (MB/s)",
+                    proxy_s,
+                    direct_s,
+                    "direct",
+                    mb,
+                    f"proxy {mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s; machine CPU busy "
+                    f"{100 * busy['direct']:.0f}% direct, {100 * busy['proxy']:.0f}% through the "
+                    f"proxy; whole-machine CPU per MB {cpu_ms['direct']:.2f} ms direct, "
+                    f"{cpu_ms['proxy']:.2f} ms through the proxy (the proxy's own {own_ms:.2f} ms)",
+                    goal={"kind": "ratio", "value": goal_ratio, "text": f"≥ {goal_ratio}× direct"},
+                    extra={
+                        "machine_busy_direct": busy["direct"],
+                        "machine_busy_proxy": busy["proxy"],
+                        "cpu_ms_per_mb_direct": cpu_ms["direct"],
+                        "cpu_ms_per_mb_proxy": cpu_ms["proxy"],
+                        "proxy_cpu_ms_per_mb": own_ms,
+                    },
+                )
                 curve_x.append(label)
                 curve_direct.append(mb / d)
                 curve_proxy.append(mb / p)
-            bench.curve("proxy_throughput", "Produce throughput: direct vs through kip714 proxy (mock cluster)",
-                        "records, producers", "MB/s of record values", curve_x,
-                        {"direct": curve_direct, "kip714 proxy": curve_proxy}, logx=False, logy=False,
-                        kind="bars")
+            bench.curve(
+                "proxy_throughput",
+                "Produce throughput: direct vs through kip714 proxy (mock cluster)",
+                "records, producers",
+                "MB/s of record values",
+                curve_x,
+                {"direct": curve_direct, "kip714 proxy": curve_proxy},
+                logx=False,
+                logy=False,
+                kind="bars",
+            )
             # latency
             n_lat = 300 if quick else 1500
             lat_d, lat_p = [], []
-            for r in range(rounds):
+            for _ in range(rounds):
                 lat_d += latency_run(mc.bootstraps, "bench", n_lat // rounds)
                 lat_p += latency_run(proxy.bootstrap, "bench", n_lat // rounds)
             md, mp = statistics.median(lat_d) * 1e9, statistics.median(lat_p) * 1e9
-            bench.add_row("proxy", "proxy.latency", "produce latency, 100 B record, acks=1 (send → delivery)",
-                          {"median": mp, "samples": [x * 1e9 for x in lat_p]},
-                          {"median": md, "samples": [x * 1e9 for x in lat_d]}, "direct",
-                          goal={"kind": "added_ns", "value": 200_000, "text": "+≤ 0.2 ms"},
-                          note=f"{len(lat_p)} records each; added median {(mp - md) / 1e6:.3f} ms")
+            bench.add_row(
+                "proxy",
+                "proxy.latency",
+                "produce latency, 100 B record, acks=1 (send → delivery)",
+                {"median": mp, "samples": [x * 1e9 for x in lat_p]},
+                {"median": md, "samples": [x * 1e9 for x in lat_d]},
+                "direct",
+                goal={"kind": "added_ns", "value": 200_000, "text": "+≤ 0.2 ms"},
+                note=f"{len(lat_p)} records each; added median {(mp - md) / 1e6:.3f} ms",
+            )
             qs = [0.5, 0.9, 0.99]
-            bench.curve("proxy_latency", "Produce latency (send → delivery report)", "quantile", "ms",
-                        [f"p{int(q * 100)}" for q in qs],
-                        {"direct": [_quantile(lat_d, q) * 1e3 for q in qs],
-                         "kip714 proxy": [_quantile(lat_p, q) * 1e3 for q in qs]}, logx=False, logy=False,
-                        kind="bars")
+            bench.curve(
+                "proxy_latency",
+                "Produce latency (send → delivery report)",
+                "quantile",
+                "ms",
+                [f"p{int(q * 100)}" for q in qs],
+                {
+                    "direct": [_quantile(lat_d, q) * 1e3 for q in qs],
+                    "kip714 proxy": [_quantile(lat_p, q) * 1e3 for q in qs],
+                },
+                logx=False,
+                logy=False,
+                kind="bars",
+            )
             # CPU per MB/s forwarded
             mcores = cpu_total * 1000 / mb_total
-            bench.add_row("proxy", "proxy.cpu", "proxy CPU per MB/s forwarded (produce runs above)",
-                          {"value": mcores}, unit="millicores",
-                          goal={"kind": "max_value", "value": 10, "text": "≤ 10 millicores per MB/s"},
-                          note=f"{cpu_total:.2f} CPU s for {mb_total:.0f} MB (Kroxylicious publishes ~35)")
+            bench.add_row(
+                "proxy",
+                "proxy.cpu",
+                "proxy CPU per MB/s forwarded (produce runs above)",
+                {"value": mcores},
+                unit="millicores",
+                goal={"kind": "max_value", "value": 10, "text": "≤ 10 millicores per MB/s"},
+                note=f"{cpu_total:.2f} CPU s for {mb_total:.0f} MB (Kroxylicious publishes ~35)",
+            )
             _loop_rows(bench, mc, proxy, rounds, volume[10240] // 2)
             _floor_row(bench, rounds, 256 if quick else 2048)
             _pinned_rows(bench, mc, proxy, rounds, volume[10240], many)
             # connections
             n_conn = 1000
             held = hold_connections(proxy.port, n_conn)
-            bench.add_row("proxy", "proxy.connections", f"client connections held at once ({n_conn} opened in waves of 5, then a request on all at once)",
-                          {"value": held}, unit="count",
-                          goal={"kind": "min_value", "value": n_conn, "text": f"{n_conn} held"},
-                          note="each sent a Metadata request and got its answer while all were open")
+            bench.add_row(
+                "proxy",
+                "proxy.connections",
+                f"client connections held at once ({n_conn} opened in waves of 5, then a request on all at once)",
+                {"value": held},
+                unit="count",
+                goal={"kind": "min_value", "value": n_conn, "text": f"{n_conn} held"},
+                note="each sent a Metadata request and got its answer while all were open",
+            )
         finally:
             proxy.close()
 
@@ -309,23 +379,30 @@ def _loop_rows(bench: Bench, mc: Any, proxy: ProxyProcess, rounds: int, total: i
         return
     plain = ProxyProcess(mc.bootstraps, "asyncio")
     try:
-        produce_run(plain.bootstrap, "bench", 100, 100_000, 1)   # warm up
+        produce_run(plain.bootstrap, "bench", 100, 100_000, 1)  # warm up
         mb = total / 1e6
         for producers in (1, 4):
             times: dict[str, list[float]] = {"uvloop": [], "asyncio": []}
             cpu = {"uvloop": 0.0, "asyncio": 0.0}
             for r in range(rounds):
-                for name, px in ((("uvloop", proxy), ("asyncio", plain)) if r % 2 == 0 else
-                                 (("asyncio", plain), ("uvloop", proxy))):
+                for name, px in (
+                    (("uvloop", proxy), ("asyncio", plain)) if r % 2 == 0 else (("asyncio", plain), ("uvloop", proxy))
+                ):
                     c0 = px.cpu()
                     times[name].append(produce_run(px.bootstrap, "bench", 10240, total, producers))
                     cpu[name] += px.cpu() - c0
-            _throughput_row(bench, f"proxy.loop.10240.{producers}",
-                            f"produce 10 KB records through the proxy, {producers} producer{'s' * (producers > 1)}: "
-                            "uvloop vs asyncio's loop (MB/s)", times["uvloop"], times["asyncio"],
-                            "kip714 proxy --loop asyncio", mb,
-                            f"CPU per MB {cpu['uvloop'] * 1000 / (mb * rounds):.2f} ms (uvloop) vs "
-                            f"{cpu['asyncio'] * 1000 / (mb * rounds):.2f} ms (asyncio)")
+            _throughput_row(
+                bench,
+                f"proxy.loop.10240.{producers}",
+                f"produce 10 KB records through the proxy, {producers} producer{'s' * (producers > 1)}: "
+                "uvloop vs asyncio's loop (MB/s)",
+                times["uvloop"],
+                times["asyncio"],
+                "kip714 proxy --loop asyncio",
+                mb,
+                f"CPU per MB {cpu['uvloop'] * 1000 / (mb * rounds):.2f} ms (uvloop) vs "
+                f"{cpu['asyncio'] * 1000 / (mb * rounds):.2f} ms (asyncio)",
+            )
     finally:
         plain.close()
 
@@ -358,15 +435,23 @@ def _pinned_rows(bench: Bench, mc: Any, proxy: ProxyProcess, rounds: int, total:
         for producers in (1, many):
             direct_s, proxy_s = [], []
             for r in range(rounds):
-                for which in (("direct", "proxy") if r % 2 == 0 else ("proxy", "direct")):
+                for which in ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct"):
                     boot = mc.bootstraps if which == "direct" else proxy.bootstrap
                     (direct_s if which == "direct" else proxy_s).append(
-                        produce_run(boot, "bench", 10240, total, producers))
+                        produce_run(boot, "bench", 10240, total, producers)
+                    )
             d, p = statistics.median(direct_s), statistics.median(proxy_s)
-            _throughput_row(bench, f"proxy.pinned.10240.{producers}",
-                            f"produce 10 KB records, {producers} producer{'s' * (producers > 1)}, proxy on a core of "
-                            "its own, producers and cluster on the other (MB/s)", proxy_s, direct_s, "direct", mb,
-                            f"proxy {mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s")
+            _throughput_row(
+                bench,
+                f"proxy.pinned.10240.{producers}",
+                f"produce 10 KB records, {producers} producer{'s' * (producers > 1)}, proxy on a core of "
+                "its own, producers and cluster on the other (MB/s)",
+                proxy_s,
+                direct_s,
+                "direct",
+                mb,
+                f"proxy {mb / p:.1f} MB/s, direct {mb / d:.1f} MB/s",
+            )
     finally:
         for pid in (me, mc.proc.pid, proxy.proc.pid):
             _pin(pid, set(allowed))
@@ -379,14 +464,15 @@ def _splice_forwarder(conn: Any) -> None:
     """Child process: accept one connection and move its bytes to the address it is sent, with splice(2)
     through a pipe (the kernel moves pages; nothing is copied to or parsed in userspace)."""
     import fcntl
+
     ls = socket.create_server(("127.0.0.1", 0))
     conn.send(ls.getsockname()[1])
     target = conn.recv()
     a, _ = ls.accept()
     b = socket.create_connection(("127.0.0.1", target))
-    cpu0 = time.process_time()      # the forwarding only, not the interpreter's start
+    cpu0 = time.process_time()  # the forwarding only, not the interpreter's start
     r, w = os.pipe()
-    fcntl.fcntl(w, 1031, _CHUNK)    # F_SETPIPE_SZ
+    fcntl.fcntl(w, 1031, _CHUNK)  # F_SETPIPE_SZ
     while True:
         n = os.splice(a.fileno(), w, _CHUNK)
         if not n:
@@ -411,11 +497,12 @@ def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
         with c:
             while n := c.recv_into(buf):
                 got[0] += n
+
     t = threading.Thread(target=receive, daemon=True)
     t.start()
     port = ls.getsockname()[1]
     if via is not None:
-        proc, conn = via
+        _proc, conn = via
         conn.send(port)
         port = conn.recv()
     data = b"x" * _CHUNK
@@ -440,15 +527,16 @@ def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
 def _floor_row(bench: Bench, rounds: int, mb: int) -> None:
     """The machine's floor for any userspace forwarder: raw bytes through a splice(2) process vs direct."""
     import multiprocessing
+
     if not hasattr(os, "splice"):
         bench.skip("proxy", "floor", "os.splice needs Linux and Python 3.10+")
         return
-    ctx = multiprocessing.get_context("spawn")   # this process has librdkafka's threads: no fork
+    ctx = multiprocessing.get_context("spawn")  # this process has librdkafka's threads: no fork
     times: dict[str, list[float]] = {"direct": [], "forwarder": []}
     fwd_cpu = 0.0
     machine = {"direct": 0.0, "forwarder": 0.0}
     for r in range(rounds):
-        for which in (("direct", "forwarder") if r % 2 == 0 else ("forwarder", "direct")):
+        for which in ("direct", "forwarder") if r % 2 == 0 else ("forwarder", "direct"):
             via = None
             if which == "forwarder":
                 parent, child = ctx.Pipe()
@@ -463,15 +551,25 @@ def _floor_row(bench: Bench, rounds: int, mb: int) -> None:
     size = mb * _CHUNK / 1e6
     own = fwd_cpu * 1e3 / (size * rounds)
     whole = {k: v * 1e3 / (size * rounds) for k, v in machine.items()}
-    _throughput_row(bench, "proxy.floor", "the machine's floor, no Kafka and no kip714: raw bytes through a splice(2) "
-                    "forwarder process vs sent directly, one connection (MB/s)", times["forwarder"], times["direct"],
-                    "direct", size,
-                    f"1 MiB writes; whole-machine CPU per MB {whole['direct']:.3f} ms direct, "
-                    f"{whole['forwarder']:.3f} ms forwarded (the forwarder's own {own:.3f} ms): the extra hop costs "
-                    f"{whole['forwarder'] - whole['direct']:.3f} ms per MB with nothing parsed or copied in "
-                    "userspace, a cost every forwarder adds to the 10 KB produce rows above when the cores are shared",
-                    extra={"forwarder_cpu_ms_per_mb": own, "cpu_ms_per_mb_direct": whole["direct"],
-                           "cpu_ms_per_mb_forwarded": whole["forwarder"]})
+    _throughput_row(
+        bench,
+        "proxy.floor",
+        "the machine's floor, no Kafka and no kip714: raw bytes through a splice(2) "
+        "forwarder process vs sent directly, one connection (MB/s)",
+        times["forwarder"],
+        times["direct"],
+        "direct",
+        size,
+        f"1 MiB writes; whole-machine CPU per MB {whole['direct']:.3f} ms direct, "
+        f"{whole['forwarder']:.3f} ms forwarded (the forwarder's own {own:.3f} ms): the extra hop costs "
+        f"{whole['forwarder'] - whole['direct']:.3f} ms per MB with nothing parsed or copied in "
+        "userspace, a cost every forwarder adds to the 10 KB produce rows above when the cores are shared",
+        extra={
+            "forwarder_cpu_ms_per_mb": own,
+            "cpu_ms_per_mb_direct": whole["direct"],
+            "cpu_ms_per_mb_forwarded": whole["forwarder"],
+        },
+    )
 
 
 def _per_mb(seconds: list[float], mb: float) -> dict:
@@ -479,12 +577,29 @@ def _per_mb(seconds: list[float], mb: float) -> dict:
     return {"median": statistics.median(seconds) / mb * 1e9, "samples": [x / mb * 1e9 for x in seconds]}
 
 
-def _throughput_row(bench: Bench, key: str, operation: str, kip_s: list[float], peer_s: list[float],
-                    peer_name: str, mb: float, note: str, **kw: Any) -> dict:
+def _throughput_row(
+    bench: Bench,
+    key: str,
+    operation: str,
+    kip_s: list[float],
+    peer_s: list[float],
+    peer_name: str,
+    mb: float,
+    note: str,
+    **kw: Any,
+) -> dict:
     """A row of MB/s from alternating runs of ``mb`` MB each (seconds per run on each side)."""
-    return bench.add_row("proxy", key, operation, _per_mb(kip_s, mb), _per_mb(peer_s, mb), peer_name,
-                         unit="throughput", note=f"{mb:.0f} MB per run, median of {len(kip_s)} alternating runs; "
-                                                 + note, **kw)
+    return bench.add_row(
+        "proxy",
+        key,
+        operation,
+        _per_mb(kip_s, mb),
+        _per_mb(peer_s, mb),
+        peer_name,
+        unit="throughput",
+        note=f"{mb:.0f} MB per run, median of {len(kip_s)} alternating runs; " + note,
+        **kw,
+    )
 
 
 def _quantile(xs: list[float], q: float) -> float:

@@ -62,8 +62,9 @@ async def _read(reader: asyncio.StreamReader, api_key: int, corr: int):
     return resp.body
 
 
-async def _client(n: int, host: str, port: int, deadline: float, depth: int, payload_bytes: int,
-                  out: PushLoad, stop: asyncio.Event) -> None:
+async def _client(
+    n: int, host: str, port: int, deadline: float, depth: int, payload_bytes: int, out: PushLoad, stop: asyncio.Event
+) -> None:
     try:
         reader, writer = await asyncio.open_connection(host, port)
     except OSError:
@@ -75,8 +76,11 @@ async def _client(n: int, host: str, port: int, deadline: float, depth: int, pay
     try:
         while time.monotonic() < deadline and not stop.is_set():
             first = corr
-            writer.write(b"".join(encode_request(GetTelemetrySubscriptionsRequest(), corr + i, f"load-{n}", 0)
-                                  for i in range(depth)))
+            writer.write(
+                b"".join(
+                    encode_request(GetTelemetrySubscriptionsRequest(), corr + i, f"load-{n}", 0) for i in range(depth)
+                )
+            )
             corr += depth
             subs = [await _read(reader, _GET, first + i) for i in range(depth)]
             pushes = []
@@ -87,8 +91,14 @@ async def _client(n: int, host: str, port: int, deadline: float, depth: int, pay
                 payload = b"%d-%d|" % (n, seq) + pad
                 seq += 1
                 pushes.append((corr, payload, sub.client_instance_id))
-                writer.write(encode_request(PushTelemetryRequest(sub.client_instance_id, sub.subscription_id,
-                                                                 metrics=payload), corr, f"load-{n}", 0))
+                writer.write(
+                    encode_request(
+                        PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, metrics=payload),
+                        corr,
+                        f"load-{n}",
+                        0,
+                    )
+                )
                 corr += 1
             for c, payload, instance in pushes:
                 code = (await _read(reader, _PUSH, c)).error_code
@@ -102,22 +112,31 @@ async def _client(n: int, host: str, port: int, deadline: float, depth: int, pay
         writer.close()
 
 
-async def push_load_async(host: str, port: int, seconds: float, clients: int = 8, depth: int = 4,
-                          payload_bytes: int = 1024, stop: asyncio.Event | None = None,
-                          out: PushLoad | None = None) -> PushLoad:
+async def push_load_async(
+    host: str,
+    port: int,
+    seconds: float,
+    clients: int = 8,
+    depth: int = 4,
+    payload_bytes: int = 1024,
+    stop: asyncio.Event | None = None,
+    out: PushLoad | None = None,
+) -> PushLoad:
     """Push to ``host:port`` from ``clients`` connections for ``seconds`` (or until ``stop`` is set, or the
     server goes away); ``out`` (filled as answers are read) lets the caller watch the load."""
     out = out if out is not None else PushLoad()
     stop = stop or asyncio.Event()
     started = time.monotonic()
-    await asyncio.gather(*(_client(n, host, port, started + seconds, depth, payload_bytes, out, stop)
-                           for n in range(clients)))
+    await asyncio.gather(
+        *(_client(n, host, port, started + seconds, depth, payload_bytes, out, stop) for n in range(clients))
+    )
     out.seconds = time.monotonic() - started
     return out
 
 
-def push_load(host: str, port: int, seconds: float, clients: int = 8, depth: int = 4,
-              payload_bytes: int = 1024) -> PushLoad:
+def push_load(
+    host: str, port: int, seconds: float, clients: int = 8, depth: int = 4, payload_bytes: int = 1024
+) -> PushLoad:
     """:func:`push_load_async` in a new event loop."""
     return asyncio.run(push_load_async(host, port, seconds, clients, depth, payload_bytes))
 
@@ -126,8 +145,23 @@ class ServeProcess:
     """``kip714 serve --metrics '*' --record DIR [--record-sync]`` in a child process on a free loopback port."""
 
     def __init__(self, record_dir: str, sync: bool, extra: tuple[str, ...] = (), timeout_s: float = 60.0) -> None:
-        cmd = [sys.executable, "-m", "kip714", "serve", "--port", "0", "--metrics", "*", "--record", record_dir,
-               "--summary-interval", "0", "--log-level", "info", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kip714",
+            "serve",
+            "--port",
+            "0",
+            "--metrics",
+            "*",
+            "--record",
+            record_dir,
+            "--summary-interval",
+            "0",
+            "--log-level",
+            "info",
+            *extra,
+        ]
         if sync:
             cmd.append("--record-sync")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
@@ -212,17 +246,29 @@ def run(bench: Bench) -> None:
                         per_commit.append(len(load.accepted) / max(1, int(m[-1])))
         plain = statistics.median(rates[False])
         synced = statistics.median(rates[True])
-        bench.log(f"[{G}] {clients}x{depth}: rounds without sync {', '.join(f'{r:,.0f}' for r in rates[False])} "
-                  f"pushes/s; with {', '.join(f'{r:,.0f}' for r in rates[True])} pushes/s")
-        note = (f"{clients} raw clients, each pipelining {depth} Gets then {depth} pushes of ~1 KB; serve in a child "
-                f"process; {rounds} alternating rounds of {seconds:g} s, medians")
+        bench.log(
+            f"[{G}] {clients}x{depth}: rounds without sync {', '.join(f'{r:,.0f}' for r in rates[False])} "
+            f"pushes/s; with {', '.join(f'{r:,.0f}' for r in rates[True])} pushes/s"
+        )
+        note = (
+            f"{clients} raw clients, each pipelining {depth} Gets then {depth} pushes of ~1 KB; serve in a child "
+            f"process; {rounds} alternating rounds of {seconds:g} s, medians"
+        )
         if per_commit:
             note += f"; ~{statistics.median(per_commit):.0f} pushes per group commit"
         lat = {k: statistics.median(v) * 1000 if v else float("nan") for k, v in latency.items()}
         note += f"; median push answer latency {lat[True]:.1f} ms with, {lat[False]:.1f} ms without"
-        bench.log(f"[{G}] {clients}x{depth}: median push answer latency {lat[True]:.1f} ms with --record-sync, "
-                  f"{lat[False]:.1f} ms without")
-        bench.add_row(G, f"record.sync.{clients}x{depth}",
-                      f"accepted pushes/s with --record-sync vs without, {clients} clients x {depth} in flight",
-                      {"median": 1e9 / synced}, {"median": 1e9 / plain}, peer_name="without --record-sync",
-                      unit="rate", note=note)
+        bench.log(
+            f"[{G}] {clients}x{depth}: median push answer latency {lat[True]:.1f} ms with --record-sync, "
+            f"{lat[False]:.1f} ms without"
+        )
+        bench.add_row(
+            G,
+            f"record.sync.{clients}x{depth}",
+            f"accepted pushes/s with --record-sync vs without, {clients} clients x {depth} in flight",
+            {"median": 1e9 / synced},
+            {"median": 1e9 / plain},
+            peer_name="without --record-sync",
+            unit="rate",
+            note=note,
+        )

@@ -35,11 +35,14 @@ def report_recording(directory: pathlib.Path, min_points: int, seed: int = 714) 
     staged = directory.parent / (directory.name + "-staged")
     registry = kip714.SubscriptionRegistry()
     registry.set("all", {"metrics": "*", "interval.ms": "10000"})
-    Fleet(30, 20, seed=seed, software="mix").run_in_process(kip714.TelemetryBroker(registry, node_id=1), "20m",
-                                                              recorder=staged)
+    Fleet(30, 20, seed=seed, software="mix").run_in_process(
+        kip714.TelemetryBroker(registry, node_id=1), "20m", recorder=staged
+    )
     base = read_recording(staged)
-    per_copy = sum(_count_points(p, c) for p, c in zip(base.column("payload").to_pylist(),
-                                                        base.column("compression_type").to_pylist()))
+    per_copy = sum(
+        _count_points(p, c)
+        for p, c in zip(base.column("payload").to_pylist(), base.column("compression_type").to_pylist())
+    )
     copies = max(1, -(-min_points // max(1, per_copy)))
     directory.mkdir(parents=True, exist_ok=True)
     for j in range(copies):
@@ -80,8 +83,9 @@ def run(bench: Bench) -> None:
     try:
         started = time.perf_counter()
         pushes, points = report_recording(tmp / "rec", min_points)
-        bench.log(f"[{G}] recording: {pushes:,} pushes, {points:,} points ({time.perf_counter() - started:.0f} s "
-                  "to simulate)")
+        bench.log(
+            f"[{G}] recording: {pushes:,} pushes, {points:,} points ({time.perf_counter() - started:.0f} s to simulate)"
+        )
         session = local_session("local[2]", app_name="kip714-bench-report", partitions=4)
         results: dict[str, Any] = {}
 
@@ -107,29 +111,44 @@ def run(bench: Bench) -> None:
             session.stop()
         conf, ins = results["spark"]
         pconf, pins = results["peer"]
-        spark_counts = {(c["client_software_name"], c["client_software_version"], c["check"]):
-                        (c["failures"], c["checked"]) for c in conf}
-        peer_counts = {(c["client_software_name"], c["client_software_version"], c["check"]):
-                       (c["failures"], c["checked"]) for c in pconf}
+        spark_counts = {
+            (c["client_software_name"], c["client_software_version"], c["check"]): (c["failures"], c["checked"])
+            for c in conf
+        }
+        peer_counts = {
+            (c["client_software_name"], c["client_software_version"], c["check"]): (c["failures"], c["checked"])
+            for c in pconf
+        }
         agree_conf = spark_counts == peer_counts
         agree_ins = {(i["client_instance_id"], i["insight"]) for i in ins} == set(pins)
-        note = (f"{points:,} points from {pushes:,} pushes; conformance counts "
-                f"{'agree' if agree_conf else 'DIFFER'}, insights {'agree' if agree_ins else 'DIFFER'} "
-                f"({len(ins)} findings); best run after the first (Spark warm-up)")
+        note = (
+            f"{points:,} points from {pushes:,} pushes; conformance counts "
+            f"{'agree' if agree_conf else 'DIFFER'}, insights {'agree' if agree_ins else 'DIFFER'} "
+            f"({len(ins)} findings); best run after the first (Spark warm-up)"
+        )
         summ = {}
         for name, ts in times.items():
             s = summarise([t * 1e9 for t in (ts[1:] if len(ts) > 1 else ts)])
             s["median"] = s["min"]
             s["all_runs_s"] = ts
             summ[name] = s
-        bench.add_row(G, f"report-{points}", f"kip714 report (conformance + insights) over {points:,} points, "
-                      "Spark local[2]", summ["spark"], summ["peer"], "pandas over the decoded points (one process)",
-                      goal={"kind": "ratio", "value": 3, "text": "≥ 3×"}, note=note,
-                      extra={"points": points, "pushes": pushes, "agree_conformance": agree_conf,
-                             "agree_insights": agree_ins})
+        bench.add_row(
+            G,
+            f"report-{points}",
+            f"kip714 report (conformance + insights) over {points:,} points, Spark local[2]",
+            summ["spark"],
+            summ["peer"],
+            "pandas over the decoded points (one process)",
+            goal={"kind": "ratio", "value": 3, "text": "≥ 3×"},
+            note=note,
+            extra={"points": points, "pushes": pushes, "agree_conformance": agree_conf, "agree_insights": agree_ins},
+        )
         if not (agree_conf and agree_ins):
-            diff = {k: (spark_counts.get(k), peer_counts.get(k)) for k in set(spark_counts) | set(peer_counts)
-                    if spark_counts.get(k) != peer_counts.get(k)}
+            diff = {
+                k: (spark_counts.get(k), peer_counts.get(k))
+                for k in set(spark_counts) | set(peer_counts)
+                if spark_counts.get(k) != peer_counts.get(k)
+            }
             bench.notes.append(f"report: Spark and pandas disagree: {sorted(diff.items())[:6]}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

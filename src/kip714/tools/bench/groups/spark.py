@@ -33,17 +33,23 @@ def run(bench: Bench) -> None:
     bench.extra_machine["java"] = java_version()
     started = time.perf_counter()
     session = kspark.local_session("local[2]", app_name="kip714-bench", partitions=2)
-    bench.log(f"[{G}] local[2] session up in {time.perf_counter() - started:.1f} s; building {k} rows of "
-              "~100 KB OTLP (zstd)")
+    bench.log(
+        f"[{G}] local[2] session up in {time.perf_counter() - started:.1f} s; building {k} rows of ~100 KB OTLP (zstd)"
+    )
     try:
         df, n_points, raw_bytes, packed_bytes = spark_input(session, k)
-        bench.log(f"[{G}] input: {k} rows, {packed_bytes / 1e6:.1f} MB compressed, {raw_bytes / 1e6:.1f} MB "
-                  f"OTLP, {n_points:,} points; runs: {runs} each, interleaved, first discarded")
-        plans = {"kip714": lambda: spark_kip714(df), "peer": lambda: spark_peer(df),
-                 "kip714-combined": lambda: spark_kip714(df, combined=True)}
+        bench.log(
+            f"[{G}] input: {k} rows, {packed_bytes / 1e6:.1f} MB compressed, {raw_bytes / 1e6:.1f} MB "
+            f"OTLP, {n_points:,} points; runs: {runs} each, interleaved, first discarded"
+        )
+        plans = {
+            "kip714": lambda: spark_kip714(df),
+            "peer": lambda: spark_peer(df),
+            "kip714-combined": lambda: spark_kip714(df, combined=True),
+        }
         times: dict[str, list[float]] = {name: [] for name in plans}
         for r in range(runs):
-            for name in (list(plans) if r % 2 == 0 else list(plans)[::-1]):
+            for name in list(plans) if r % 2 == 0 else list(plans)[::-1]:
                 t = run_noop(plans[name]())
                 times[name].append(t)
                 bench.log(f"[{G}] run {r + 1} {name}: {t:.2f} s ({n_points / t / 1e3:,.0f} krows/s)")
@@ -61,16 +67,31 @@ def run(bench: Bench) -> None:
         summ[name] = s
     peer_label_ = "mapInArrow + zstandard + protobuf/otlp_pb.flatten"
     extra = {"input_rows": k, "points": n_points, "compressed_bytes": packed_bytes, "otlp_bytes": raw_bytes}
-    bench.add_row(G, f"spark-decode-{k}",
-                  f"Spark local[2] bulk decode, {k} rows × ~100 KB zstd OTLP → {n_points:,} points "
-                  "(decode_payloads(df).points)", summ["kip714"], summ["peer"], peer_label_,
-                  goal={"kind": "ratio", "value": 3, "text": "≥ 3×"},
-                  note="kip714.spark.decode_payloads vs the best protobuf-based approach, same cached input, "
-                      "noop sink; best run after the first of each", extra=extra)
-    bench.add_row(G, f"spark-decode-combined-{k}",
-                  "same, the single decoding pass without the points/errors split (decode_payloads(df).combined)",
-                  summ["kip714-combined"], summ["peer"], peer_label_, extra=extra,
-                  note="points: a pass of its own whose workers emit point rows and columns only; "
-                      "combined also carries the error columns")
-    bench.curves["spark"] = {"title": f"Spark local[2]: {k} rows → {n_points:,} points", "points": n_points,
-                             "runs_s": times}
+    bench.add_row(
+        G,
+        f"spark-decode-{k}",
+        f"Spark local[2] bulk decode, {k} rows × ~100 KB zstd OTLP → {n_points:,} points (decode_payloads(df).points)",
+        summ["kip714"],
+        summ["peer"],
+        peer_label_,
+        goal={"kind": "ratio", "value": 3, "text": "≥ 3×"},
+        note="kip714.spark.decode_payloads vs the best protobuf-based approach, same cached input, "
+        "noop sink; best run after the first of each",
+        extra=extra,
+    )
+    bench.add_row(
+        G,
+        f"spark-decode-combined-{k}",
+        "same, the single decoding pass without the points/errors split (decode_payloads(df).combined)",
+        summ["kip714-combined"],
+        summ["peer"],
+        peer_label_,
+        extra=extra,
+        note="points: a pass of its own whose workers emit point rows and columns only; "
+        "combined also carries the error columns",
+    )
+    bench.curves["spark"] = {
+        "title": f"Spark local[2]: {k} rows → {n_points:,} points",
+        "points": n_points,
+        "runs_s": times,
+    }
