@@ -8,18 +8,18 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = [
+    "ApiKey",
+    "ErrorCode",
+    "CompressionType",
     "COMPRESSION_NAMES",
     "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
-    "DEFAULT_MAX_BUFFERED_BYTES",
     "DEFAULT_TELEMETRY_MAX_BYTES",
-    "INSTANCE_CACHE_EXPIRY_MS",
-    "INSTANCE_CACHE_MAX_SIZE",
     "SERVE_FRAME_HEADROOM",
-    "ApiKey",
-    "CompressionType",
-    "ErrorCode",
-    "compression_type_from_name",
+    "DEFAULT_MAX_BUFFERED_BYTES",
+    "INSTANCE_CACHE_MAX_SIZE",
+    "INSTANCE_CACHE_EXPIRY_MS",
     "serve_max_frame_bytes",
+    "compression_type_from_name",
 ]
 
 

@@ -17,12 +17,12 @@ import re
 __all__ = [
     "DURATION_HELP",
     "SIZE_HELP",
-    "duration",
-    "format_duration",
-    "format_size",
     "parse_duration",
     "parse_size",
+    "duration",
     "size",
+    "format_duration",
+    "format_size",
 ]
 
 _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -12,21 +12,21 @@ from __future__ import annotations
 from ._enums import ErrorCode
 
 __all__ = [
-    "CorruptPayloadError",
-    "FrameTooLargeError",
-    "InvalidConfigError",
-    "InvalidRequestError",
     "Kip714Error",
-    "ListenerError",
     "MalformedFrameError",
-    "MissingExtraError",
-    "RewriteError",
-    "SparkJobError",
-    "TelemetryTooLargeError",
-    "UnsafePatternError",
+    "FrameTooLargeError",
     "UnsupportedApiKeyError",
-    "UnsupportedCompressionTypeError",
     "UnsupportedVersionError",
+    "InvalidRequestError",
+    "InvalidConfigError",
+    "UnsupportedCompressionTypeError",
+    "CorruptPayloadError",
+    "TelemetryTooLargeError",
+    "MissingExtraError",
+    "SparkJobError",
+    "UnsafePatternError",
+    "RewriteError",
+    "ListenerError",
 ]
 
 

@@ -22,7 +22,10 @@ import time
 from collections import deque
 from typing import Any
 
-__all__ = ["QUEUE_FULL", "BoundedQueueReceiver"]
+__all__ = [
+    "BoundedQueueReceiver",
+    "QUEUE_FULL",
+]
 
 #: The reason a payload dropped for a full queue is counted under.
 QUEUE_FULL = "queue-full"

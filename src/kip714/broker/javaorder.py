@@ -50,7 +50,13 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
-__all__ = ["JavaConcurrentHashMap", "JavaHashSet", "java_string_hash", "resolve_order", "to_i32"]
+__all__ = [
+    "java_string_hash",
+    "JavaHashSet",
+    "JavaConcurrentHashMap",
+    "resolve_order",
+    "to_i32",
+]
 
 V = TypeVar("V")
 

@@ -50,7 +50,10 @@ from ..errors import Kip714Error, TelemetryTooLargeError
 from .receivers import ClientSubscription, ReceiverContext, TelemetryPayload, TelemetryReceiver
 from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
 
-__all__ = ["DEFAULT_ACCEPTED_COMPRESSION_TYPES", "TelemetryBroker"]
+__all__ = [
+    "TelemetryBroker",
+    "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
+]
 
 log = logging.getLogger("kip714.broker")
 

@@ -45,17 +45,17 @@ ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 __all__ = [
     "ANONYMOUS_PRINCIPAL",
-    "DEFAULT_INTERVAL_MS",
-    "MATCH_SELECTORS",
-    "MAX_INTERVAL_MS",
-    "MIN_INTERVAL_MS",
     "ClientInfo",
     "Resolution",
-    "Subscription",
     "SubscriptionRegistry",
+    "Subscription",
+    "DEFAULT_INTERVAL_MS",
+    "MIN_INTERVAL_MS",
+    "MAX_INTERVAL_MS",
+    "MATCH_SELECTORS",
     "kafka_uuid_string",
-    "parse_config_string",
     "parse_kafka_list",
+    "parse_config_string",
 ]
 
 DEFAULT_INTERVAL_MS = 300_000

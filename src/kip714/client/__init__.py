@@ -17,15 +17,15 @@ from .telemetry import (
 )
 
 __all__ = [
+    "telemetry_metric_name",
+    "telemetry_metric_key",
+    "telemetry_attribute_key",
+    "telemetry_attributes",
+    "MetricsCollector",
+    "MetricSelector",
     "ClientTelemetry",
     "ClientTelemetryState",
     "ClientTelemetrySubscription",
-    "MetricSelector",
-    "MetricsCollector",
     "choose_compression",
     "compress_payload",
-    "telemetry_attribute_key",
-    "telemetry_attributes",
-    "telemetry_metric_key",
-    "telemetry_metric_name",
 ]

@@ -36,13 +36,13 @@ from typing import Any
 __all__ = [
     "DEFAULT_PREFIX",
     "EXCLUDE_LABELS",
-    "clean_group",
     "clean_name",
+    "clean_group",
     "java_ascii_lower",
+    "telemetry_metric_name",
     "telemetry_attribute_key",
     "telemetry_attributes",
     "telemetry_metric_key",
-    "telemetry_metric_name",
 ]
 
 #: The prefix of every Kafka client telemetry metric name (``TelemetryMetricNamingConvention``).

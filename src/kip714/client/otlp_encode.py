@@ -61,11 +61,11 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 __all__ = [
     "LAYOUTS",
     "RESOURCE_ATTRIBUTE_KEYS",
-    "Gauge",
-    "Histogram",
     "MetricSelector",
     "MetricsCollector",
+    "Gauge",
     "Sum",
+    "Histogram",
 ]
 
 log = logging.getLogger(__name__)

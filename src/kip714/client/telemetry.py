@@ -48,21 +48,21 @@ from ..errors import InvalidConfigError
 from .otlp_encode import MetricSelector
 
 __all__ = [
-    "ALL_COMPRESSION_TYPES",
     "DEFAULT_PUSH_INTERVAL_MS",
     "INT_MAX",
     "LONG_MAX",
-    "ClientTelemetry",
+    "ALL_COMPRESSION_TYPES",
     "ClientTelemetryState",
-    "ClientTelemetryStats",
     "ClientTelemetrySubscription",
+    "ClientTelemetryStats",
+    "ClientTelemetry",
     "TelemetryCollector",
     "accepted_compression_types",
     "choose_compression",
     "compress_payload",
     "error_interval_ms",
-    "push_jitter_ms",
     "validate_interval_ms",
+    "push_jitter_ms",
 ]
 
 log = logging.getLogger(__name__)

@@ -9,4 +9,10 @@ from __future__ import annotations
 from .._codec import compress, decompress
 from .._crc import compute_subscription_id, crc32c, uuid_hash
 
-__all__ = ["compress", "compute_subscription_id", "crc32c", "decompress", "uuid_hash"]
+__all__ = [
+    "compress",
+    "decompress",
+    "crc32c",
+    "compute_subscription_id",
+    "uuid_hash",
+]

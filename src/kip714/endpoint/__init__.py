@@ -9,4 +9,7 @@ from __future__ import annotations
 from .proxy import TelemetryProxy
 from .server import TelemetryServer
 
-__all__ = ["TelemetryProxy", "TelemetryServer"]
+__all__ = [
+    "TelemetryServer",
+    "TelemetryProxy",
+]

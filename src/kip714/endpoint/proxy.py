@@ -56,7 +56,12 @@ from .connection import (
 from .proxy_connection import ProxyConnection, upstream_error_words
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 
-__all__ = ["TELEMETRY_MODES", "TelemetryProxy", "parse_broker_ports", "parse_upstream"]
+__all__ = [
+    "TelemetryProxy",
+    "TELEMETRY_MODES",
+    "parse_upstream",
+    "parse_broker_ports",
+]
 
 log = logging.getLogger("kip714.proxy")
 

@@ -27,18 +27,18 @@ from .._protocol import ApiVersion, decode_response, encode_response
 from ..errors import MalformedFrameError, RewriteError
 
 __all__ = [
+    "RewriteError",
     "MAX_VERSIONS",
     "REMOVED_APIS",
-    "Advertise",
-    "RewriteError",
-    "produce_acks",
-    "rewrite_api_versions",
-    "rewrite_describe_cluster",
-    "rewrite_find_coordinator",
     "rewrite_metadata",
-    "sasl_authenticate_error",
+    "rewrite_find_coordinator",
+    "rewrite_describe_cluster",
+    "rewrite_api_versions",
+    "produce_acks",
     "sasl_mechanism",
     "sasl_user",
+    "sasl_authenticate_error",
+    "Advertise",
 ]
 
 #: ``advertise(node_id, upstream_host, upstream_port) -> (host, port)``: the proxy listener of a node.

@@ -43,7 +43,10 @@ from .connection import (
     serve_until,
 )
 
-__all__ = ["ADVERTISED_APIS", "TelemetryServer"]
+__all__ = [
+    "TelemetryServer",
+    "ADVERTISED_APIS",
+]
 
 log = logging.getLogger("kip714.server")
 

@@ -17,7 +17,11 @@ from typing import Any
 
 from ..errors import FrameTooLargeError, MalformedFrameError
 
-__all__ = ["CAPTURE", "STREAM", "FrameStream"]
+__all__ = [
+    "FrameStream",
+    "STREAM",
+    "CAPTURE",
+]
 
 STREAM = 1
 CAPTURE = 2

@@ -11,4 +11,9 @@ from .otlp_forward import OtlpForwarder
 from .prometheus import PrometheusExporter
 from .recorder import ParquetRecorder, read_recording
 
-__all__ = ["OtlpForwarder", "ParquetRecorder", "PrometheusExporter", "read_recording"]
+__all__ = [
+    "ParquetRecorder",
+    "read_recording",
+    "PrometheusExporter",
+    "OtlpForwarder",
+]

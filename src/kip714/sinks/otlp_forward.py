@@ -35,7 +35,10 @@ from .._extras import require
 from ..broker.bounded_queue import BoundedQueueReceiver
 from .labels import DEFAULT_LABELS, parse_labels
 
-__all__ = ["RETRYABLE_STATUSES", "OtlpForwarder"]
+__all__ = [
+    "OtlpForwarder",
+    "RETRYABLE_STATUSES",
+]
 
 log = logging.getLogger("kip714.otlp")
 

@@ -41,17 +41,17 @@ from ..errors import Kip714Error, MalformedFrameError
 from ..sinks.recorder import LABEL_COLUMNS, record_schema
 
 __all__ = [
-    "DEFAULT_MAX_OUTPUT",
-    "MAX_BATCH_BYTES",
-    "MAX_BATCH_ROWS",
     "DecodeResult",
-    "decode_frames",
     "decode_payloads",
-    "default_driver_memory",
+    "decode_frames",
+    "register",
     "local_session",
     "points_schema",
-    "register",
     "session_defaults",
+    "default_driver_memory",
+    "DEFAULT_MAX_OUTPUT",
+    "MAX_BATCH_ROWS",
+    "MAX_BATCH_BYTES",
 ]
 
 #: Largest decompressed payload accepted per row (Kafka's default telemetry.max.bytes).

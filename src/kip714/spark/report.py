@@ -58,11 +58,11 @@ __all__ = [
     "INSIGHTS",
     "REQUIRED_METRICS",
     "REQUIRED_METRICS_NOTE",
+    "Report",
+    "ReportOptions",
     "STANDARD_CONSUMER_METRICS",
     "STANDARD_PRODUCER_METRICS",
     "STANDARD_RESOURCE_LABELS",
-    "Report",
-    "ReportOptions",
     "report",
 ]
 

@@ -38,8 +38,8 @@ __all__ = [
     "INST_COLUMNS",
     "OUT_SCHEMA",
     "aggregate",
-    "points_worker",
     "recording_worker",
+    "points_worker",
 ]
 
 _STR_LIST = pa.list_(pa.string())

@@ -45,4 +45,9 @@ from __future__ import annotations
 from ..labels import BROKER_LABELS, DEFAULT_LABELS, parse_labels
 from .exporter import PrometheusExporter
 
-__all__ = ["BROKER_LABELS", "DEFAULT_LABELS", "PrometheusExporter", "parse_labels"]
+__all__ = [
+    "PrometheusExporter",
+    "BROKER_LABELS",
+    "DEFAULT_LABELS",
+    "parse_labels",
+]

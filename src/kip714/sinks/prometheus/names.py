@@ -31,7 +31,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["PER_UNIT_NAMES", "UNIT_NAMES", "label_name", "merge_labels", "metric_name", "prometheus_unit"]
+__all__ = [
+    "UNIT_NAMES",
+    "PER_UNIT_NAMES",
+    "label_name",
+    "merge_labels",
+    "metric_name",
+    "prometheus_unit",
+]
 
 #: UCUM unit → Prometheus unit word (the collector's table).
 UNIT_NAMES = {

@@ -27,7 +27,14 @@ from typing import Any
 
 import kip714
 
-__all__ = ["JobRun", "ProcessSampler", "fleet_recording", "recording_points", "replicate_recording", "run_job"]
+__all__ = [
+    "fleet_recording",
+    "replicate_recording",
+    "recording_points",
+    "ProcessSampler",
+    "JobRun",
+    "run_job",
+]
 
 
 def fleet_recording(

@@ -56,15 +56,15 @@ from .fleet import Fleet, parse_duration
 from .stats import PROTOCOL_ERROR_CODES, FleetStats
 
 __all__ = [
-    "CODECS",
-    "JAVA_CONSUMER_METRICS",
-    "JAVA_PRODUCER_METRICS",
-    "PROTOCOL_ERROR_CODES",
-    "RDK_CONSUMER_METRICS",
-    "RDK_PRODUCER_METRICS",
     "SOFTWARE_JAVA",
     "SOFTWARE_LIBRDKAFKA",
     "SOFTWARE_PRESETS",
+    "CODECS",
+    "PROTOCOL_ERROR_CODES",
+    "RDK_PRODUCER_METRICS",
+    "RDK_CONSUMER_METRICS",
+    "JAVA_PRODUCER_METRICS",
+    "JAVA_CONSUMER_METRICS",
     "Fleet",
     "FleetStats",
     "SimClient",
