@@ -15,18 +15,7 @@ import textwrap
 import kip714
 from kip714.cli import build_parser
 
-#: The public subpackages (and the errors module), in the order of the data flow.
-SUBPACKAGES = [
-    "kip714.wire",
-    "kip714.codec",
-    "kip714.errors",
-    "kip714.broker",
-    "kip714.client",
-    "kip714.endpoint",
-    "kip714.sinks",
-    "kip714.otlp",
-    "kip714.spark",
-]
+SUBPACKAGES = [f"kip714.{name}" for name in kip714._PUBLIC_SUBPACKAGES]
 
 
 def plain(text: str) -> str:

@@ -11,8 +11,7 @@ import kip714
 DOCS = pathlib.Path(__file__).parents[1] / "docs"
 
 #: The public subpackages (and the errors module); docs/api.md has a section for each.
-PUBLIC_SUBPACKAGES = ["kip714.wire", "kip714.codec", "kip714.errors", "kip714.broker", "kip714.client",
-                      "kip714.endpoint", "kip714.sinks", "kip714.otlp", "kip714.spark"]
+PUBLIC_SUBPACKAGES = [f"kip714.{name}" for name in kip714._PUBLIC_SUBPACKAGES]
 
 
 def _api_sections() -> dict[str, set[str]]:

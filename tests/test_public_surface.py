@@ -27,7 +27,7 @@ TOP_LEVEL = [
 ]
 
 #: The public subpackages (and the errors module), each documented and with an ``__all__``.
-SUBPACKAGES = ["wire", "codec", "errors", "broker", "client", "endpoint", "sinks", "otlp", "spark"]
+SUBPACKAGES = list(kip714._PUBLIC_SUBPACKAGES)
 
 #: kip714.__all__ of 0.1.0 beyond TOP_LEVEL, with the new home of each name.
 MOVED = {

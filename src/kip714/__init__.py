@@ -92,6 +92,21 @@ __all__ = [
     "decode_metrics_batch",
 ]
 
+#: The public subpackages (and the errors module), each documented with an ``__all__``, in the order of the data
+#: flow: docs/gen_api.py writes a section of docs/api.md for each, and the tests check them.
+_PUBLIC_SUBPACKAGES = (
+    "wire",
+    "codec",
+    "errors",
+    "broker",
+    "client",
+    "endpoint",
+    "sinks",
+    "otlp",
+    "conformance",
+    "spark",
+)
+
 # Names that were in ``kip714.__all__`` in 0.1.0 and moved to a subpackage, by new home. They resolve from
 # ``kip714`` until the next release, with a DeprecationWarning (``__getattr__``); docs/api.md lists them.
 _MOVED = {

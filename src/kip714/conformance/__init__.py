@@ -13,6 +13,8 @@ as the KIP says (docs/conformance.md).
 :func:`run` returns what the command line reports; :data:`SCENARIO_IDS` are the scenarios in the order they
 run. The lab's broker is :class:`~kip714.TelemetryBroker` (Apache Kafka 4.1+ decisions) behind
 :class:`~kip714.conformance.lab.LabCluster`.
+
+A public subpackage: the names in ``__all__`` are kip714's API (docs/api.md).
 """
 
 from __future__ import annotations
