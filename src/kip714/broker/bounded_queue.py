@@ -59,7 +59,8 @@ class BoundedQueueReceiver:
         self.batch = max(1, int(batch))
         #: Payloads not processed, by reason (read it with :meth:`dropped_counts` from another thread).
         self.payloads_dropped: dict[str, int] = {}
-        self._queue: deque = deque()
+        # items are what :meth:`_item` makes: each subclass chooses their type (``Any`` here)
+        self._queue: deque[Any] = deque()
         # one lock for the queue and the drop counters: the request path appends and counts from many
         # threads; the worker holds it only to take a batch (never while processing)
         self._queue_lock = threading.Lock()
@@ -67,7 +68,7 @@ class BoundedQueueReceiver:
         self._idle = threading.Event()  # set: nothing queued and nothing being processed
         self._idle.set()
         self._closed = False
-        self._full: list | None = None  # while dropping for a full queue: [payloads dropped, since]
+        self._full: list[float] | None = None  # while dropping for a full queue: [payloads dropped, since]
         self._thread: threading.Thread | None = None
         if background:
             self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
@@ -79,11 +80,11 @@ class BoundedQueueReceiver:
         """What to queue for an accepted push (runs on the request path)."""
         return (context, payload)
 
-    def _process(self, items: list) -> None:
+    def _process(self, items: list[Any]) -> None:
         """Process a batch of queued items (on the worker; an exception counts them as ``internal-error``)."""
         raise NotImplementedError
 
-    def _take(self) -> list:
+    def _take(self) -> list[Any]:
         """Take the next batch off the queue: at least one item (called with the queue lock held; the queue
         is not empty)."""
         q = self._queue
@@ -134,7 +135,7 @@ class BoundedQueueReceiver:
         self._wake.set()
         self._said_full_end(ended)
 
-    def _said_full_end(self, episode: list, how: str = "takes payloads again") -> None:
+    def _said_full_end(self, episode: list[float], how: str = "takes payloads again") -> None:
         self.log.warning(
             "%s queue %s: %d dropped while it was full for %.1f s",
             self.queue_name,

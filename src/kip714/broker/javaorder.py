@@ -48,7 +48,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 __all__ = [
     "java_string_hash",
@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 V = TypeVar("V")
+_D = TypeVar("_D")
+_T = TypeVar("_T")  # a node's value: V in a map, None in a set
 
 _TREEIFY_THRESHOLD = 8  # a bin that reaches 9 nodes is treeified (or the table grows)
 _UNTREEIFY_THRESHOLD = 6  # a split half of 6 nodes or fewer goes back to a plain list
@@ -106,7 +108,8 @@ def _table_size_for(c: int) -> int:
 
 
 def _f32(x: float) -> float:
-    return struct.unpack("f", struct.pack("f", x))[0]
+    rounded: float = struct.unpack("f", struct.pack("f", x))[0]
+    return rounded
 
 
 def _hashset_capacity(n: int, jdk: int) -> int:
@@ -121,24 +124,25 @@ def _hashset_capacity(n: int, jdk: int) -> int:
 # ----------------------------------------------------------------------- red-black trees (as in Java)
 
 
-class _Node:
-    """One map entry. ``hash`` is the spread hash as Java's signed int; ``ukey`` the UTF-16 key.
-    The tree links are used only while the node's bin is a tree."""
+class _Node(Generic[_T]):
+    """One map entry. ``hash`` is the spread hash as Java's signed int; ``ukey`` the UTF-16 key; ``value``
+    the map's value (None in a :class:`JavaHashSet`). The tree links are used only while the node's bin is
+    a tree."""
 
     __slots__ = ("hash", "key", "left", "parent", "red", "right", "ukey", "value")
 
-    def __init__(self, hash_: int, key: str, ukey: bytes, value: Any = None) -> None:
+    def __init__(self, hash_: int, key: str, ukey: bytes, value: _T) -> None:
         self.hash = hash_
         self.key = key
         self.ukey = ukey
         self.value = value
-        self.left: _Node | None = None
-        self.right: _Node | None = None
-        self.parent: _Node | None = None
+        self.left: _Node[_T] | None = None
+        self.right: _Node[_T] | None = None
+        self.parent: _Node[_T] | None = None
         self.red = False
 
 
-def _goes_left(x: _Node, p: _Node) -> bool:
+def _goes_left(x: _Node[_T], p: _Node[_T]) -> bool:
     """Java's tree walk for distinct String keys: hash (signed) first, then ``compareTo``.
     (``tieBreakOrder`` is never reached: distinct Strings never compare equal.)"""
     if p.hash != x.hash:
@@ -146,7 +150,7 @@ def _goes_left(x: _Node, p: _Node) -> bool:
     return x.ukey < p.ukey
 
 
-def _rotate_left(root: _Node | None, p: _Node | None) -> _Node | None:
+def _rotate_left(root: _Node[_T] | None, p: _Node[_T] | None) -> _Node[_T] | None:
     if p is not None and p.right is not None:
         r = p.right
         p.right = r.left
@@ -165,7 +169,7 @@ def _rotate_left(root: _Node | None, p: _Node | None) -> _Node | None:
     return root
 
 
-def _rotate_right(root: _Node | None, p: _Node | None) -> _Node | None:
+def _rotate_right(root: _Node[_T] | None, p: _Node[_T] | None) -> _Node[_T] | None:
     if p is not None and p.left is not None:
         lft = p.left
         p.left = lft.right
@@ -184,7 +188,7 @@ def _rotate_right(root: _Node | None, p: _Node | None) -> _Node | None:
     return root
 
 
-def _balance_insertion(root: _Node | None, x: _Node) -> _Node:
+def _balance_insertion(root: _Node[_T] | None, x: _Node[_T]) -> _Node[_T]:
     x.red = True
     while True:
         xp = x.parent
@@ -230,11 +234,11 @@ def _balance_insertion(root: _Node | None, x: _Node) -> _Node:
                     root = _rotate_left(root, xpp)
 
 
-def _is_red(n: _Node | None) -> bool:
+def _is_red(n: _Node[_T] | None) -> bool:
     return n is not None and n.red
 
 
-def _balance_deletion(root: _Node | None, x: _Node | None) -> _Node | None:
+def _balance_deletion(root: _Node[_T] | None, x: _Node[_T] | None) -> _Node[_T] | None:
     while True:
         if x is None or x is root:
             return root
@@ -307,7 +311,7 @@ def _balance_deletion(root: _Node | None, x: _Node | None) -> _Node | None:
             x = root
 
 
-def _tree_attach(root: _Node, x: _Node) -> tuple[_Node, _Node]:
+def _tree_attach(root: _Node[_T], x: _Node[_T]) -> tuple[_Node[_T], _Node[_T]]:
     """Walk down from ``root`` and hang ``x`` under a leaf. Returns (new root, x's parent)."""
     p = root
     while True:
@@ -323,9 +327,9 @@ def _tree_attach(root: _Node, x: _Node) -> tuple[_Node, _Node]:
         p = nxt
 
 
-def _tree_build(nodes: list[_Node]) -> _Node:
+def _tree_build(nodes: list[_Node[_T]]) -> _Node[_T]:
     """Insert ``nodes`` one by one in list order (``treeify`` / the ``TreeBin`` constructor)."""
-    root: _Node | None = None
+    root: _Node[_T] | None = None
     for x in nodes:
         x.left = x.right = None
         if root is None:
@@ -338,14 +342,14 @@ def _tree_build(nodes: list[_Node]) -> _Node:
     return root
 
 
-def _tree_too_small(root: _Node | None) -> bool:
+def _tree_too_small(root: _Node[_T] | None) -> bool:
     """``removeTreeNode``'s test for turning a tree bin back into a list (before the node is removed)."""
     return root is None or root.right is None or root.left is None or root.left.left is None
 
 
-def _tree_delete(root: _Node, p: _Node) -> _Node | None:
+def _tree_delete(root: _Node[_T], p: _Node[_T]) -> _Node[_T] | None:
     """Unlink ``p`` from the tree the way ``removeTreeNode`` does; returns the new root."""
-    r: _Node | None = root
+    r: _Node[_T] | None = root
     pl, pr = p.left, p.right
     if pl is not None and pr is not None:
         s = pr
@@ -424,9 +428,9 @@ class JavaHashSet:
         if capacity < 0:
             raise ValueError(f"illegal initial capacity: {capacity}")
         self._cap = _table_size_for(capacity)
-        self._bins: list[list[_Node]] = [[] for _ in range(self._cap)]
-        self._roots: dict[int, _Node] = {}  # bin index -> tree root, for tree bins
-        self._index: dict[bytes, _Node] = {}
+        self._bins: list[list[_Node[None]]] = [[] for _ in range(self._cap)]
+        self._roots: dict[int, _Node[None]] = {}  # bin index -> tree root, for tree bins
+        self._index: dict[bytes, _Node[None]] = {}
 
     @classmethod
     def from_collection(cls, items: Iterable[str], jdk: int = 17) -> JavaHashSet:
@@ -449,7 +453,7 @@ class JavaHashSet:
         if ukey in self._index:
             return False
         h = _hash_u32(key)
-        node = _Node(to_i32(h ^ (h >> 16)), key, ukey)
+        node = _Node(to_i32(h ^ (h >> 16)), key, ukey, None)
         self._index[ukey] = node
         i = node.hash & (self._cap - 1)
         chain = self._bins[i]
@@ -503,7 +507,7 @@ class JavaHashSet:
     def _threshold(self) -> int:
         return int(self._cap * 0.75)
 
-    def _root_to_front(self, i: int, root: _Node) -> None:
+    def _root_to_front(self, i: int, root: _Node[None]) -> None:
         chain = self._bins[i]
         if chain[0] is not root:
             chain.remove(root)
@@ -550,9 +554,9 @@ class JavaConcurrentHashMap(Generic[V]):
     def __init__(self) -> None:
         self._n = 16
         self._size_ctl = 12
-        self._bins: list[list[_Node]] = [[] for _ in range(16)]
-        self._roots: dict[int, _Node] = {}  # bin index -> TreeBin root (its list order is the bin)
-        self._index: dict[bytes, _Node] = {}
+        self._bins: list[list[_Node[V]]] = [[] for _ in range(16)]
+        self._roots: dict[int, _Node[V]] = {}  # bin index -> TreeBin root (its list order is the bin)
+        self._index: dict[bytes, _Node[V]] = {}
 
     # -- Java operations
 
@@ -608,7 +612,13 @@ class JavaConcurrentHashMap(Generic[V]):
                 self._roots[i] = _tree_delete(root, node)  # type: ignore[assignment]
         return node.value
 
-    def get(self, key: str, default: Any = None) -> Any:
+    @overload
+    def get(self, key: str) -> V | None: ...
+
+    @overload
+    def get(self, key: str, default: V | _D) -> V | _D: ...
+
+    def get(self, key: str, default: object = None) -> object:
         node = self._index.get(_utf16_key(key)) if isinstance(key, str) else None
         return default if node is None else node.value
 
@@ -675,8 +685,8 @@ class JavaConcurrentHashMap(Generic[V]):
 
     def _transfer(self) -> None:
         n = self._n
-        bins: list[list[_Node]] = [[] for _ in range(2 * n)]
-        roots: dict[int, _Node] = {}
+        bins: list[list[_Node[V]]] = [[] for _ in range(2 * n)]
+        roots: dict[int, _Node[V]] = {}
         for i, chain in enumerate(self._bins):
             if not chain:
                 continue

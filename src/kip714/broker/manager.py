@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, cast, overload
 
 from .._codec import decompress
 from .._enums import (
@@ -47,8 +47,15 @@ from .._protocol import (
     PushTelemetryResponse,
 )
 from ..errors import Kip714Error, TelemetryTooLargeError
-from .receivers import ClientSubscription, ReceiverContext, TelemetryPayload, TelemetryReceiver
-from .subscriptions import ClientInfo, SubscriptionRegistry, kafka_uuid_string
+from .receivers import (
+    ClientSubscription,
+    InstanceCloseObserver,
+    PushObserver,
+    ReceiverContext,
+    TelemetryPayload,
+    TelemetryReceiver,
+)
+from .subscriptions import ClientInfo, Resolution, SubscriptionRegistry, kafka_uuid_string
 
 __all__ = [
     "TelemetryBroker",
@@ -128,8 +135,8 @@ class TelemetryBroker:
         self.node_id = int(node_id)
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.receivers: list[TelemetryReceiver] = []
-        self._observers: list[Any] = []  # receivers that also see every push with its answer
-        self._closers: list[Any] = []  # receivers that hear when an instance's connection closes
+        self._observers: list[PushObserver] = []  # receivers that also see every push with its answer
+        self._closers: list[InstanceCloseObserver] = []  # receivers that hear when an instance's connection closes
         # what the last successful Get told each instance (for the observers; bounded like the table)
         self._told: dict[bytes, ClientSubscription] = {}
         self._seen_on: dict[Any, dict[bytes, ClientInfo]] = {}  # connection → instances that used it
@@ -168,15 +175,48 @@ class TelemetryBroker:
 
     # ---------------------------------------------------------------------------------- dispatch
 
+    @overload
     def handle(
         self,
-        body: Any,
+        body: PushTelemetryRequest,
         client_info: ClientInfo | None = None,
         now_ms: int | None = None,
         connection: Hashable | None = None,
         *,
         node_id: int | None = None,
-    ):
+    ) -> tuple[PushTelemetryResponse, TelemetryPayload | None]: ...
+
+    @overload
+    def handle(
+        self,
+        body: GetTelemetrySubscriptionsRequest,
+        client_info: ClientInfo | None = None,
+        now_ms: int | None = None,
+        connection: Hashable | None = None,
+        *,
+        node_id: int | None = None,
+    ) -> tuple[GetTelemetrySubscriptionsResponse, None]: ...
+
+    @overload
+    def handle(
+        self,
+        body: object,
+        client_info: ClientInfo | None = None,
+        now_ms: int | None = None,
+        connection: Hashable | None = None,
+        *,
+        node_id: int | None = None,
+    ) -> tuple[GetTelemetrySubscriptionsResponse | PushTelemetryResponse, TelemetryPayload | None]: ...
+
+    def handle(
+        self,
+        body: object,
+        client_info: ClientInfo | None = None,
+        now_ms: int | None = None,
+        connection: Hashable | None = None,
+        *,
+        node_id: int | None = None,
+    ) -> tuple[GetTelemetrySubscriptionsResponse | PushTelemetryResponse, TelemetryPayload | None]:
         """Decide one request body (GetTelemetrySubscriptionsRequest or PushTelemetryRequest).
 
         ``connection`` identifies the client connection the request came on (see :meth:`connection_closed`);
@@ -196,7 +236,7 @@ class TelemetryBroker:
                 response = PushTelemetryResponse(0, code)
                 if not self._observers and not self._closers:
                     return response, None
-                result = response, None
+                result: tuple[PushTelemetryResponse, TelemetryPayload | None] = response, None
             else:  # a ticket (accepted, a payload to export) or an Outcome: no decision was made
                 result = self._push(
                     body, client_info, now_ms, connection, self.node_id if node_id is None else node_id, code
@@ -209,12 +249,12 @@ class TelemetryBroker:
                 self._seen(connection, body.client_instance_id_bytes, client_info)
             return result
         if type(body) is GetTelemetrySubscriptionsRequest:
-            response = self._get(body, client_info, now_ms, connection)
-            if (self._observers or self._closers) and response.error_code == 0:
-                self._remember(response)
+            answer = self._get(body, client_info, now_ms, connection)
+            if (self._observers or self._closers) and answer.error_code == 0:
+                self._remember(answer)
                 if self._closers and connection is not None:
-                    self._seen(connection, response.client_instance_id.bytes, client_info)
-            return response, None
+                    self._seen(connection, answer.client_instance_id.bytes, client_info)
+            return answer, None
         raise TypeError(f"TelemetryBroker handles telemetry request bodies, not {type(body).__name__}")
 
     def add_receiver(self, receiver: TelemetryReceiver) -> None:
@@ -222,10 +262,11 @@ class TelemetryBroker:
         ``push_completed`` for every push with its answer (see :class:`~kip714.TelemetryReceiver`). This is
         the one way accepted pushes leave the broker: the recorder, the exporters and callbacks all use it."""
         self.receivers.append(receiver)
+        # the optional hooks are looked up by name (the Protocols are not runtime-checkable)
         if callable(getattr(receiver, "push_completed", None)):
-            self._observers.append(receiver)
+            self._observers.append(cast(PushObserver, receiver))
         if callable(getattr(receiver, "instance_closed", None)):
-            self._closers.append(receiver)
+            self._closers.append(cast(InstanceCloseObserver, receiver))
 
     def told_by_upstream(self, response: GetTelemetrySubscriptionsResponse) -> None:
         """A GetTelemetrySubscriptions response another broker gave a client (``kip714 proxy`` in ``tap``
@@ -385,7 +426,7 @@ class TelemetryBroker:
 
     def _create(
         self, id16: bytes, instance: uuid.UUID, client_info: ClientInfo | None, connection: Hashable | None, stale: bool
-    ):
+    ) -> Resolution:
         """Kafka's clientInstance() for an absent (``stale`` False) or stale instance: capture its metadata and
         resolve the subscriptions against it. An absent instance captures the request's ClientInfo; a stale
         one keeps what it captured when it was created. The caller (re)creates it in the table with the
@@ -413,7 +454,7 @@ class TelemetryBroker:
         client_info: ClientInfo | None,
         now_ms: int,
         connection: Hashable | None,
-    ):
+    ) -> GetTelemetrySubscriptionsResponse:
         instance = body.client_instance_id
         if instance == _ZERO:
             instance = _random_instance_id(self.instances, now_ms)
@@ -448,7 +489,7 @@ class TelemetryBroker:
         connection: Hashable | None,
         node_id: int,
         code: int,
-    ):
+    ) -> tuple[PushTelemetryResponse, TelemetryPayload | None]:
         """The rest of a push after ``try_push_request`` answered ``code``: an Outcome (reserved id, or an
         instance to create first) or a ticket (accepted, a payload to export). Each step on the instance is
         one native call under the table's lock; after the export, :meth:`InstanceTable.finish_push` sets the
@@ -502,7 +543,7 @@ class TelemetryBroker:
         node_id: int,
         subscription: ClientSubscription | None = None,
         counted: str = "",
-    ):
+    ) -> tuple[TelemetryPayload | None, int]:
         """Decompress and hand an accepted push to the receivers: ``(payload, NONE)`` or ``(None, the
         error code)``. Failures are counted under ``counted`` + their name ("delivered-" for deliver())."""
         started = time.perf_counter()

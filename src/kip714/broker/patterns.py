@@ -20,18 +20,23 @@ instructions (counted repetitions are expanded, so ``.{0,100000}`` is refused).
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import UnsafePatternError
 
 __all__ = ["MAX_PATTERN_PROGRAM", "SafePattern", "UnsafePatternError"]
 
 
-try:  # the parser re.compile uses (Python 3.11+ names, then 3.10's)
-    from re import _constants as _sre_c
-    from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+# the parser re.compile uses (Python 3.11+ names: importing sre_parse there warns; then 3.10's)
+if sys.version_info >= (3, 11):
+    # typeshed has no stubs for these private modules: they are sre_constants/sre_parse under new names
+    from re import _constants as _sre_c  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+else:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre_c
+    import sre_parse as _sre_parse
 
 #: The largest compiled match program (NFA instructions, counted repetitions expanded) accepted.
 MAX_PATTERN_PROGRAM = 2000
@@ -64,6 +69,14 @@ _UNSUPPORTED = {
     "ATOMIC_GROUP": "atomic groups",
     "POSSESSIVE_REPEAT": "possessive quantifiers",
 }
+
+
+# An instruction is ``[kind, a, b]``: _CHAR (predicate index, next pc), _SPLIT (pc, pc; a loop's first is
+# patched in after its body is compiled), _ASSERT (assert index, next pc), _MATCH (None, None). Which of
+# int/None each slot holds depends on ``kind``, which mypy cannot follow: hence ``Any``.
+_Op = list[Any]
+#: The DFA's inputs: which anchors hold at a position (one bool per compiled assert).
+_Ctx = tuple[bool, ...]
 
 
 def _esc(c: int) -> str:
@@ -101,16 +114,16 @@ class SafePattern:
         self.pattern = pattern
         parsed = _sre_parse.parse(pattern, flags)
         self.flags = parsed.state.flags
-        self._ops: list[list] = []
+        self._ops: list[_Op] = []
         self._preds: list[re.Pattern[str]] = []
         self._pred_ids: dict[tuple[str, int], int] = {}
         self._asserts: list[re.Pattern[str]] = []
         self._assert_ids: dict[tuple[str, int], int] = {}
         self._match = self._add(_MATCH, None, None)
-        self._start = self._seq(parsed, self.flags, self._match)
+        self._start = self._seq(parsed.data, self.flags, self._match)
         self._sig: dict[str, frozenset[int]] = {}
-        self._trans: dict[tuple, tuple[int, ...]] = {}
-        self._starts: dict[tuple, tuple[int, ...]] = {}
+        self._trans: dict[tuple[tuple[int, ...], frozenset[int], _Ctx], tuple[int, ...]] = {}
+        self._starts: dict[_Ctx, tuple[int, ...]] = {}
 
     def __repr__(self) -> str:
         return f"SafePattern({self.pattern!r}, program={len(self._ops)})"
@@ -121,7 +134,7 @@ class SafePattern:
 
     # --------------------------------------------------------------------------- compilation
 
-    def _add(self, kind: int, a, b) -> int:
+    def _add(self, kind: int, a: int | None, b: int | None) -> int:
         if len(self._ops) >= MAX_PATTERN_PROGRAM:
             raise UnsafePatternError(f"pattern too complex (over {MAX_PATTERN_PROGRAM} program instructions)")
         self._ops.append([kind, a, b])
@@ -135,12 +148,14 @@ class SafePattern:
             self._preds.append(re.compile(text, key[1]))
         return idx
 
-    def _seq(self, items, flags: int, nxt: int) -> int:
+    # ``items`` and ``av`` are re's parse tree: an operand's shape depends on its opcode (typeshed types it
+    # as a union mypy cannot narrow by opcode), hence ``Any``.
+    def _seq(self, items: Iterable[tuple[Any, Any]], flags: int, nxt: int) -> int:
         for op, av in reversed(list(items)):
             nxt = self._node(str(op), av, flags, nxt)
         return nxt
 
-    def _node(self, op: str, av, flags: int, nxt: int) -> int:
+    def _node(self, op: str, av: Any, flags: int, nxt: int) -> int:
         if op == "LITERAL":
             return self._add(_CHAR, self._pred(_esc(av), flags), nxt)
         if op == "NOT_LITERAL":
@@ -148,7 +163,7 @@ class SafePattern:
         if op == "ANY":
             return self._add(_CHAR, self._pred(".", flags), nxt)
         if op == "IN":
-            parts = []
+            parts: list[str] = []
             for iop, iav in av:
                 iop = str(iop)
                 if iop == "NEGATE":
@@ -201,7 +216,7 @@ class SafePattern:
 
     # ------------------------------------------------------------------------------- matching
 
-    def _closure(self, pcs, ctx: tuple) -> tuple[int, ...]:
+    def _closure(self, pcs: Iterable[int], ctx: _Ctx) -> tuple[int, ...]:
         ops = self._ops
         out = set()
         seen = set()
@@ -232,7 +247,7 @@ class SafePattern:
     def fullmatch(self, text: str) -> bool | None:
         """True when the whole of ``text`` matches (as ``re.fullmatch``), else None."""
         asserts = self._asserts
-        ctx: tuple = tuple(a.match(text, 0) is not None for a in asserts) if asserts else ()
+        ctx: _Ctx = tuple(a.match(text, 0) is not None for a in asserts) if asserts else ()
         cur = self._starts.get(ctx)
         if cur is None:
             cur = self._starts[ctx] = self._closure((self._start,), ctx)

@@ -60,6 +60,7 @@ class TelemetryPayload:
         "received_at_ms",
     )
 
+    _uuid: uuid.UUID | None
     client_instance_id_bytes: bytes
     terminating: bool
     content_type: str
@@ -108,9 +109,10 @@ class TelemetryPayload:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"TelemetryPayload is immutable: cannot set {name!r}")
 
-    __delattr__ = __setattr__
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"TelemetryPayload is immutable: cannot set {name!r}")
 
-    def _astuple(self) -> tuple:
+    def _astuple(self) -> tuple[Any, ...]:
         return (self.client_instance_id_bytes, *(getattr(self, f) for f in self._FIELDS[1:]))
 
     def __eq__(self, other: object) -> bool:
@@ -135,7 +137,7 @@ class TelemetryPayload:
         parts = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS)
         return f"TelemetryPayload({parts})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[TelemetryPayload], tuple[Any, ...]]:
         return (TelemetryPayload, (self.client_instance_id_bytes, *(getattr(self, f) for f in self._FIELDS[1:])))
 
 
@@ -234,7 +236,7 @@ class BackgroundReceiver(BoundedQueueReceiver):
         self.receiver = receiver
         super().__init__(max_queue=max_queue, batch=1, thread_name=name)
 
-    def _process(self, items: list) -> None:
+    def _process(self, items: list[tuple[ReceiverContext, TelemetryPayload]]) -> None:
         for context, payload in items:
             try:
                 self.receiver.export_metrics(context, payload)
