@@ -52,7 +52,8 @@ import numbers
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from types import EllipsisType
+from typing import Any, TypeVar
 
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2
@@ -82,6 +83,7 @@ _UINT64_MAX = (1 << 64) - 1
 _DELTA = metrics_pb2.AGGREGATION_TEMPORALITY_DELTA
 _CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
 _VALUE_TYPES = (None, "int", "double")
+_M = TypeVar("_M", bound="_Metric")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -172,6 +174,12 @@ def _is_number(v: object) -> bool:
     return isinstance(v, numbers.Real)
 
 
+def _is_integral(v: object) -> bool:
+    # not an isinstance() in place: typeshed does not register int as a numbers.Integral, so mypy would
+    # take the test of an ``int`` parameter to be always false
+    return isinstance(v, numbers.Integral)
+
+
 def _check_number(v: object) -> None:
     if not _is_number(v):
         raise TypeError(f"metric values must be real numbers, not {type(v).__name__}")
@@ -196,7 +204,7 @@ def _set_number(point: Any, value: Any, value_type: str | None) -> None:
         point.as_double = float(value)
 
 
-def _any_value(target: Any, value: Any) -> None:
+def _any_value(target: common_pb2.AnyValue, value: Any) -> None:
     """Fill an OTLP AnyValue from a Python value."""
     if isinstance(value, str):
         target.string_value = value
@@ -233,7 +241,7 @@ def _fill_attributes(repeated: Any, items: Iterable[tuple[str, Any]]) -> None:
         _any_value(kv.value, value)
 
 
-def _attr_items(attributes: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
+def _attr_items(attributes: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> _Attributes:
     if attributes is None:
         return ()
     items = tuple(attributes.items() if isinstance(attributes, Mapping) else attributes)
@@ -243,7 +251,12 @@ def _attr_items(attributes: Mapping[str, Any] | Iterable[tuple[str, Any]] | None
     return items
 
 
-def _identity(name: str, items: tuple[tuple[str, Any], ...]) -> tuple[str, frozenset]:
+_Attributes = tuple[tuple[str, Any], ...]
+#: What makes a metric distinct: its name and its attributes in any order.
+_Identity = tuple[str, frozenset[tuple[str, Any]]]
+
+
+def _identity(name: str, items: _Attributes) -> _Identity:
     # Like Java's MetricName: tag order does not make a different metric.
     try:
         return name, frozenset(items)
@@ -260,7 +273,7 @@ class _Metric:
         self,
         collector: MetricsCollector,
         name: str,
-        attributes: tuple[tuple[str, Any], ...],
+        attributes: _Attributes,
         description: str,
         unit: str,
         added_ns: int,
@@ -291,12 +304,12 @@ class Gauge(_Metric):
 
     def __init__(
         self,
-        collector,
-        name,
-        attributes,
-        description,
-        unit,
-        added_ns,
+        collector: MetricsCollector,
+        name: str,
+        attributes: _Attributes,
+        description: str,
+        unit: str,
+        added_ns: int,
         value_fn: Callable[[], Any] | None,
         value_type: str | None,
     ) -> None:
@@ -327,12 +340,12 @@ class Sum(_Metric):
 
     def __init__(
         self,
-        collector,
-        name,
-        attributes,
-        description,
-        unit,
-        added_ns,
+        collector: MetricsCollector,
+        name: str,
+        attributes: _Attributes,
+        description: str,
+        unit: str,
+        added_ns: int,
         value_fn: Callable[[], Any] | None,
         value_type: str | None,
         monotonic: bool,
@@ -390,7 +403,16 @@ class Histogram(_Metric):
 
     kind = "histogram"
 
-    def __init__(self, collector, name, attributes, description, unit, added_ns, boundaries: Sequence[float]) -> None:
+    def __init__(
+        self,
+        collector: MetricsCollector,
+        name: str,
+        attributes: _Attributes,
+        description: str,
+        unit: str,
+        added_ns: int,
+        boundaries: Sequence[float],
+    ) -> None:
         super().__init__(collector, name, attributes, description, unit, added_ns)
         bounds = tuple(float(b) for b in boundaries)
         if any(math.isnan(b) for b in bounds) or any(a >= b for a, b in itertools.pairwise(bounds)):
@@ -408,7 +430,7 @@ class Histogram(_Metric):
     def record(self, value: Any, count: int = 1) -> None:
         """Record ``value`` (``count`` times)."""
         _check_number(value)
-        if not isinstance(count, numbers.Integral) or count < 1:
+        if not _is_integral(count) or count < 1:
             raise ValueError("count must be a positive integer")
         v = float(value)
         if math.isnan(v):
@@ -478,7 +500,7 @@ class MetricsCollector:
         scope_version: str = "",
         clock_ns: Callable[[], int] = time.time_ns,
         timestamp_resolution_ns: int | None = None,
-        sum_value_type: str | None = ...,  # type: ignore[assignment]
+        sum_value_type: str | EllipsisType | None = ...,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
@@ -497,7 +519,7 @@ class MetricsCollector:
         self.scope_version = scope_version
         self._clock_ns = clock_ns
         self._lock = threading.RLock()
-        self._metrics: dict[tuple[str, frozenset], _Metric] = {}
+        self._metrics: dict[_Identity, _Metric] = {}
         self._resource: dict[str, Any] = {}
         if resource_attributes:
             for k, v in resource_attributes.items():
@@ -555,14 +577,14 @@ class MetricsCollector:
 
     def _register(
         self,
-        cls: type,
+        cls: type[_M],
         name: str,
-        attributes,
+        attributes: Mapping[str, Any] | Iterable[tuple[str, Any]] | None,
         kind_args: dict[str, Any],
         description: str,
         unit: str,
         added_ns: int | None,
-    ) -> Any:
+    ) -> _M:
         if not isinstance(name, str) or not name:
             raise ValueError("a metric needs a non-empty str name")
         items = _attr_items(attributes)
@@ -604,9 +626,9 @@ class MetricsCollector:
         description: str = "",
         unit: str = "",
         value_fn: Callable[[], Any] | None = None,
-        value_type: str | None = ...,
+        value_type: str | EllipsisType | None = ...,
         added_ns: int | None = None,
-    ) -> Sum:  # type: ignore[assignment]
+    ) -> Sum:
         """The sum ``name`` with these attributes (created on first use). ``value_fn``, if given, returns the
         running total at collection time. ``value_type`` defaults to the collector's ``sum_value_type``."""
         if value_type is ...:
@@ -670,21 +692,23 @@ class MetricsCollector:
     ) -> bytes:
         """Serialized ``MetricsData`` for the metrics ``selector`` selects (default: all), at ``now_ns``
         (default: the clock). Delta collections move the delta baselines of the metrics they emit."""
-        return self.collect_message(now_ns, delta, selector).SerializeToString()
+        # (protobuf's Message has no type information here: say what SerializeToString returns)
+        payload: bytes = self.collect_message(now_ns, delta, selector).SerializeToString()
+        return payload
 
     def collect_message(
         self,
         now_ns: int | None = None,
         delta: bool = True,
         selector: MetricSelector | Callable[[str], bool] | None = None,
-    ) -> Any:
+    ) -> metrics_pb2.MetricsData:
         """Like :meth:`collect` but returns the ``MetricsData`` message."""
         if selector is None:
             selector = MetricSelector.ALL
         with self._lock:
             now = self._now(now_ns)
             previous = self._last_collect_ns
-            metrics: list[Any] = []
+            metrics: list[metrics_pb2.Metric] = []
             for metric in list(self._metrics.values()):
                 if not selector(metric.name):
                     continue
@@ -698,7 +722,7 @@ class MetricsCollector:
             self._last_collect_ns = now
             return self._assemble(metrics)
 
-    def _new_metric(self, metric: _Metric) -> Any:
+    def _new_metric(self, metric: _Metric) -> metrics_pb2.Metric:
         m = metrics_pb2.Metric()
         m.name = metric.name
         if metric.description:
@@ -707,7 +731,7 @@ class MetricsCollector:
             m.unit = metric.unit
         return m
 
-    def _point(self, metric: _Metric, now: int, previous: int, delta: bool) -> Any:
+    def _point(self, metric: _Metric, now: int, previous: int, delta: bool) -> metrics_pb2.Metric | None:
         if isinstance(metric, Gauge):
             value = metric.value
             if value is None or not _is_number(value):
@@ -738,10 +762,10 @@ class MetricsCollector:
             return m
 
         if isinstance(metric, Histogram):
-            taken = metric.take(now, delta)
-            if taken is None:
+            point = metric.take(now, delta)
+            if point is None:
                 return None
-            counts, count, total, start, lo, hi = taken
+            counts, count, total, start, lo, hi = point
             m = self._new_metric(metric)
             h = m.histogram
             h.aggregation_temporality = _DELTA if delta else _CUMULATIVE
@@ -760,7 +784,7 @@ class MetricsCollector:
 
         raise TypeError(f"unknown metric kind {type(metric).__name__}")  # pragma: no cover
 
-    def _assemble(self, metrics: list[Any]) -> Any:
+    def _assemble(self, metrics: list[metrics_pb2.Metric]) -> metrics_pb2.MetricsData:
         data = metrics_pb2.MetricsData()
         if not metrics:
             return data

@@ -497,7 +497,9 @@ class ClientTelemetry:
         else:
             raise TypeError(f"not a telemetry response: {type(response).__name__}")
 
-    def _settled_before_success(self, r, now_ms: int, api: str) -> bool:
+    def _settled_before_success(
+        self, r: GetTelemetrySubscriptionsResponse | PushTelemetryResponse, now_ms: int, api: str
+    ) -> bool:
         """What both responses share before their success path: record the throttle time; ignore the
         response while terminating (3.8+, KAFKA-16759); on an error, count it, go back to
         SUBSCRIPTION_NEEDED and wait the error's interval. True when the response needs nothing more."""
