@@ -26,15 +26,21 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import CorruptPayloadError
 from .schema import COLUMNS, UNSIGNED_FIELDS
 
+if TYPE_CHECKING:  # protobuf is imported when a payload is parsed, not with this module
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+    from typing_extensions import Buffer
+
 _TEMPORALITY = {0: None, 1: "delta", 2: "cumulative"}
 
 
-def exceeds_int64(row: dict) -> bool:
+def exceeds_int64(row: Mapping[str, Any]) -> bool:
     """Whether a reference row holds an unsigned value that the native decoder's int64 columns refuse."""
     for name in UNSIGNED_FIELDS:
         v = row.get(name)
@@ -45,7 +51,11 @@ def exceeds_int64(row: dict) -> bool:
     return False
 
 
-def _json_value(v) -> Any:
+#: An AnyValue as JSON-ready Python (doubles as :class:`_RawJson`, their repr()).
+_Json: TypeAlias = str | bool | int | list["_Json"] | dict[str, "_Json"] | None
+
+
+def _json_value(v: AnyValue) -> _Json:
     which = v.WhichOneof("value")
     if which is None or which == "string_value_strindex":
         return None
@@ -68,7 +78,7 @@ class _RawJson(str):
     """A double already rendered with repr(); emitted without quotes."""
 
 
-def _dump(obj) -> str:
+def _dump(obj: _Json) -> str:
     if isinstance(obj, _RawJson):
         return str(obj)
     if obj is None:
@@ -84,7 +94,7 @@ def _dump(obj) -> str:
     return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _dump(v) for k, v in obj.items()) + "}"
 
 
-def render_any_value(v) -> str | None:
+def render_any_value(v: AnyValue) -> str | None:
     """An OTLP AnyValue as attribute text (see the module docstring)."""
     which = v.WhichOneof("value")
     if which is None or which == "string_value_strindex":
@@ -102,13 +112,14 @@ def render_any_value(v) -> str | None:
     return _dump(_json_value(v))
 
 
-def _attrs(kvs) -> dict[str, str | None]:
+def _attrs(kvs: Iterable[KeyValue]) -> dict[str, str | None]:
     return {kv.key: render_any_value(kv.value) for kv in kvs}
 
 
-def parse_metrics_data(data):
+def parse_metrics_data(data: Buffer) -> MetricsData:
     """Parse bytes into ``MetricsData`` (CorruptPayloadError if protobuf refuses them)."""
-    from google.protobuf.message import DecodeError
+    # protobuf ships no type information and types-protobuf is not installed
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
     msg = MetricsData()
@@ -119,7 +130,7 @@ def parse_metrics_data(data):
     return msg
 
 
-def flatten(data) -> list[dict[str, Any]]:
+def flatten(data: Buffer) -> list[dict[str, Any]]:
     """One dict per data point, in document order (see the module docstring for the fields)."""
     msg = parse_metrics_data(data)
     rows: list[dict[str, Any]] = []
