@@ -61,8 +61,9 @@ def scenario_class(scenario_id: str) -> type[Scenario]:
     raise ValueError(f"unknown scenario {scenario_id!r}; choose from {', '.join(SCENARIO_IDS)}")
 
 
-def compression_list(names: Sequence[str] | str | None) -> list[int]:
-    """``"gzip,zstd"`` → [1, 4] (the accepted list, in the broker's order); None → Kafka's default order."""
+def compression_list(names: Sequence[str | int] | str | None) -> list[int]:
+    """``"gzip,zstd"`` → [1, 4] (the accepted list, in the broker's order: names or ids); None → Kafka's
+    default order."""
     from .._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, compression_type_from_name
 
     if names is None:
