@@ -3,7 +3,7 @@
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 from typing_extensions import Buffer, Self
 
@@ -309,6 +309,11 @@ def encode_request(
 def encode_response(
     correlation_id: int, body: _ApiMessage, api_version: int | None = None, header_tagged_fields: _Tags = None
 ) -> bytes: ...
+@overload
+def split_frames(buf: Buffer, max_frame_bytes: int = ..., *, copy: Literal[True] = True) -> tuple[list[bytes], int]: ...
+@overload
+def split_frames(buf: Buffer, max_frame_bytes: int = ..., *, copy: Literal[False]) -> tuple[list[memoryview], int]: ...
+@overload
 def split_frames(
     buf: Buffer, max_frame_bytes: int = ..., *, copy: bool = True
 ) -> tuple[list[bytes] | list[memoryview], int]: ...
