@@ -26,8 +26,8 @@ enough.
 
 import errno
 import pathlib
-from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import pyarrow as pa
 
@@ -39,6 +39,22 @@ from .._protocol import PushTelemetryRequest, decode_request, split_frames
 from ..broker.subscriptions import kafka_uuid_string
 from ..errors import Kip714Error, MalformedFrameError
 from ..sinks.recorder import LABEL_COLUMNS, record_schema
+
+if TYPE_CHECKING:  # pyspark is the spark extra: imported by the functions that need it
+    from pyspark import Accumulator, StorageLevel
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql._typing import UserDefinedFunctionLike
+    from pyspark.sql.types import StructType
+    from pyspark.sql.udtf import UserDefinedTableFunction
+
+#: Told the number of inputs a points-only pass could not decode (an accumulator's ``add``).
+_ErrorCallback = Callable[[int], object]
+#: A mapInArrow function: Arrow batches in, Arrow batches out.
+_ArrowMapper = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+#: An input row that could not be decoded: (row in its chunk, Kafka error code, reason, stage).
+_ErrorRow = tuple[int, int, str, str]
+#: A frame's header fields copied onto its points (:data:`FRAME_COLUMNS`).
+_FrameMeta = tuple[str | None, int, str, int, bool, int]
 
 __all__ = [
     "DecodeResult",
@@ -81,11 +97,11 @@ class DecodeResult(NamedTuple):
     workers hand Spark the point rows and columns only (no filter and projection in the JVM); ``errors``
     reads ``combined``. To decode once and read both, use the result :meth:`persist` returns."""
 
-    points: "DataFrame"  # noqa: F821
-    errors: "DataFrame"  # noqa: F821
-    combined: "DataFrame"  # noqa: F821
+    points: "DataFrame"
+    errors: "DataFrame"
+    combined: "DataFrame"
 
-    def persist(self, storage_level=None) -> "DecodeResult":
+    def persist(self, storage_level: "StorageLevel | None" = None) -> "DecodeResult":
         """Cache ``combined`` and return a result whose ``points`` and ``errors`` are read from it (one
         decoding pass for both). Use the returned result: this one's ``points`` still decode on their own."""
         combined = self.combined.persist() if storage_level is None else self.combined.persist(storage_level)
@@ -96,7 +112,7 @@ class DecodeResult(NamedTuple):
         return self
 
 
-def _points_of(combined):
+def _points_of(combined: "DataFrame") -> "DataFrame":
     """The point rows and columns of a ``combined`` DataFrame: every column before the input column (which
     comes just before ``error_code``, see :func:`_combined_arrow_schema`)."""
     from pyspark.sql import functions as F
@@ -110,7 +126,7 @@ def points_schema() -> pa.Schema:
     return _otlp.output_schema()
 
 
-def _to_spark_schema(schema: pa.Schema):
+def _to_spark_schema(schema: pa.Schema) -> "StructType":
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
@@ -149,14 +165,14 @@ def recording_paths(path: str) -> list[str]:
     return [str(f) for f in files]
 
 
-def read_recording_df(spark, path: str):
+def read_recording_df(spark: "SparkSession", path: str) -> "DataFrame":
     """A recording (``kip714 serve/proxy --record``) as a Spark DataFrame in the recording schema (columns a
     recording by an older kip714 lacks are null), of the files :func:`recording_paths` lists. The parts of the
     file being filled (``_open/``) are read now, on the driver (they hold at most one roll interval): a live
     recorder merges and deletes them when it rolls, which would fail a Spark job that reads them later."""
     from ..sinks.recorder import OPEN_DIR, read_recording_files
 
-    schema = _to_spark_schema(record_schema())
+    schema = _to_spark_schema(record_schema())  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
     files = recording_paths(path)
     local = "://" not in path
     parts = [f for f in files if local and pathlib.Path(f).parent.name == OPEN_DIR]
@@ -187,8 +203,8 @@ def _assemble(
     points: pa.Table,
     src: pa.RecordBatch,
     rows: list[int],
-    extra: dict[str, list],
-    errors: list[tuple[int, int, str, str]],
+    extra: Mapping[str, tuple[list[Any], list[None]]],
+    errors: list[_ErrorRow],
     input_col: str,
 ) -> pa.RecordBatch:
     """One output batch: decoded points (with their source columns taken from ``src`` at ``rows``) followed
@@ -237,7 +253,7 @@ class _Budget:
 
     MIN_INPUT, MAX_INPUT = 64 << 10, 8 << 20
 
-    def __init__(self, max_rows: int = MAX_BATCH_ROWS, max_bytes: int = MAX_BATCH_BYTES):
+    def __init__(self, max_rows: int = MAX_BATCH_ROWS, max_bytes: int = MAX_BATCH_BYTES) -> None:
         self.max_rows, self.max_bytes = max(1, max_rows), max(1, max_bytes)
         self.ratio = 6.0  # first guess: Arrow bytes per OTLP byte for typical client telemetry
 
@@ -265,7 +281,7 @@ def _decode_payload_batches(
     max_output: int,
     budget: _Budget | None = None,
     emit_points: bool = True,
-    on_errors=None,
+    on_errors: _ErrorCallback | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The mapInArrow worker of :func:`decode_payloads`: input rows are decompressed and decoded in chunks
     of about ``budget.input_bytes()`` decompressed bytes, and each chunk's output is cut to the budget's
@@ -275,7 +291,10 @@ def _decode_payload_batches(
     for batch in batches:
         payloads = batch.column(payload_col).to_pylist()
         ctypes = batch.column(compression_col).to_pylist() if compression_col else [0] * len(payloads)
-        start, size, good, good_rows, errors = 0, 0, [], [], []
+        start, size = 0, 0
+        good: list[bytes] = []
+        good_rows: list[int] = []
+        errors: list[_ErrorRow] = []
         limit = budget.input_bytes()
         for i, (data, ctype) in enumerate(zip(payloads, ctypes)):
             if data is None or ctype is None:
@@ -320,8 +339,18 @@ def _decode_payload_batches(
 
 
 def _decode_chunk(
-    schema, src, input_col, payloads, sources, errors, size, budget, emit_points, meta=None, on_errors=None
-):
+    schema: pa.Schema,
+    src: pa.RecordBatch,
+    input_col: str,
+    payloads: list[bytes],
+    sources: list[int],
+    errors: list[_ErrorRow],
+    size: int,
+    budget: _Budget,
+    emit_points: bool,
+    meta: list[_FrameMeta] | None = None,
+    on_errors: _ErrorCallback | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Decode one chunk's OTLP ``payloads`` (``sources[k]``: the input row of payload k) and yield its
     output batches, bounded by ``budget``. ``meta`` (frames only): per payload, the frame's header fields
     (:data:`FRAME_COLUMNS`) copied onto its points. When ``schema`` has no ``error_code`` column (the
@@ -357,14 +386,18 @@ def _decode_frame_batches(
     max_output: int,
     budget: _Budget | None = None,
     emit_points: bool = True,
-    on_errors=None,
+    on_errors: _ErrorCallback | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The mapInArrow worker of :func:`decode_frames`, chunked and bounded as
     :func:`_decode_payload_batches` (a chunk may end inside a value holding many frames)."""
     budget = budget or _Budget()
     for batch in batches:
         values = batch.column(frame_col).to_pylist()
-        start, size, payloads, payload_src, meta, errors = 0, 0, [], [], [], []
+        start, size = 0, 0
+        payloads: list[bytes] = []
+        payload_src: list[int] = []
+        meta: list[_FrameMeta] = []
+        errors: list[_ErrorRow] = []
         limit = budget.input_bytes()
         for i, value in enumerate(values):
             if value is None:
@@ -425,7 +458,7 @@ def _decode_frame_batches(
             )
 
 
-def _frames_of(value: bytes) -> list:
+def _frames_of(value: bytes) -> list[bytes]:
     """A value holding one or more size-prefixed frames, or one bare frame. A value that does not split
     into whole frames and does not start with an API key kip714 decodes is a cut size-prefixed frame:
     MalformedFrameError says so (rather than reading its size prefix as an API key)."""
@@ -447,7 +480,7 @@ def _frames_of(value: bytes) -> list:
 # ------------------------------------------------------------------------------ DataFrame API
 
 
-def _carry_fields(df, exclude: Iterable[str], names: set[str]):
+def _carry_fields(df: "DataFrame", exclude: Iterable[str], names: set[str]) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_type
 
     fields = []
@@ -460,7 +493,13 @@ def _carry_fields(df, exclude: Iterable[str], names: set[str]):
     return pa.schema(fields)
 
 
-def _split(df, combined_schema: pa.Schema, input_col: str, carry: pa.Schema, mapper) -> DecodeResult:
+def _split(
+    df: "DataFrame",
+    combined_schema: pa.Schema,
+    input_col: str,
+    carry: pa.Schema,
+    mapper: Callable[[pa.Schema], _ArrowMapper],
+) -> DecodeResult:
     """``mapper(schema)``: the mapInArrow function that yields batches of ``schema`` (the combined one, or
     the points-only one: the columns before the input column)."""
     from pyspark.sql import functions as F
@@ -477,7 +516,7 @@ def _split(df, combined_schema: pa.Schema, input_col: str, carry: pa.Schema, map
 
 
 def decode_payloads(
-    df,
+    df: "DataFrame",
     payload_col: str = "payload",
     compression_col: str | None = "compression_type",
     *,
@@ -497,7 +536,7 @@ def decode_payloads(
 
 
 def decode_frames(
-    df,
+    df: "DataFrame",
     col: str = "frame",
     *,
     max_output: int = DEFAULT_MAX_OUTPUT,
@@ -518,12 +557,12 @@ class _Bounds(NamedTuple):
     nbytes: int
 
 
-def _error_adder(counter):
+def _error_adder(counter: "Accumulator[int] | None") -> _ErrorCallback | None:
     """What the points-only pass calls with the number of inputs it could not decode (``counter.add``)."""
     return None if counter is None else counter.add
 
 
-def _counted(gen: Iterator[pa.RecordBatch], counter) -> Iterator[pa.RecordBatch]:
+def _counted(gen: Iterator[pa.RecordBatch], counter: "Accumulator[int]") -> Iterator[pa.RecordBatch]:
     """Adds the number of error rows that pass by to ``counter`` (a Spark accumulator)."""
     for out in gen:
         n = out.num_rows - out.column(ERROR_CODE).null_count
@@ -533,7 +572,14 @@ def _counted(gen: Iterator[pa.RecordBatch], counter) -> Iterator[pa.RecordBatch]
 
 
 def _decode_payloads(
-    df, payload_col, compression_col, max_output, bounds, *, emit_points=True, error_counter=None
+    df: "DataFrame",
+    payload_col: str,
+    compression_col: str | None,
+    max_output: int,
+    bounds: _Bounds,
+    *,
+    emit_points: bool = True,
+    error_counter: "Accumulator[int] | None" = None,
 ) -> DecodeResult:
     if ERROR_CODE in df.columns and PUSH_ERROR_CODE not in df.columns:
         df = df.withColumnRenamed(ERROR_CODE, PUSH_ERROR_CODE)  # a recording, taken as it is
@@ -542,8 +588,8 @@ def _decode_payloads(
     input_field = pa.field(payload_col, pa.binary())
     schema = _combined_arrow_schema(carry, input_field)
 
-    def mapper(out_schema):
-        def run(batches):
+    def mapper(out_schema: pa.Schema) -> _ArrowMapper:
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             gen = _decode_payload_batches(
                 batches,
                 payload_col,
@@ -561,7 +607,15 @@ def _decode_payloads(
     return _split(df, schema, payload_col, carry, mapper)
 
 
-def _decode_frames(df, col, max_output, bounds, *, emit_points=True, error_counter=None) -> DecodeResult:
+def _decode_frames(
+    df: "DataFrame",
+    col: str,
+    max_output: int,
+    bounds: _Bounds,
+    *,
+    emit_points: bool = True,
+    error_counter: "Accumulator[int] | None" = None,
+) -> DecodeResult:
     extra = [
         pa.field("client_id", pa.string()),
         pa.field("correlation_id", pa.int32()),
@@ -574,8 +628,8 @@ def _decode_frames(df, col, max_output, bounds, *, emit_points=True, error_count
     carry = _carry_fields(df, {col}, names)
     schema = _combined_arrow_schema(carry, pa.field(col, pa.binary()), extra)
 
-    def mapper(out_schema):
-        def run(batches):
+    def mapper(out_schema: pa.Schema) -> _ArrowMapper:
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             gen = _decode_frame_batches(
                 batches, col, out_schema, max_output, _Budget(*bounds), emit_points, _error_adder(error_counter)
             )
@@ -593,7 +647,7 @@ def _decode_frames(df, col, max_output, bounds, *, emit_points=True, error_count
 RECORDING_LABELS = ("received_at_ms",) + LABEL_COLUMNS + ("subscription_id",)
 
 
-def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
+def register(spark: "SparkSession", max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
     """Register kip714's SQL functions on ``spark``; returns their names.
 
     - ``kip714_points(TABLE(t))``: table function over rows with ``payload`` and ``compression_type``
@@ -607,20 +661,24 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
     - ``kip714_metric_name(group, name)`` → Kafka's telemetry metric name."""
     require("spark", "kip714.spark.register")
     import pandas as pd
-    from pyspark.sql.functions import arrow_udtf, pandas_udf
+    from pyspark.sql.functions import arrow_udtf
+    from pyspark.sql.pandas.functions import pandas_udf as _pandas_udf
 
     from .._crc import compute_subscription_id
     from ..client.naming import telemetry_metric_name
 
-    recording = record_schema()
+    recording = record_schema()  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
     label_fields = [recording.field(n) for n in RECORDING_LABELS]
     out_schema = pa.schema(
         list(points_schema()) + label_fields + [pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string())]
     )
     ddl = _to_spark_schema(out_schema)
+    # pyspark's stubs know pandas_udf only with an explicit functionType, not in the form used here (the
+    # UDF's kind read from the function's pandas type hints)
+    pandas_udf = cast("Callable[[str], Callable[[Callable[..., Any]], UserDefinedFunctionLike]]", _pandas_udf)
 
     class Kip714Points:
-        def eval(self, batch: pa.RecordBatch):
+        def eval(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
             names = batch.schema.names
             carry = [f for f in label_fields if f.name in names]
             src_schema = pa.schema(carry)
@@ -640,9 +698,10 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
                         cols.append(pa.nulls(out.num_rows, field.type))
                 yield pa.RecordBatch.from_arrays(cols, schema=out_schema)
 
-    spark.udtf.register("kip714_points", arrow_udtf(Kip714Points, returnType=ddl))
+    # given a class, arrow_udtf returns the table function (pyspark types it with its decorator form too)
+    spark.udtf.register("kip714_points", cast("UserDefinedTableFunction", arrow_udtf(Kip714Points, returnType=ddl)))
 
-    def _decompress_one(data, ctype):
+    def _decompress_one(data: bytes | None, ctype: Any) -> tuple[bytes | None, str | None]:
         if data is None or ctype is None or pd.isna(ctype):
             return None, "null payload or compression type"
         try:
@@ -656,10 +715,10 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
 
     @pandas_udf("string")
     def kip714_payload_error(payload: pd.Series, ctype: pd.Series) -> pd.Series:
-        out = []
+        out: list[str | None] = []
         for p, c in zip(payload, ctype):
             raw, err = _decompress_one(p, c)
-            if err is None:
+            if raw is not None:  # (err is None)
                 try:
                     _otlp.decode_metrics(raw)
                 except Kip714Error as exc:
@@ -721,7 +780,7 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
         import base64
         import uuid
 
-        out = []
+        out: list[int | None] = []
         for m, i, inst in zip(metrics, interval, instance):
             if m is None or inst is None or pd.isna(i):
                 out.append(None)
@@ -737,22 +796,16 @@ def register(spark, max_output: int = DEFAULT_MAX_OUTPUT) -> list[str]:
             [None if g is None or n is None else telemetry_metric_name(g, n) for g, n in zip(group, name)], dtype=object
         )
 
-    names = [
-        "kip714_decompress",
-        "kip714_payload_error",
-        "kip714_frame_header",
-        "kip714_subscription_id",
-        "kip714_metric_name",
-    ]
-    for fn in (
-        kip714_decompress,
-        kip714_payload_error,
-        kip714_frame_header,
-        kip714_subscription_id,
-        kip714_metric_name,
-    ):
-        spark.udf.register(fn.__name__, fn)
-    return ["kip714_points"] + names
+    functions = {
+        "kip714_decompress": kip714_decompress,
+        "kip714_payload_error": kip714_payload_error,
+        "kip714_frame_header": kip714_frame_header,
+        "kip714_subscription_id": kip714_subscription_id,
+        "kip714_metric_name": kip714_metric_name,
+    }
+    for name, fn in functions.items():
+        spark.udf.register(name, fn)
+    return ["kip714_points", *functions]
 
 
 # ------------------------------------------------------------------------------------- sessions
@@ -865,7 +918,7 @@ def local_session(
     partitions: int | None = None,
     progress: bool = False,
     conf: dict[str, str] | None = None,
-):
+) -> "SparkSession":
     """A SparkSession for kip714 work: ``local[*]`` unless ``master`` names a cluster; Arrow enabled,
     the UI off, quiet logs, and the sizes of :func:`session_defaults` (a 768m driver heap committed at start,
     less on a small machine; Arrow batches and input partitions bounded in bytes). ``conf``: Spark settings that

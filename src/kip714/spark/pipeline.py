@@ -19,6 +19,8 @@ batches of at most 65536 rows / 16 MiB, and nothing is cached. --conf KEY=VALUE 
 and what to raise (--verbose shows Spark's log and the traceback).
 """
 
+from __future__ import annotations
+
 import argparse
 import errno
 import json
@@ -27,12 +29,21 @@ import pathlib
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, cast
 
 from .._enums import DEFAULT_TELEMETRY_MAX_BYTES
 from .._extras import require
 from .._units import DURATION_HELP, duration, size
 from ..errors import SparkJobError
+
+if TYPE_CHECKING:  # pyspark is the spark extra: imported by the functions that need it
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from .decode import DecodeResult
 
 
 @dataclass
@@ -79,10 +90,12 @@ def detect_input(path: str) -> str:
     raise ValueError(f"{path} holds neither *.bin frame files nor a Parquet recording")
 
 
-def _input_bytes(spark, path: str) -> int | None:
+def _input_bytes(spark: SparkSession, path: str) -> int | None:
     """Bytes under ``path`` (through Hadoop's FileSystem, so any URL Spark reads), or None."""
     try:
         jvm = spark.sparkContext._jvm
+        if jvm is None:  # no JVM gateway (Spark Connect)
+            return None
         jpath = jvm.org.apache.hadoop.fs.Path(path)
         fs = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         return int(fs.getContentSummary(jpath).getLength())
@@ -97,7 +110,7 @@ def _size_bytes(text: str) -> int:
     return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
-def _error_counter(spark):
+def _error_counter(spark: SparkSession) -> Accumulator[int] | None:
     try:
         return spark.sparkContext.accumulator(0)
     except Exception:  # Spark Connect has no accumulators: the errors pass then always runs
@@ -112,7 +125,7 @@ def run_pipeline(
     partitions: int | None = None,
     max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
     progress: bool = True,
-    spark=None,
+    spark: SparkSession | None = None,
     conf: dict[str, str] | None = None,
     log_level: str | None = None,
 ) -> PipelineSummary:
@@ -158,8 +171,9 @@ def run_pipeline(
     if partitions:
         df = df.repartition(partitions)
     else:
-        size = _input_bytes(spark, input_path)
-        split = _size_bytes(spark.conf.get("spark.sql.files.maxPartitionBytes", str(kspark.PARTITION_BYTES)))
+        size = _input_bytes(spark, input_path) or 0
+        split_setting = spark.conf.get("spark.sql.files.maxPartitionBytes", str(kspark.PARTITION_BYTES))
+        split = _size_bytes(cast(str, split_setting))  # (not None: a default is given)
         wanted = -(-size // split) if size else 0
         if wanted > df.rdd.getNumPartitions():  # files larger than a partition that Spark cannot split
             _say(progress, started, f"repartitioning {size / 1e6:,.0f} MB into {wanted} partitions")
@@ -168,11 +182,13 @@ def run_pipeline(
     _say(progress, started, f"decoding {input_rows} rows in {df.rdd.getNumPartitions()} partitions")
     bounds = kspark._Bounds(kspark.MAX_BATCH_ROWS, kspark.MAX_BATCH_BYTES)
 
-    def decode(**kw):
-        return (
-            kspark._decode_frames(df, "frame", max_output, bounds, **kw)
-            if kind == "frames"
-            else kspark._decode_payloads(df, "payload", "compression_type", max_output, bounds, **kw)
+    def decode(*, emit_points: bool = True, error_counter: Accumulator[int] | None = None) -> DecodeResult:
+        if kind == "frames":
+            return kspark._decode_frames(
+                df, "frame", max_output, bounds, emit_points=emit_points, error_counter=error_counter
+            )
+        return kspark._decode_payloads(
+            df, "payload", "compression_type", max_output, bounds, emit_points=emit_points, error_counter=error_counter
         )
 
     out = pathlib.Path(output_path) if "://" not in output_path else None
@@ -208,6 +224,7 @@ def run_pipeline(
         )
         .first()
     )
+    assert stats is not None  # an aggregate without grouping has one row
     n_errors = spark.read.schema(result.errors.schema).parquet(errors_dir).count()
     summary = PipelineSummary(
         kind, input_rows, stats["points"], n_errors, stats["clients"], stats["metrics"], time.perf_counter() - started
@@ -365,7 +382,7 @@ class BatchProgress:
     def describe(self) -> str:
         delay = (
             f", push→table {self.delay_min_ms / 1000:.1f}–{self.delay_max_ms / 1000:.1f} s"
-            if self.delay_max_ms is not None
+            if self.delay_min_ms is not None and self.delay_max_ms is not None  # (both or neither)
             else ""
         )
         return (
@@ -392,7 +409,7 @@ class FollowingPipeline:
 
     def __init__(
         self,
-        spark,
+        spark: SparkSession,
         input_path: str,
         output_path: str,
         *,
@@ -400,7 +417,7 @@ class FollowingPipeline:
         checkpoint: str | None = None,
         max_files_per_trigger: int | None = None,
         max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
-        progress=None,
+        progress: Callable[[BatchProgress], object] | None = None,
     ) -> None:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -413,12 +430,14 @@ class FollowingPipeline:
         self.points_dir, self.errors_dir = out + "/points", out + "/errors"
         self.checkpoint = checkpoint or out + "/_checkpoint"
         self.batches: list[BatchProgress] = []
-        reader = spark.readStream.schema(from_arrow_schema(record_schema()))
+        reader = spark.readStream.schema(
+            from_arrow_schema(record_schema())  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+        )
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
         stream = reader.parquet(input_path).withColumnRenamed("error_code", "push_error_code")
 
-        def write_batch(df, batch_id: int) -> None:
+        def write_batch(df: DataFrame, batch_id: int) -> None:
             from pyspark import StorageLevel
 
             started = time.perf_counter()
@@ -441,6 +460,7 @@ class FollowingPipeline:
                 ).first()
             finally:
                 result.combined.unpersist()
+            assert stats is not None and span is not None  # aggregates without grouping have one row
             now_ms = int(time.time() * 1000)
             p = BatchProgress(
                 batch_id,
@@ -455,7 +475,7 @@ class FollowingPipeline:
             if progress is not None:
                 progress(p)
 
-        self.query = (
+        self.query: StreamingQuery = (
             stream.writeStream.foreachBatch(write_batch)
             .option("checkpointLocation", self.checkpoint)
             .trigger(processingTime=f"{max(0.1, float(trigger_s))} seconds")
@@ -467,8 +487,12 @@ class FollowingPipeline:
         """Block until every file present now has been processed."""
         self.query.processAllAvailable()
 
-    def await_termination(self, timeout_s: float | None = None) -> bool:
-        return self.query.awaitTermination(timeout_s) if timeout_s is not None else self.query.awaitTermination()
+    def await_termination(self, timeout_s: float | None = None) -> bool | None:
+        """Wait for the query to end: within ``timeout_s`` seconds (then whether it did), or for good (None)."""
+        if timeout_s is None:
+            return self.query.awaitTermination()
+        # pyspark takes int or float seconds (it checks for both) but annotates the timeout as int
+        return self.query.awaitTermination(timeout_s)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         self.query.stop()
@@ -485,7 +509,7 @@ def follow_pipeline(
     max_files_per_trigger: int | None = None,
     max_output: int = DEFAULT_TELEMETRY_MAX_BYTES,
     progress: bool = True,
-    spark=None,
+    spark: SparkSession | None = None,
     conf: dict[str, str] | None = None,
 ) -> FollowingPipeline:
     """Start following ``input_path`` (a recording being written) into ``output_path``; returns the

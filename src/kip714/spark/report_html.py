@@ -14,9 +14,16 @@ import html
 import io
 import json
 import pathlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .report_checks import CHECKS, INSIGHTS, REQUIRED_METRICS_NOTE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from _typeshed import DataclassInstance
+    from matplotlib.figure import Figure
+    from pyspark.sql import DataFrame
 
 _SW = ("client_software_name", "client_software_version")
 CONFORMANCE_FIELDS = ("client_software_name", "client_software_version", "check", "status", "failures", "examples")
@@ -38,13 +45,35 @@ _SHORT = {
 }
 
 
-def _rows(df, order=()) -> list[dict[str, Any]]:
+class _ReportTables(Protocol):
+    """What is written of a :class:`~kip714.spark.report.Report`: its tables and its options (a Protocol:
+    :mod:`.report` imports this module)."""
+
+    @property
+    def conformance(self) -> DataFrame: ...
+    @property
+    def insights(self) -> DataFrame: ...
+    @property
+    def clients(self) -> DataFrame: ...
+    @property
+    def errors(self) -> DataFrame: ...
+    @property
+    def timeline(self) -> DataFrame: ...
+    @property
+    def options(self) -> DataclassInstance: ...
+
+
+#: Rows of a collected table, cells as Spark gives them.
+_TableRow = dict[str, Any]
+
+
+def _rows(df: DataFrame, order: Sequence[str] = ()) -> list[_TableRow]:
     if order:
         df = df.orderBy(*order)
     return [r.asDict(recursive=True) for r in df.collect()]
 
 
-def collect(rep) -> dict[str, Any]:
+def collect(rep: _ReportTables) -> dict[str, Any]:
     """The report's tables as lists of dicts (aggregates only)."""
     conformance = _rows(rep.conformance, (*_SW, "_order"))
     insights = _rows(rep.insights, ("_order", "client_instance_id", "metric"))
@@ -59,7 +88,7 @@ def collect(rep) -> dict[str, Any]:
     }
 
 
-def write_report(rep, out: pathlib.Path, *, summary: bool = True) -> dict[str, Any]:
+def write_report(rep: _ReportTables, out: pathlib.Path, *, summary: bool = True) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -84,7 +113,7 @@ def write_report(rep, out: pathlib.Path, *, summary: bool = True) -> dict[str, A
     return data
 
 
-def _arrow_schema(df):
+def _arrow_schema(df: DataFrame) -> pa.Schema:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -117,7 +146,7 @@ def summary_text(data: dict[str, Any], out: pathlib.Path | None = None) -> str:
     checks = list(CHECKS)
     width = max([len(f"{n} {v}") for n, v in software] + [8])
     lines.append("  " + "software".ljust(width) + " " + " ".join(_SHORT[c].rjust(9) for c in checks))
-    by_sw: dict[tuple[str, str], dict[str, dict]] = {}
+    by_sw: dict[tuple[str, str], dict[str, _TableRow]] = {}
     for r in conf:
         by_sw.setdefault((r["client_software_name"], r["client_software_version"]), {})[r["check"]] = r
     for sw in software:
@@ -173,7 +202,9 @@ def _e(v: Any) -> str:
     return html.escape(_fmt(v) if not isinstance(v, str) else v)
 
 
-def _table(headers, rows, classes=None) -> str:
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], classes: Sequence[Sequence[str]] | None = None
+) -> str:
     out = ["<table><thead><tr>", *[f"<th>{html.escape(h)}</th>" for h in headers], "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         out.append("<tr>")
@@ -198,7 +229,7 @@ def _charts(data: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     charts = []
 
-    def png(fig) -> str:
+    def png(fig: Figure) -> str:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
         plt.close(fig)
@@ -216,7 +247,8 @@ def _charts(data: dict[str, Any]) -> list[tuple[str, str]]:
         bottom = [0] * len(minutes)
         for key, counts in sorted(series.items()):
             ys = [counts.get(m, 0) for m in minutes]
-            ax.bar(xs, ys, bottom=bottom, width=1 / 1440 * 0.9, label=key)
+            # matplotlib's date converter places datetimes on the axis; its stubs take numbers only
+            ax.bar(xs, ys, bottom=bottom, width=1 / 1440 * 0.9, label=key)  # type: ignore[arg-type]
             bottom = [b + y for b, y in zip(bottom, ys)]
         ax.set_ylabel("pushes per minute")
         ax.legend(fontsize=7, loc="upper left")
@@ -224,12 +256,12 @@ def _charts(data: dict[str, Any]) -> list[tuple[str, str]]:
         charts.append(("Pushes per minute, by client software (UTC)", png(fig)))
     ins = data["insights"]
     if ins:
-        counts: dict[str, int] = {}
+        findings: dict[str, int] = {}
         for r in ins:
-            counts[r["insight"]] = counts.get(r["insight"], 0) + 1
-        names = [n for n in INSIGHTS if n in counts]
+            findings[r["insight"]] = findings.get(r["insight"], 0) + 1
+        names = [n for n in INSIGHTS if n in findings]
         fig, ax = plt.subplots(figsize=(6, 2.6))
-        ax.barh(names[::-1], [counts[n] for n in names[::-1]], color="#c0392b")
+        ax.barh(names[::-1], [findings[n] for n in names[::-1]], color="#c0392b")
         ax.set_xlabel("findings")
         charts.append(("Findings per insight", png(fig)))
     errors = data["errors"]
@@ -244,10 +276,10 @@ def _charts(data: dict[str, Any]) -> list[tuple[str, str]]:
     return charts
 
 
-def render_html(data: dict[str, Any], options) -> str:
+def render_html(data: dict[str, Any], options: DataclassInstance) -> str:
     conf, ins, clients = data["conformance"], data["insights"], data["clients"]
     software = sorted({(r["client_software_name"], r["client_software_version"]) for r in conf})
-    by_sw: dict[tuple[str, str], dict[str, dict]] = {}
+    by_sw: dict[tuple[str, str], dict[str, _TableRow]] = {}
     for r in conf:
         by_sw.setdefault((r["client_software_name"], r["client_software_version"]), {})[r["check"]] = r
     checks = list(CHECKS)
@@ -274,7 +306,8 @@ def render_html(data: dict[str, Any], options) -> str:
         "</div>",
         "<h2>Conformance</h2>",
     ]
-    rows, classes = [], []
+    rows: list[list[Any]] = []
+    classes: list[list[str]] = []
     for sw in software:
         row, cls = [sw[0], sw[1]], ["", ""]
         for c in checks:

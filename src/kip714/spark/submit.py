@@ -10,12 +10,13 @@ compiled extensions): install the wheel on the nodes or ship a packed virtual en
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from kip714.errors import SparkJobError
 from kip714.spark.pipeline import add_arguments, run_job
 
 
-def run(argv=None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:
     """Run the ``kip714 pipeline`` job with ``argv`` (default: this script's arguments)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--path"]:
