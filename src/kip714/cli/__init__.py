@@ -88,7 +88,9 @@ def module_of(name: str) -> ModuleType:
     return sys.modules[path]
 
 
-def add_command(subparsers: argparse._SubParsersAction, name: str, arguments: bool = True) -> argparse.ArgumentParser:
+def add_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, arguments: bool = True
+) -> argparse.ArgumentParser:
     """Add subcommand ``name`` to ``subparsers``: its help line, and (``arguments``) its module's options and
     ``run`` as ``func`` (which imports the module)."""
     command = _BY_NAME[name]

@@ -23,7 +23,7 @@ def plain(doc: str | None) -> str:
     if not doc:
         return ""
 
-    def role(m: re.Match) -> str:
+    def role(m: re.Match[str]) -> str:
         target = m.group(1)
         return target.rsplit(".", 1)[-1] if m.group(0).startswith(":", 0) and "`~" in m.group(0) else target
 

@@ -6,7 +6,8 @@ import argparse
 import json
 import pathlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import kip714
 
@@ -16,7 +17,7 @@ from .._units import size
 from ._text import codec_name as _codec_name
 
 
-def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int):
+def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int) -> Iterator[tuple[pathlib.Path, int, bytes]]:
     """(path, index, frame bytes) for every size-prefixed frame in the files; leftover bytes are an error."""
     for path in paths:
         data = path.read_bytes()
@@ -33,14 +34,16 @@ def iter_frames(paths: Iterable[pathlib.Path], max_frame_bytes: int):
             yield path, i, frame
 
 
-def decode_push(frame, max_output: int):
+def decode_push(
+    frame: bytes | memoryview, max_output: int
+) -> tuple[kip714.wire.Request, bytes | None, list[dict[str, Any]]]:
     """Decode one PushTelemetry frame: (request, decompressed payload, data-point rows)."""
     req = kip714.decode_request(frame)
     body = req.body
     if not isinstance(body, kip714.PushTelemetryRequest):
         return req, None, []
     metrics = body.metrics if body.metrics is not None else b""
-    payload = kip714.decompress(metrics, body.compression_type, max_output) if len(metrics) else b""
+    payload = kip714.decompress(metrics, body.compression_type, max_output) if body.metrics_size else b""
     rows = kip714.decode_metrics(payload).to_pylist() if payload else []
     for r in rows:  # Arrow maps come back as (key, value) pairs; print them as objects
         r["attributes"] = dict(r["attributes"])
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(body, kip714.PushTelemetryRequest):
             print(f"{source}: {type(body).__name__} correlation_id={h.correlation_id} client_id={h.client_id}")
             continue
+        assert payload is not None  # a PushTelemetry request decodes to bytes
         print(
             f"{source}: PushTelemetry client_id={h.client_id} "
             f"instance={kip714.kafka_uuid_string(body.client_instance_id_bytes)} "

@@ -30,6 +30,7 @@ def captures(args: argparse.Namespace) -> int:
     for path, _, frame in iter_frames(paths, kip714.wire.DEFAULT_MAX_FRAME_BYTES):
         req, payload, rows = decode_push(frame, DEFAULT_TELEMETRY_MAX_BYTES)
         body = req.body
+        assert payload is not None  # the captures are PushTelemetry requests
         summary.append(
             (
                 path.stem,

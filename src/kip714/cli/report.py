@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print conformance and insights as JSON instead of the summary")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import json
 
     from ..spark.decode import local_session, recording_paths

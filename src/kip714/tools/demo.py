@@ -14,11 +14,22 @@
 ``--captures`` instead decodes the real librdkafka frames bundled with kip714, without Spark or network.
 """
 
+from __future__ import annotations
+
 import asyncio
 import gc
 import pathlib
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import confluent_kafka
+    import pandas as pd
+
+    from ..endpoint.server import TelemetryServer
+    from ..sinks.prometheus import PrometheusExporter
+    from .simulate import FleetStats
 
 NODE_LATENCY = ".node.request.latency.avg"
 
@@ -28,7 +39,7 @@ def _say(started: float, message: str) -> None:
 
 
 class _ServerThread:
-    def __init__(self, server) -> None:
+    def __init__(self, server: TelemetryServer) -> None:
         self.server = server
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -55,7 +66,7 @@ def _librdkafka_clients(bootstrap: str, seconds: float, producers: int, consumer
         import confluent_kafka
     except ImportError:
         return 0
-    clients = []
+    clients: list[confluent_kafka.Producer | confluent_kafka.Consumer] = []
     for i in range(producers):
         clients.append(
             confluent_kafka.Producer(
@@ -119,7 +130,7 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
         f"{out / 'recording'}; Prometheus metrics on http://127.0.0.1:{metrics_port}/metrics",
     )
     fleet = Fleet(simulated // 2, simulated - simulated // 2, seed=714, software="mix", codec="mixed")
-    fleet_result = {}
+    fleet_result: dict[str, FleetStats] = {}
     fleet_thread = threading.Thread(
         target=lambda: fleet_result.setdefault("stats", fleet.run_tcp("127.0.0.1", server.port, seconds)), daemon=True
     )
@@ -148,7 +159,7 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
 DEMO_QUERY = "topk(5, max by (client_id, node_id) (org_apache_kafka_producer_node_request_latency_avg))"
 
 
-def _show_query(exporter, port: int) -> None:
+def _show_query(exporter: PrometheusExporter, port: int) -> None:
     """Scrape the demo's /metrics once and evaluate :data:`DEMO_QUERY` on it (what Grafana would plot)."""
     import urllib.request
 
@@ -242,7 +253,7 @@ def _report(out: pathlib.Path, master: str | None, started: float) -> int:
     return 0
 
 
-def _chart(frame, path: pathlib.Path) -> pathlib.Path:
+def _chart(frame: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     import matplotlib
 
     matplotlib.use("Agg")
