@@ -46,8 +46,16 @@ TOLERATE = frozenset(filter(None, os.environ.get("KIP714_FUZZ_TOLERATE", "").spl
 
 # --------------------------------------------------------------------------------------------- frames
 
-_API_KEYS = (3, 18, 71, 72)
-_MAX_VERSION = {3: 13, 18: 4, 71: 0, 72: 0}
+_API_KEYS = (3, 18, 71, 72, 32, 33, 44, 74)
+#: api key -> (min, max) version kip714 decodes
+_VERSIONS = {3: (0, 13), 18: (0, 4), 71: (0, 0), 72: (0, 0), 32: (1, 4), 33: (0, 2), 44: (0, 1), 74: (0, 1)}
+
+
+def _api_version(key_byte: int, version_byte: int) -> tuple[int, int]:
+    """(api key, version) from two input bytes: every key and version kip714 decodes."""
+    api_key = _API_KEYS[key_byte % len(_API_KEYS)]
+    lo, hi = _VERSIONS[api_key]
+    return api_key, lo + version_byte % (hi - lo + 1)
 
 
 def _expect_kip714(fn, *args, **kw):
@@ -138,8 +146,7 @@ def frames(data: bytes) -> None:
     elif mode == 1:
         if len(body) < 2:
             return
-        api_key = _API_KEYS[body[0] % 4]
-        version = body[1] % (_MAX_VERSION[api_key] + 1)
+        api_key, version = _api_version(body[0], body[1])
         resp = _expect_kip714(kip714.decode_response, body[2:], api_key, version)
         if resp is not None:
             _roundtrip_response(resp, api_key, version)
@@ -158,8 +165,7 @@ def frames(data: bytes) -> None:
     else:
         if len(body) < 3:
             return
-        api_key = _API_KEYS[body[0] % 4]
-        version = body[1] % (_MAX_VERSION[api_key] + 1)
+        api_key, version = _api_version(body[0], body[1])
         is_request = bool(body[2] & 1)
         cls = kip714.wire.message_class(api_key, is_request)
         msg = _expect_kip714(cls.decode, body[3:], version)

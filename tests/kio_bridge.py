@@ -30,6 +30,14 @@ KIO_NAMES = {
     "ApiVersionsResponse": ("api_versions", "response"),
     "MetadataRequest": ("metadata", "request"),
     "MetadataResponse": ("metadata", "response"),
+    "DescribeConfigsRequest": ("describe_configs", "request"),
+    "DescribeConfigsResponse": ("describe_configs", "response"),
+    "AlterConfigsRequest": ("alter_configs", "request"),
+    "AlterConfigsResponse": ("alter_configs", "response"),
+    "IncrementalAlterConfigsRequest": ("incremental_alter_configs", "request"),
+    "IncrementalAlterConfigsResponse": ("incremental_alter_configs", "response"),
+    "ListConfigResourcesRequest": ("list_config_resources", "request"),
+    "ListConfigResourcesResponse": ("list_config_resources", "response"),
 }
 RENAMED = {"throttle_time": "throttle_time_ms", "push_interval": "push_interval_ms"}
 

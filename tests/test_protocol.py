@@ -18,12 +18,30 @@ from kio_bridge import from_kio, kio_class, kio_decode, kio_encode, ours_as_dict
 import kip714
 from kip714 import Kip714Error
 from kip714.wire import (
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    ConfigResource,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
     FinalizedFeature,
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
+    IncrementalAlterableConfig,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
+    IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     MetadataRequest,
     MetadataRequestTopic,
     MetadataResponse,
@@ -251,6 +269,38 @@ def strategy(cls, v):
         return st.builds(cls, throttle_time_ms=u_i32, brokers=lists(broker), cluster_id=st.one_of(st.none(), text),
                          controller_id=node, topics=lists(topic, 3), cluster_authorized_operations=i32,
                          error_code=errors)
+    nullable = st.one_of(st.none(), text)
+    if cls is DescribeConfigsRequest:
+        resource = st.builds(DescribeConfigsResource, resource_type=i8, resource_name=text,
+                             configuration_keys=st.one_of(st.none(), lists(text)))
+        return st.builds(cls, resources=lists(resource), include_synonyms=st.booleans(),
+                         include_documentation=st.booleans() if v >= 3 else st.just(False))
+    if cls is DescribeConfigsResponse:
+        synonym = st.builds(DescribeConfigsSynonym, name=text, value=nullable, source=i8)
+        config = st.builds(DescribeConfigsResourceResult, name=text, value=nullable, read_only=st.booleans(),
+                           config_source=i8, is_sensitive=st.booleans(), synonyms=lists(synonym, 3),
+                           config_type=i8 if v >= 3 else st.just(0), documentation=nullable if v >= 3 else st.none())
+        result = st.builds(DescribeConfigsResult, error_code=errors, error_message=nullable, resource_type=i8,
+                           resource_name=text, configs=lists(config, 4))
+        return st.builds(cls, throttle_time_ms=u_i32, results=lists(result, 4))
+    if cls is AlterConfigsRequest:
+        resource = st.builds(AlterConfigsResource, resource_type=i8, resource_name=text,
+                             configs=lists(st.builds(AlterableConfig, name=text, value=nullable)))
+        return st.builds(cls, resources=lists(resource), validate_only=st.booleans())
+    if cls is IncrementalAlterConfigsRequest:
+        op = st.builds(IncrementalAlterableConfig, name=text, config_operation=i8, value=nullable)
+        resource = st.builds(IncrementalAlterConfigsResource, resource_type=i8, resource_name=text,
+                             configs=lists(op))
+        return st.builds(cls, resources=lists(resource), validate_only=st.booleans())
+    if cls in (AlterConfigsResponse, IncrementalAlterConfigsResponse):
+        resp = st.builds(AlterConfigsResourceResponse, error_code=errors, error_message=nullable, resource_type=i8,
+                         resource_name=text)
+        return st.builds(cls, throttle_time_ms=u_i32, responses=lists(resp))
+    if cls is ListConfigResourcesRequest:
+        return st.builds(cls, resource_types=lists(i8) if v >= 1 else st.just([]))
+    if cls is ListConfigResourcesResponse:
+        row = st.builds(ConfigResource, resource_name=text, resource_type=i8 if v >= 1 else st.just(16))
+        return st.builds(cls, throttle_time_ms=u_i32, error_code=errors, config_resources=lists(row))
     raise AssertionError(cls)
 
 
@@ -258,12 +308,30 @@ MESSAGE_CLASSES = [GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsRe
                    PushTelemetryResponse, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
                    MetadataResponse]
 CASES = [(c, v) for c in MESSAGE_CLASSES for v in range(c.MIN_VERSION, c.MAX_VERSION + 1)]
+#: the config admin messages (kip714 answers them for CLIENT_METRICS): every version, fewer examples each
+ADMIN_CLASSES = [DescribeConfigsRequest, DescribeConfigsResponse, AlterConfigsRequest, AlterConfigsResponse,
+                 IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListConfigResourcesRequest,
+                 ListConfigResourcesResponse]
+ADMIN_CASES = [(c, v) for c in ADMIN_CLASSES for v in range(c.MIN_VERSION, c.MAX_VERSION + 1)]
+#: their oldest and newest versions, for the frame tests
+ADMIN_EDGES = [(c, v) for c in ADMIN_CLASSES for v in sorted({c.MIN_VERSION, c.MAX_VERSION})]
 
 
 @pytest.mark.parametrize("cls,version", CASES, ids=[f"{c.__name__}-v{v}" for c, v in CASES])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_bodies_agree_with_kio_both_ways(cls, version, data):
+    _bodies_agree(cls, version, data)
+
+
+@pytest.mark.parametrize("cls,version", ADMIN_CASES, ids=[f"{c.__name__}-v{v}" for c, v in ADMIN_CASES])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_admin_bodies_agree_with_kio_both_ways(cls, version, data):
+    _bodies_agree(cls, version, data)
+
+
+def _bodies_agree(cls, version, data):
     msg = data.draw(strategy(cls, version))
     kcls = kio_class(cls, version)
     ours = msg.encode(version)
@@ -294,7 +362,8 @@ def test_large_arrays_and_non_ascii_agree_with_kio():
     assert GetTelemetrySubscriptionsResponse.decode(empty.encode()) == empty
 
 
-@pytest.mark.parametrize("cls,version", CASES, ids=[f"{c.__name__}-v{v}" for c, v in CASES])
+@pytest.mark.parametrize("cls,version", CASES + ADMIN_EDGES,
+                         ids=[f"{c.__name__}-v{v}" for c, v in CASES + ADMIN_EDGES])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), correlation_id=i32, client_id=st.one_of(st.none(), text))
 def test_frames_with_headers_agree_with_kio(cls, version, data, correlation_id, client_id):
@@ -497,7 +566,7 @@ def test_random_garbage_and_every_decoder():
     rnd = random.Random(7)
     for _ in range(3000):
         blob = rnd.randbytes(rnd.randint(0, 64))
-        for cls, v in CASES:
+        for cls, v in CASES + ADMIN_EDGES:
             try:
                 cls.decode(blob, v)
             except Kip714Error:
@@ -571,3 +640,43 @@ def test_wrong_types_are_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="16 bytes, got 1"):
         kip714.kafka_uuid_string(b"x")
     assert len(kip714.kafka_uuid_string(bytes(16))) == 22
+
+
+# ----------------------------------------------------------------------------- the config admin messages
+
+#: (class, version, body) made by kafka-python 3.0.12's KafkaAdminClient classes (kip714's research note)
+ADMIN_VECTORS = [
+    (IncrementalAlterConfigsRequest, 1, "0210057375623104086d657472696373001b6f72672e6170616368652e6b61666b612e70726f"
+     "64756365722e000c696e74657276616c2e6d7300053130303000066d61746368010000000000"),
+    (IncrementalAlterConfigsRequest, 0, "00000001100004737562310000000300076d65747269637300001a6f72672e617061636865"
+     "2e6b61666b612e70726f64756365722e000b696e74657276616c2e6d730000043130303000056d6174636801ffff00"),
+    (DescribeConfigsRequest, 4, "021005737562310000000000"),
+    (DescribeConfigsRequest, 1, "0000000110000473756231ffffffff00"),
+    (AlterConfigsRequest, 2, "0210057375623102086d657472696373022a00000000"),
+    (ListConfigResourcesRequest, 1, "021000"),
+    (ListConfigResourcesRequest, 0, "00"),
+]
+
+
+@pytest.mark.parametrize("cls,version,hexbody", ADMIN_VECTORS,
+                         ids=[f"{c.__name__}-v{v}" for c, v, _ in ADMIN_VECTORS])
+def test_admin_requests_of_kafka_python_decode_and_encode_back(cls, version, hexbody):
+    body = bytes.fromhex(hexbody)
+    msg = cls.decode(body, version)
+    assert msg.encode(version) == body
+    assert msg.resources[0].resource_type == 16 if hasattr(msg, "resources") else True
+    if cls is IncrementalAlterConfigsRequest:
+        assert [(c.name, c.config_operation, c.value) for c in msg.resources[0].configs] == [
+            ("metrics", 0, "org.apache.kafka.producer."), ("interval.ms", 0, "1000"), ("match", 1, None)]
+
+
+def test_admin_versions_outside_kafkas_are_refused():
+    """DescribeConfigs v0 left Kafka in 4.0; ListConfigResources v0 cannot carry resource types."""
+    frame = kip714.encode_request(DescribeConfigsRequest([DescribeConfigsResource(16, "a")]), 7, "c", 1)
+    raw = bytearray(frame[4:])
+    raw[2:4] = b"\x00\x00"           # api_version 0
+    with pytest.raises(kip714.errors.UnsupportedVersionError) as info:
+        kip714.decode_request(bytes(raw))
+    assert info.value.header.correlation_id == 7
+    with pytest.raises(ValueError, match="v0 has no ResourceTypes"):
+        ListConfigResourcesRequest([2]).encode(0)

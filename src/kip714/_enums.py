@@ -11,6 +11,10 @@ __all__ = [
     "ApiKey",
     "ErrorCode",
     "CompressionType",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigType",
+    "AlterConfigOp",
     "COMPRESSION_NAMES",
     "DEFAULT_ACCEPTED_COMPRESSION_TYPES",
     "DEFAULT_TELEMETRY_MAX_BYTES",
@@ -33,11 +37,16 @@ class ApiKey(IntEnum):
     FIND_COORDINATOR = 10
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
+    INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
+    LIST_CONFIG_RESOURCES = 74
+    #: the name of key 74 before Kafka 4.1 (KIP-1142), kept as an alias
     LIST_CLIENT_METRICS_RESOURCES = 74
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
@@ -55,12 +64,62 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    KAFKA_STORAGE_ERROR = 56
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
     THROTTLING_QUOTA_EXCEEDED = 89
     UNKNOWN_TOPIC_ID = 100
     UNKNOWN_SUBSCRIPTION_ID = 117
     TELEMETRY_TOO_LARGE = 118
+
+
+class ConfigResourceType(IntEnum):
+    """Resource types of the config admin APIs (``ConfigResource.Type``)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    """Where a described config comes from (``DescribeConfigsResponse.ConfigSource``)."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ConfigType(IntEnum):
+    """The type of a described config (``DescribeConfigsResponse.ConfigType``, v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class AlterConfigOp(IntEnum):
+    """The operations of IncrementalAlterConfigs (``AlterConfigOp.OpType``)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
 
 
 class CompressionType(IntEnum):

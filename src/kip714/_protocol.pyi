@@ -296,6 +296,218 @@ class MetadataResponse(_ApiMessage):
         unknown_tagged_fields: _Tags = None,
     ) -> None: ...
 
+class DescribeConfigsResource(Message):
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        resource_type: int = 0,
+        resource_name: str = "",
+        configuration_keys: Sequence[str] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class DescribeConfigsRequest(_ApiMessage):
+    resources: list[DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        resources: Sequence[DescribeConfigsResource] | None = None,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class DescribeConfigsSynonym(Message):
+    name: str
+    value: str | None
+    source: int
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self, name: str = "", value: str | None = None, source: int = 0, unknown_tagged_fields: _Tags = None
+    ) -> None: ...
+
+class DescribeConfigsResourceResult(Message):
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
+    synonyms: list[DescribeConfigsSynonym]
+    config_type: int
+    documentation: str | None
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        name: str = "",
+        value: str | None = None,
+        read_only: bool = False,
+        config_source: int = -1,
+        is_sensitive: bool = False,
+        synonyms: Sequence[DescribeConfigsSynonym] | None = None,
+        config_type: int = 0,
+        documentation: str | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class DescribeConfigsResult(Message):
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResourceResult]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = None,
+        resource_type: int = 0,
+        resource_name: str = "",
+        configs: Sequence[DescribeConfigsResourceResult] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class DescribeConfigsResponse(_ApiMessage):
+    throttle_time_ms: int
+    results: list[DescribeConfigsResult]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: Sequence[DescribeConfigsResult] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class AlterableConfig(Message):
+    name: str
+    value: str | None
+    unknown_tagged_fields: _Tags
+    def __init__(self, name: str = "", value: str | None = None, unknown_tagged_fields: _Tags = None) -> None: ...
+
+class AlterConfigsResource(Message):
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        resource_type: int = 0,
+        resource_name: str = "",
+        configs: Sequence[AlterableConfig] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class AlterConfigsRequest(_ApiMessage):
+    resources: list[AlterConfigsResource]
+    validate_only: bool
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        resources: Sequence[AlterConfigsResource] | None = None,
+        validate_only: bool = False,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class AlterConfigsResourceResponse(Message):
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        error_code: int = 0,
+        error_message: str | None = None,
+        resource_type: int = 0,
+        resource_name: str = "",
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class AlterConfigsResponse(_ApiMessage):
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        responses: Sequence[AlterConfigsResourceResponse] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class IncrementalAlterableConfig(Message):
+    name: str
+    config_operation: int
+    value: str | None
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self, name: str = "", config_operation: int = 0, value: str | None = None, unknown_tagged_fields: _Tags = None
+    ) -> None: ...
+
+class IncrementalAlterConfigsResource(Message):
+    resource_type: int
+    resource_name: str
+    configs: list[IncrementalAlterableConfig]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        resource_type: int = 0,
+        resource_name: str = "",
+        configs: Sequence[IncrementalAlterableConfig] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class IncrementalAlterConfigsRequest(_ApiMessage):
+    resources: list[IncrementalAlterConfigsResource]
+    validate_only: bool
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        resources: Sequence[IncrementalAlterConfigsResource] | None = None,
+        validate_only: bool = False,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class IncrementalAlterConfigsResponse(_ApiMessage):
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        responses: Sequence[AlterConfigsResourceResponse] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
+class ListConfigResourcesRequest(_ApiMessage):
+    resource_types: list[int]
+    unknown_tagged_fields: _Tags
+    def __init__(self, resource_types: Sequence[int] | None = None, unknown_tagged_fields: _Tags = None) -> None: ...
+
+class ConfigResource(Message):
+    resource_name: str
+    resource_type: int
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self, resource_name: str = "", resource_type: int = 16, unknown_tagged_fields: _Tags = None
+    ) -> None: ...
+
+class ListConfigResourcesResponse(_ApiMessage):
+    throttle_time_ms: int
+    error_code: int
+    config_resources: list[ConfigResource]
+    unknown_tagged_fields: _Tags
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        config_resources: Sequence[ConfigResource] | None = None,
+        unknown_tagged_fields: _Tags = None,
+    ) -> None: ...
+
 def decode_request(buf: Buffer) -> Request: ...
 def decode_request_header(buf: Buffer) -> RequestHeader: ...
 def decode_response(buf: Buffer, api_key: int, api_version: int, *, size_prefixed: bool = False) -> Response: ...

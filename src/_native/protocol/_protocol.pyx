@@ -1,6 +1,8 @@
 # cython: language_level=3
 """Kafka framing, request/response headers and message bodies for the APIs a KIP-714 endpoint speaks:
-GetTelemetrySubscriptions (71) v0, PushTelemetry (72) v0, ApiVersions (18) v0-v4 and Metadata (3) v0-v13.
+GetTelemetrySubscriptions (71) v0, PushTelemetry (72) v0, ApiVersions (18) v0-v4 and Metadata (3) v0-v13,
+and the config admin APIs its subscriptions are managed by: DescribeConfigs (32) v1-v4, AlterConfigs (33)
+v0-v2, IncrementalAlterConfigs (44) v0-v1 and ListConfigResources (74) v0-v1.
 
 Decoding is bounds-checked against the input (see kbuf.pxd) and zero-copy where it matters: a decoded
 PushTelemetryRequest keeps a reference to the input and hands out ``.metrics`` as a memoryview into it.
@@ -87,8 +89,12 @@ DEFAULT_MAX_FRAME_BYTES = 104857600
 cdef enum:
     K_METADATA = 3
     K_API_VERSIONS = 18
+    K_DESCRIBE_CONFIGS = 32
+    K_ALTER_CONFIGS = 33
+    K_INCREMENTAL_ALTER_CONFIGS = 44
     K_GET_TELEMETRY_SUBSCRIPTIONS = 71
     K_PUSH_TELEMETRY = 72
+    K_LIST_CONFIG_RESOURCES = 74
 
 #: api_key -> (min version, max version, first flexible version)
 SUPPORTED_VERSIONS = {
@@ -96,6 +102,10 @@ SUPPORTED_VERSIONS = {
     K_API_VERSIONS: (0, 4, 3),
     K_GET_TELEMETRY_SUBSCRIPTIONS: (0, 0, 0),
     K_PUSH_TELEMETRY: (0, 0, 0),
+    K_DESCRIBE_CONFIGS: (1, 4, 4),
+    K_ALTER_CONFIGS: (0, 2, 2),
+    K_INCREMENTAL_ALTER_CONFIGS: (0, 1, 1),
+    K_LIST_CONFIG_RESOURCES: (0, 1, 0),
 }
 
 
@@ -104,28 +114,46 @@ cdef inline int _flexible_from(int api_key) noexcept:
         return 9
     if api_key == K_API_VERSIONS:
         return 3
+    if api_key == K_DESCRIBE_CONFIGS:
+        return 4
+    if api_key == K_ALTER_CONFIGS:
+        return 2
+    if api_key == K_INCREMENTAL_ALTER_CONFIGS:
+        return 1
     return 0
 
 
 cdef inline int _max_version(int api_key) noexcept:
     if api_key == K_METADATA:
         return 13
-    if api_key == K_API_VERSIONS:
+    if api_key == K_API_VERSIONS or api_key == K_DESCRIBE_CONFIGS:
         return 4
+    if api_key == K_ALTER_CONFIGS:
+        return 2
+    if api_key == K_INCREMENTAL_ALTER_CONFIGS or api_key == K_LIST_CONFIG_RESOURCES:
+        return 1
     return 0
+
+
+cdef inline int _min_version(int api_key) noexcept:
+    return 1 if api_key == K_DESCRIBE_CONFIGS else 0
 
 
 cdef inline bint _known_key(int api_key) noexcept:
     return (api_key == K_PUSH_TELEMETRY or api_key == K_GET_TELEMETRY_SUBSCRIPTIONS
-            or api_key == K_API_VERSIONS or api_key == K_METADATA)
+            or api_key == K_API_VERSIONS or api_key == K_METADATA or api_key == K_DESCRIBE_CONFIGS
+            or api_key == K_ALTER_CONFIGS or api_key == K_INCREMENTAL_ALTER_CONFIGS
+            or api_key == K_LIST_CONFIG_RESOURCES)
 
 
-# The field types, the message base and headers, the KIP-714 messages, and the messages a client needs before it
-# pushes (ApiVersions, Metadata): one file each, included in this order (each uses the ones before it).
+# The field types, the message base and headers, the KIP-714 messages, the messages a client needs before it
+# pushes (ApiVersions, Metadata) and the config admin messages (subscriptions through Kafka's admin API): one
+# file each, included in this order (each uses the ones before it).
 include "proto_fields.pxi"
 include "proto_message.pxi"
 include "proto_telemetry.pxi"
 include "proto_admin.pxi"
+include "proto_configs.pxi"
 
 
 # ----------------------------------------------------------------------------------------- dispatch
@@ -140,6 +168,14 @@ cdef object _decode_body(KReader* r, int api_key, int version, bint is_request, 
             return _dec_api_versions_request(r, version)
         if api_key == K_METADATA:
             return _dec_metadata_request(r, version)
+        if api_key == K_DESCRIBE_CONFIGS:
+            return _dec_describe_configs_request(r, version)
+        if api_key == K_ALTER_CONFIGS:
+            return _dec_alter_configs_request(r, version)
+        if api_key == K_INCREMENTAL_ALTER_CONFIGS:
+            return _dec_incremental_alter_configs_request(r, version)
+        if api_key == K_LIST_CONFIG_RESOURCES:
+            return _dec_list_config_resources_request(r, version)
     else:
         if api_key == K_PUSH_TELEMETRY:
             return _dec_push_response(r, version)
@@ -149,6 +185,14 @@ cdef object _decode_body(KReader* r, int api_key, int version, bint is_request, 
             return _dec_api_versions_response(r, version)
         if api_key == K_METADATA:
             return _dec_metadata_response(r, version)
+        if api_key == K_DESCRIBE_CONFIGS:
+            return _dec_describe_configs_response(r, version)
+        if api_key == K_ALTER_CONFIGS:
+            return _dec_alter_configs_response(r, version)
+        if api_key == K_INCREMENTAL_ALTER_CONFIGS:
+            return _dec_incremental_alter_configs_response(r, version)
+        if api_key == K_LIST_CONFIG_RESOURCES:
+            return _dec_list_config_resources_response(r, version)
     raise UnsupportedApiKeyError(f"kip714 does not decode API key {api_key}")
 
 
@@ -216,9 +260,9 @@ cdef object _decode_request_entry(KReader* r, object src, int unused_a, int unus
         exc = UnsupportedApiKeyError(f"kip714 does not decode API key {api_key}")
         exc.header = req.header
         raise exc
-    if version < 0 or version > _max_version(api_key):
-        exc = UnsupportedVersionError(
-            f"API key {api_key} version {version} is not supported (0-{_max_version(api_key)})")
+    if version < _min_version(api_key) or version > _max_version(api_key):
+        exc = UnsupportedVersionError(f"API key {api_key} version {version} is not supported "
+                                      f"({_min_version(api_key)}-{_max_version(api_key)})")
         exc.header = req.header
         raise exc
     if version >= _flexible_from(api_key):
@@ -290,7 +334,7 @@ def decode_response(buf, int api_key, int api_version, *, bint size_prefixed=Fal
     fails, and its error says to pass it."""
     if not _known_key(api_key):
         raise UnsupportedApiKeyError(f"kip714 does not decode API key {api_key}")
-    if api_version < 0 or api_version > _max_version(api_key):
+    if api_version < _min_version(api_key) or api_version > _max_version(api_key):
         raise UnsupportedVersionError(f"API key {api_key} version {api_version} is not supported")
     if size_prefixed:
         return _with_reader(_without_size_prefix(buf), _decode_response_entry, api_key, api_version, False)
@@ -435,4 +479,12 @@ _CLASSES = {
     (K_API_VERSIONS, False): ApiVersionsResponse,
     (K_METADATA, True): MetadataRequest,
     (K_METADATA, False): MetadataResponse,
+    (K_DESCRIBE_CONFIGS, True): DescribeConfigsRequest,
+    (K_DESCRIBE_CONFIGS, False): DescribeConfigsResponse,
+    (K_ALTER_CONFIGS, True): AlterConfigsRequest,
+    (K_ALTER_CONFIGS, False): AlterConfigsResponse,
+    (K_INCREMENTAL_ALTER_CONFIGS, True): IncrementalAlterConfigsRequest,
+    (K_INCREMENTAL_ALTER_CONFIGS, False): IncrementalAlterConfigsResponse,
+    (K_LIST_CONFIG_RESOURCES, True): ListConfigResourcesRequest,
+    (K_LIST_CONFIG_RESOURCES, False): ListConfigResourcesResponse,
 }

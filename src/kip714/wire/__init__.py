@@ -3,7 +3,9 @@ speaks.
 
 ``__all__`` is the public part: the frame functions, ``message_class``, the header and envelope classes
 (``RequestHeader``, ``Request``, ...) and every message class: GetTelemetrySubscriptions (71) and
-PushTelemetry (72) v0, ApiVersions (18) v0-v4, Metadata (3) v0-v13 with their structs. The frame functions
+PushTelemetry (72) v0, ApiVersions (18) v0-v4, Metadata (3) v0-v13, and the config admin APIs
+(DescribeConfigs (32) v1-v4, AlterConfigs (33) v0-v2, IncrementalAlterConfigs (44) v0-v1, ListConfigResources
+(74) v0-v1) with their structs. The frame functions
 and the four KIP-714 messages are also in ``kip714``. Frames carry no size prefix unless a function says so
 (``encode_request`` / ``encode_response`` return size-prefixed frames, ``split_frames`` cuts a
 size-prefixed stream). Implemented natively in ``kip714._protocol`` (``src/_native/``); this package is its
@@ -13,12 +15,30 @@ from __future__ import annotations
 
 from .._protocol import (
     DEFAULT_MAX_FRAME_BYTES,
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    ConfigResource,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
     FinalizedFeature,
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
+    IncrementalAlterableConfig,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
+    IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     Message,
     MetadataRequest,
     MetadataRequestTopic,
@@ -71,4 +91,22 @@ __all__ = [
     "MetadataResponseBroker",
     "MetadataResponseTopic",
     "MetadataResponsePartition",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResource",
+    "DescribeConfigsResponse",
+    "DescribeConfigsResult",
+    "DescribeConfigsResourceResult",
+    "DescribeConfigsSynonym",
+    "AlterConfigsRequest",
+    "AlterConfigsResource",
+    "AlterableConfig",
+    "AlterConfigsResponse",
+    "AlterConfigsResourceResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResource",
+    "IncrementalAlterableConfig",
+    "IncrementalAlterConfigsResponse",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
+    "ConfigResource",
 ]
