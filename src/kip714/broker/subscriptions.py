@@ -56,6 +56,8 @@ __all__ = [
     "kafka_uuid_string",
     "parse_kafka_list",
     "parse_config_string",
+    "validate_subscription",
+    "CONFIG_KEYS",
 ]
 
 DEFAULT_INTERVAL_MS = 300_000
@@ -258,6 +260,15 @@ def _parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
     return Subscription(name, metrics, interval, match, dict(config), matchers)
 
 
+def validate_subscription(name: str, config: Mapping[str, str]) -> Subscription:
+    """Kafka's ``ClientMetricsConfigs.validate`` on subscription ``name``'s whole config: the parsed
+    :class:`Subscription`, or the :class:`~kip714.errors.Kip714Error` (INVALID_REQUEST or INVALID_CONFIG) with
+    Kafka's message."""
+    if not name:
+        raise InvalidRequestError("Subscription name can't be empty")
+    return _parse_subscription(name, config)
+
+
 class SubscriptionRegistry:
     """The broker's CLIENT_METRICS subscriptions, kept in Java ``ConcurrentHashMap`` order.
 
@@ -326,6 +337,12 @@ class SubscriptionRegistry:
         """The subscriptions in Java map iteration order."""
         with self._lock:
             return [sub for sub, _ in self._map.values()]
+
+    def get(self, name: str) -> Subscription | None:
+        """Subscription ``name`` (None when there is none)."""
+        with self._lock:
+            entry = self._map.get(name)
+            return None if entry is None else entry[0]
 
     def __len__(self) -> int:
         return len(self._map)

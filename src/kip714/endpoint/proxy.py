@@ -14,7 +14,11 @@ Every request goes upstream byte for byte and every response comes back byte for
 * the ApiVersions answer, whose versions are capped to what the proxy reads (and which gains
   GetTelemetrySubscriptions/PushTelemetry v0 when the proxy answers telemetry itself);
 * telemetry, by mode: ``terminate`` answers GetTelemetrySubscriptions/PushTelemetry here through a
-  :class:`~kip714.TelemetryBroker` (``node_id`` = the upstream node the connection maps to); ``tap``
+  :class:`~kip714.TelemetryBroker` (``node_id`` = the upstream node the connection maps to), and the
+  CLIENT_METRICS resources of Kafka's config admin API (DescribeConfigs, IncrementalAlterConfigs,
+  AlterConfigs, ListConfigResources) through a :class:`~kip714.broker.config_admin.ClientMetricsAdmin`, a
+  request that mixes them with other resources split between kip714 and the cluster
+  (:mod:`kip714.endpoint.proxy_admin`); ``tap``
   forwards them and records each push with the upstream's answer (and with what the upstream's
   GetTelemetrySubscriptions answer told the client: subscription, push interval, expiry); ``off``
   forwards them untouched; ``auto`` is ``tap`` when the cluster advertises both APIs, else ``terminate``.
@@ -37,8 +41,10 @@ from typing import Any
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey
 from .._protocol import DEFAULT_MAX_FRAME_BYTES, ApiVersionsRequest, MetadataRequest, decode_response, encode_request
+from ..broker.config_admin import ADMIN_APIS, ClientMetricsAdmin
 from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
+from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, ListenerError
 from . import rewrite
@@ -133,7 +139,10 @@ class TelemetryProxy:
     reads whole (telemetry, ApiVersions, SASL; frames that stream through, such as Produce, never count)
     across all client connections — over it the connections holding the most are dropped
     (``stats["dropped_memory_budget"]``) —, ``idle_timeout_s`` without traffic closes a connection,
-    ``connect_timeout_s`` per upstream connect."""
+    ``connect_timeout_s`` per upstream connect. ``admin``: the
+    :class:`~kip714.broker.config_admin.ClientMetricsAdmin` answering the CLIENT_METRICS resources of Kafka's
+    config admin API in ``terminate`` mode (default: one over the broker's registry, changes in memory only,
+    altering refused to everyone)."""
 
     def __init__(
         self,
@@ -156,11 +165,17 @@ class TelemetryProxy:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         summary_interval_s: float = 0.0,
+        admin: ClientMetricsAdmin | None = None,
     ) -> None:
         if telemetry not in TELEMETRY_MODES:
             raise InvalidConfigError(f"telemetry must be one of {', '.join(TELEMETRY_MODES)}, not {telemetry!r}")
         self.upstreams = parse_upstream(upstream)
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
+        self.admin = (
+            admin
+            if admin is not None
+            else ClientMetricsAdmin(SubscriptionLayers(self.broker.registry), role="kip714 proxy")
+        )
         self.host, self.port = host, port
         self.advertised_host = advertised_host
         self.broker_port_base = broker_port_base
@@ -198,16 +213,22 @@ class TelemetryProxy:
     # ---------------------------------------------------------------------------- configuration
 
     def _configure_mode(self) -> None:
-        self.api_additions = _TELEMETRY_APIS if self.mode == "terminate" else ()
+        terminate = self.mode == "terminate"
+        # terminate: the telemetry and admin APIs are answered here (added to ApiVersions when the cluster
+        # lacks them, capped to the versions kip714 reads when it has them)
+        self.api_additions = _TELEMETRY_APIS + ADMIN_APIS if terminate else ()
         self.caps = dict(MAX_VERSIONS)
         if self.mode in ("terminate", "tap"):
             self.caps[_GTS] = 0
             self.caps[_PUSH] = 0
+        if terminate:
+            self.caps.update({key: hi for key, _, hi in ADMIN_APIS})
         # API keys above Fetch the request path looks at
         self.special_apis = frozenset(
             set(REWRITERS)
             | REMOVED_APIS
             | {_GTS, _PUSH, int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)}
+            | ({key for key, _, _ in ADMIN_APIS} if terminate else set())
         )
 
     @property
@@ -381,6 +402,12 @@ class TelemetryProxy:
             )
         if self.mode == "terminate":
             warn_if_no_subscription(self.broker)
+        elif self.admin.alter_open or self.admin.principals or self.admin.layers.store is not None:
+            log.warning(
+                "event=admin_not_answered telemetry=%s: the cluster answers Kafka's admin API for "
+                "client-metrics (the proxy's admin options apply with --telemetry terminate)",
+                self.mode,
+            )
         self._configure_mode()
 
     async def close(self) -> None:

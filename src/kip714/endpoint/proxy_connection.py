@@ -33,9 +33,11 @@ from .._protocol import (
     encode_request,
     encode_response,
 )
+from ..broker.config_admin import ADMIN_APIS
 from ..errors import FrameTooLargeError, Kip714Error, RewriteError, UnsupportedVersionError
 from . import rewrite
 from .connection import EndpointConnection, os_error_words
+from .proxy_admin import split_admin_request
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 from .stream import CAPTURE, STREAM, FrameStream
 
@@ -54,6 +56,9 @@ _UNSUPPORTED_VERSION = int(ErrorCode.UNSUPPORTED_VERSION)
 #: The ApiVersions versions the proxy reads (an answer to a newer request lists this range, in v0 format).
 _API_VERSIONS_RANGE = ApiVersion(_API_VERSIONS, 0, MAX_VERSIONS[_API_VERSIONS])
 
+#: the admin APIs answered in terminate mode: api key -> (min, max) versions kip714 reads
+_ADMIN = {key: (lo, hi) for key, lo, hi in ADMIN_APIS}
+
 _REQ_HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id (after the size prefix)
 _I32 = struct.Struct(">i")
 
@@ -66,6 +71,7 @@ _A_TAP = 3  # tap: a PushTelemetry to record with the upstream's answer, or a Ge
 _A_SASL = 4  # a SaslAuthenticate: info = the user name it authenticates as (or None)
 _A_LOCAL = 5  # an answer the proxy made: info = the frame to write when its turn comes
 _A_INTERNAL = 6  # the proxy's own ApiVersions: info = (client correlation id, client version, our version)
+_A_MERGE = 7  # an admin request split between kip714 and the cluster: info = the merge function
 _INTERNAL_CORRELATION_ID = 0x7FFF_F714
 
 _WRITE_HIGH = 1 << 20  # write-buffer high-water mark of each side (bytes)
@@ -351,6 +357,9 @@ class ProxyConnection(EndpointConnection):
             return STREAM
         if api_key in (_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE):
             return CAPTURE
+        versions = _ADMIN.get(api_key)
+        if versions is not None and versions[0] <= version <= versions[1]:
+            return CAPTURE  # terminate mode (special_apis): CLIENT_METRICS resources are kip714's
         self.pending.append((corr, _A_PASS, None))
         return STREAM
 
@@ -378,6 +387,18 @@ class ProxyConnection(EndpointConnection):
                 raise _Drop(f"malformed ApiVersions request: {exc}") from None
             self.identity.api_versions(req.body, version)  # KIP-511 software name (the upstream validates it)
             self.pending.append((corr, _A_API_VERSIONS, (version, req.header.client_id)))
+        elif api_key in _ADMIN:
+            try:
+                req = decode_request(body)
+            except Kip714Error as exc:
+                raise _Drop(f"malformed admin request (API key {api_key} v{version}): {exc}") from None
+            split = split_admin_request(self.proxy.admin, req, frame, self.identity.principal, self.proxy.upstream_apis)
+            if split.local is not None:
+                self._answer(corr, split.local)
+                return
+            self.pending.append((corr, _A_MERGE, split.merge) if split.merge is not None else (corr, _A_PASS, None))
+            self._to_upstream(split.forward)
+            return
         elif api_key == _SASL_HANDSHAKE:
             if version < 1:
                 raise _Drop("SaslHandshake v0 (SASL tokens outside Kafka frames) is not proxied")
@@ -482,6 +503,8 @@ class ProxyConnection(EndpointConnection):
             if self.locals:
                 self._flush_locals()
             return
+        elif action == _A_MERGE:
+            frame = info(body)
         elif action == _A_SASL and info is not None:
             user, version = info
             if rewrite.sasl_authenticate_error(body, version) == 0:

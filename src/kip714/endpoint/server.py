@@ -3,8 +3,11 @@
 It is **not a Kafka broker**. It speaks the subset of the Kafka protocol a client needs before it pushes
 telemetry — ApiVersions (v0–v4), Metadata (itself as the only broker, no topics), GetTelemetrySubscriptions
 and PushTelemetry — and answers the telemetry requests through :class:`~kip714.TelemetryBroker`, exactly
-as an Apache Kafka 4.1+ broker would. Use it as a telemetry collector, or as a test peer when developing a
-client's KIP-714 support. Any other API key gets a log line and a clean disconnect.
+as an Apache Kafka 4.1+ broker would. Its subscriptions can be managed with Kafka's admin API
+(DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, ListConfigResources on CLIENT_METRICS resources:
+``kafka-client-metrics.sh``, kafka-python's ``KafkaAdminClient``), answered by a
+:class:`~kip714.broker.config_admin.ClientMetricsAdmin`. Use it as a telemetry collector, or as a test peer
+when developing a client's KIP-714 support. Any other API key gets a log line and a clean disconnect.
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ from collections import Counter
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode, serve_max_frame_bytes
 from .._protocol import (
+    AlterConfigsRequest,
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    DescribeConfigsRequest,
     GetTelemetrySubscriptionsRequest,
+    IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest,
     MetadataRequest,
     MetadataResponse,
     MetadataResponseBroker,
@@ -27,8 +34,10 @@ from .._protocol import (
     decode_request,
     encode_response,
 )
+from ..broker.config_admin import ADMIN_APIS, ClientMetricsAdmin
 from ..broker.manager import TelemetryBroker
 from ..broker.receivers import CallbackReceiver
+from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
 from .connection import (
@@ -50,12 +59,17 @@ __all__ = [
 
 log = logging.getLogger("kip714.server")
 
-#: (api_key, min_version, max_version) advertised in ApiVersions responses.
-ADVERTISED_APIS = (
-    (int(ApiKey.METADATA), 0, 12),
-    (int(ApiKey.API_VERSIONS), 0, 4),
-    (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), 0, 0),
-    (int(ApiKey.PUSH_TELEMETRY), 0, 0),
+#: (api_key, min_version, max_version) advertised in ApiVersions responses: every API answered, in key order.
+ADVERTISED_APIS = tuple(
+    sorted(
+        (
+            (int(ApiKey.METADATA), 0, 12),
+            (int(ApiKey.API_VERSIONS), 0, 4),
+            (int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), 0, 0),
+            (int(ApiKey.PUSH_TELEMETRY), 0, 0),
+            *ADMIN_APIS,
+        )
+    )
 )
 #: The ApiVersions versions kip714 decodes (an answer to a newer one lists this range, in the v0 format).
 API_VERSIONS_RANGE = ApiVersion(int(ApiKey.API_VERSIONS), 0, 4)
@@ -104,6 +118,16 @@ class _ServeConnection(FramedConnection):
                 self.drop(f"Metadata v{version} request with a null topic name")
                 return
             self.write(encode_response(req.correlation_id, server.metadata(body), version))
+        elif type(body) is DescribeConfigsRequest:
+            self.write(encode_response(req.correlation_id, server.admin.describe_configs(body), version))
+        elif type(body) is IncrementalAlterConfigsRequest:
+            resp = server.admin.incremental_alter_configs(body, self.identity.principal)
+            self.write(encode_response(req.correlation_id, resp, version))
+        elif type(body) is AlterConfigsRequest:
+            resp = server.admin.alter_configs(body, self.identity.principal)
+            self.write(encode_response(req.correlation_id, resp, version))
+        elif type(body) is ListConfigResourcesRequest:
+            self.write(encode_response(req.correlation_id, server.admin.list_config_resources(body, version), version))
 
 
 class TelemetryServer:
@@ -128,7 +152,9 @@ class TelemetryServer:
     reading its requests (asyncio flow control), so neither buffer grows without bound. As in Kafka 4.0+,
     the client instance created on a connection is dropped when that connection closes
     (``stats["instances_dropped_on_disconnect"]``). ``ssl``: an :class:`ssl.SSLContext` (server side) to
-    take TLS connections only (``security.protocol=SSL`` clients).
+    take TLS connections only (``security.protocol=SSL`` clients). ``admin``: the
+    :class:`~kip714.broker.config_admin.ClientMetricsAdmin` answering Kafka's config admin requests (default:
+    one over the broker's registry, changes in memory only, altering refused to everyone).
 
     With a synchronous recorder (``ParquetRecorder(..., sync=True)``, ``--record-sync``) the answer to a push
     is written only once its row is durably on disk, later answers on the connection waiting behind it; a
@@ -151,8 +177,10 @@ class TelemetryServer:
         summary_interval_s: float = 0.0,
         on_payload=None,
         ssl=None,
+        admin: ClientMetricsAdmin | None = None,
     ) -> None:
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
+        self.admin = admin if admin is not None else ClientMetricsAdmin(SubscriptionLayers(self.broker.registry))
         self.host, self.port = host, port
         self.advertised_host, self.advertised_port = advertised_host, advertised_port
         self._max_frame_bytes = max_frame_bytes

@@ -9,6 +9,7 @@ import logging
 import os
 import pathlib
 
+from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry, parse_config_string
 from ..errors import InvalidConfigError
 
@@ -41,42 +42,36 @@ def load_subscription_file(path: str | os.PathLike) -> dict[str, dict[str, str]]
 
 
 class SubscriptionFileWatcher:
-    """Applies a subscription file to a registry and re-applies it when the file changes (each change
-    bumps SubscriptionIds, as a config change does in Kafka).
+    """Applies a subscription file (the ``subscription-file`` source of a
+    :class:`~kip714.broker.subscription_layers.SubscriptionLayers`, or straight to a registry) and re-applies it
+    when the file changes (each change bumps SubscriptionIds, as a config change does in Kafka).
 
     A file with any invalid entry changes nothing: every entry is validated before the registry is touched,
     the last good configuration keeps serving, and the failure is raised (logged by :meth:`watch`) once per
     version of the file."""
 
-    def __init__(self, registry: SubscriptionRegistry, path: str | os.PathLike) -> None:
-        self.registry = registry
+    def __init__(self, target: SubscriptionRegistry | SubscriptionLayers, path: str | os.PathLike[str]) -> None:
+        self.layers = target if isinstance(target, SubscriptionLayers) else SubscriptionLayers(target)
+        self.registry = self.layers.registry
         self.path = pathlib.Path(path)
         self._mtime: tuple[int, int] | None = None
         self._failed: tuple[int, int] | None = None
-        self._applied: dict[str, dict[str, str]] = {}
         self.reload()
 
-    def reload(self) -> bool:
-        """Apply the file if it changed since the last attempt; True if the registry was updated."""
+    def reload(self, force: bool = False) -> bool:
+        """Apply the file if it changed since the last attempt (``force``: even if not, as SIGHUP does); True
+        if it was applied."""
         stat = self.path.stat()
         key = (stat.st_mtime_ns, stat.st_size)
-        if key == self._mtime or key == self._failed:
+        if not force and (key == self._mtime or key == self._failed):
             return False
         try:
             subs = load_subscription_file(self.path)
-            scratch = SubscriptionRegistry(jdk=self.registry.jdk)
-            for name, cfg in subs.items():
-                scratch.set(name, cfg)  # the registry's own validation, on every entry, before any change
+            self.layers.set_base("subscription-file", subs)  # every entry validated before any change
         except Exception:
             self._failed = key
             raise
         self._failed = None
-        for name in set(self._applied) - set(subs):
-            self.registry.delete(name)
-        for name, cfg in subs.items():
-            if self._applied.get(name) != cfg:
-                self.registry.set(name, cfg)
-        self._applied = subs
         self._mtime = key
         log.info("event=subscriptions_loaded file=%s count=%d version=%d", self.path, len(subs), self.registry.version)
         return True
