@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
 EXTRAS ?= test,demo,docs
 
-.PHONY: all setup build test demo docs bench bench-quick clean java prometheus snappy-java chromium
+.PHONY: all setup build test demo docs bench bench-quick clean java prometheus snappy-java chromium systemd
 
 all: test
 
@@ -42,6 +42,14 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium fonts-dejavu-core >/dev/null; }
 
+# The systemd units in deploy/systemd/ are checked with systemd-analyze verify (tests/test_service.py); install
+# Debian's systemd package (which carries it; no running systemd needed) when it is missing.
+systemd:
+	@command -v systemd-analyze >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	  echo "installing systemd-analyze (systemd) for the unit checks"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    systemd >/dev/null; }
+
 $(STAMP): pyproject.toml setup.py | java
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel "Cython>=3.1,<4"
@@ -54,7 +62,7 @@ setup: $(STAMP)
 build: $(STAMP)
 	$(PY) setup.py --quiet build_ext --inplace
 
-test: build prometheus snappy-java chromium
+test: build prometheus snappy-java chromium systemd
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: build

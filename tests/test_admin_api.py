@@ -1,7 +1,7 @@
 """Kafka's admin API for CLIENT_METRICS subscriptions on ``kip714 serve`` and ``kip714 proxy --telemetry
 terminate``: the decisions and error codes of Apache Kafka 4.1+ (in process), then kafka-python's
 ``KafkaAdminClient`` (a client nobody here wrote) end to end: create, alter, describe, list and delete; a real
-librdkafka client gets the new subscription; through the proxy, a request
+librdkafka client gets the new subscription; ``kill -9`` and a restart keep it; through the proxy, a request
 that mixes CLIENT_METRICS with the cluster's resources is split and answered as one (the upstream here is a
 small broker written with kafka-python's own protocol classes, since librdkafka's mock cluster answers none of
 these APIs)."""
@@ -18,8 +18,9 @@ import pytest
 
 kafka = pytest.importorskip("kafka")
 
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient  # noqa: E402
+from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient  # noqa: E402
 from server_thread import ServerThread  # noqa: E402
+from service_helpers import KipProcess, wait_until  # noqa: E402
 
 import kip714  # noqa: E402
 from kip714 import ErrorCode  # noqa: E402
@@ -192,6 +193,96 @@ def test_admin_state_wins_over_files_and_flags_deletions_included(tmp_path, capl
     # a second process on the same folder is refused
     with pytest.raises(kip714.errors.InvalidConfigError, match="another kip714 process uses it"):
         AdminStateStore(tmp_path / "state")
+
+
+# ------------------------------------------------------------------------------------------ end to end: serve
+
+def _serve(tmp_path, *extra: str) -> tuple[KipProcess, str]:
+    proc = KipProcess(["serve", "--port", "0", "--state-dir", str(tmp_path / "state"), "--admin-open",
+                       "--record", str(tmp_path / "rec"), "--metrics", "org.apache.kafka.consumer.",
+                       "--subscription-name", "base", "--summary-interval", "0", *extra])
+    port = proc.wait_for(r"event=listening host=\S+ port=(\d+)").group(1)
+    proc.wait_for("event=ready")
+    return proc, f"127.0.0.1:{port}"
+
+
+@pytest.mark.integration
+def test_kafka_admin_client_manages_serves_subscriptions_and_they_survive_kill_9(tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    proc, bootstrap = _serve(tmp_path)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kip714-admin-test")
+        try:
+            assert admin.list_config_resources(["client_metrics"]) == {"client_metrics": ["base"]}
+            # create, then alter one key
+            assert admin.alter_configs([ConfigResource(CM, "producers", {
+                "metrics": "org.apache.kafka.producer.", "interval.ms": "5000",
+                "match": "client_id=admin-e2e.*"})]) == {"client_metrics": {"producers": "OK"}}
+            assert admin.alter_configs([ConfigResource(CM, "producers", {"interval.ms": (AlterConfigOp.SET, "1000")})]
+                                       ) == {"client_metrics": {"producers": "OK"}}
+            described = admin.describe_configs([ConfigResource(CM, "producers")], config_filter="all")
+            got = {k: (v["value"], v["config_source"]) for k, v in described["client_metrics"]["producers"].items()}
+            assert got == {"interval.ms": ("1000", "DYNAMIC_CLIENT_METRICS_CONFIG"),
+                           "match": ("client_id=admin-e2e.*", "DYNAMIC_CLIENT_METRICS_CONFIG"),
+                           "metrics": ("org.apache.kafka.producer.", "DYNAMIC_CLIENT_METRICS_CONFIG")}
+            assert sorted(admin.list_config_resources()["client_metrics"]) == ["base", "producers"]
+            # Kafka's error codes for bad input
+            bad = admin.alter_configs([ConfigResource(CM, "producers", {"interval.ms": "50"})])
+            assert bad["client_metrics"]["producers"].startswith("[Error 42] InvalidRequestError: Invalid value 50")
+            bad = admin.alter_configs([ConfigResource(CM, "producers", {"match": "client_id=("})])
+            assert bad["client_metrics"]["producers"] == ("[Error 40] InvalidConfigurationError: Illegal client "
+                                                          "matching pattern: client_id=(")
+            bad = admin.alter_configs([ConfigResource(CM, "producers", {"owner": "x"})], raise_on_unknown=False)
+            assert "Unknown client metrics configuration: owner" in bad["client_metrics"]["producers"]
+        finally:
+            admin.close()
+        # a real librdkafka client gets the new subscription: its pushes carry its interval and prefix
+        producer = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "admin-e2e-1",
+                                "enable.sparse.connections": False, "log_level": 0})
+
+        def pushed() -> list[dict]:
+            producer.poll(0.05)
+            return [r for r in _rows(tmp_path / "rec") if r["client_id"] == "admin-e2e-1" and r["payload"]]
+        try:
+            rows = wait_until(pushed, 20, 0.05, "a push of the new subscription")
+            assert rows[0]["push_interval_ms"] == 1000           # the new subscription's (base's is 300000)
+            assert sorted(rows[0]["subscribed_metrics"]) == ["org.apache.kafka.consumer.", "org.apache.kafka.producer."]
+        finally:
+            producer.flush(1)
+    finally:
+        proc.kill()                              # kill -9: the state folder is all that is left
+    proc, bootstrap = _serve(tmp_path)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kip714-admin-test")
+        try:
+            assert sorted(admin.list_config_resources()["client_metrics"]) == ["base", "producers"]
+            described = admin.describe_configs([ConfigResource(CM, "producers")])["client_metrics"]["producers"]
+            assert described["interval.ms"]["value"] == "1000"
+            # delete: every modified key deleted (a name the flags define too is hidden by a tombstone)
+            assert admin.reset_configs([ConfigResource(CM, "producers", {})]) == {"client_metrics": {"producers": "OK"}}
+            assert admin.reset_configs([ConfigResource(CM, "base", {})]) == {"client_metrics": {"base": "OK"}}
+            assert admin.list_config_resources(["client_metrics"]) == {}
+        finally:
+            admin.close()
+    finally:
+        proc.kill()
+    proc, bootstrap = _serve(tmp_path)
+    try:
+        proc.wait_for(r"event=subscription_overridden name=base used=admin-deletion hidden=flags")
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kip714-admin-test")
+        try:
+            assert admin.list_config_resources(["client_metrics"]) == {}
+        finally:
+            admin.close()
+    finally:
+        proc.stop()
+
+
+def _rows(directory) -> list[dict]:
+    try:
+        return kip714.read_recording(directory).to_pylist()
+    except (FileNotFoundError, OSError, ValueError):
+        return []
 
 
 # ------------------------------------------------------------------------------------------ through the proxy

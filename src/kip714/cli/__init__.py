@@ -157,6 +157,7 @@ def _describe(exc: BaseException) -> tuple[str, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_command_in(argv)).parse_args(argv)
+    args._argv = argv  # what was given, for the commands that read a config file too (cli/_settings.py)
     prog = f"kip714 {args.command}"
     try:
         status = args.func(args)

@@ -54,6 +54,16 @@ def cert_chain_error(
     )
 
 
+def load_cert_chain(ctx: ssl.SSLContext, cert: str, key: str | None, cert_option: str, key_option: str) -> None:
+    """``ctx.load_cert_chain`` with an error that names the option and the file (ssl's own says "PEM lib"
+    or "[Errno 2] No such file or directory" without either)."""
+    require_files((cert_option, cert), (key_option, key))
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise cert_chain_error(exc, cert_option, cert, key_option, key) from None
+
+
 def add_sink_options(parser: argparse.ArgumentParser) -> None:
     """Add the Prometheus and OTLP exporter options to ``parser``."""
     g = parser.add_argument_group("Prometheus exposition (client metrics as a scrape target)")
@@ -142,9 +152,11 @@ def add_sink_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
+def build_sinks(args: Any, recorder: Any = None, health: Any = None) -> list[Any]:
     """The receivers the options ask for (started: the Prometheus HTTP server listens, the forwarder's
-    sender runs). Each has ``close()``. ``recorder`` (a ParquetRecorder) gets its queue depth exposed."""
+    sender runs). Each has ``close()``. ``recorder`` (a ParquetRecorder) gets its queue depth exposed;
+    ``health`` (a :class:`~kip714.endpoint.health.Health`) has its /healthz and /readyz served next to
+    /metrics."""
     from ..sinks.otlp_forward import OtlpForwarder
     from ..sinks.prometheus import PrometheusExporter, parse_labels
 
@@ -200,7 +212,11 @@ def build_sinks(args: Any, recorder: Any = None) -> list[Any]:
             exporter.add_self_metrics(forwarder.self_metrics)
         try:
             bound = exporter.start_http_server(
-                host, port, certfile=args.prometheus_tls_cert, keyfile=args.prometheus_tls_key
+                host,
+                port,
+                certfile=args.prometheus_tls_cert,
+                keyfile=args.prometheus_tls_key,
+                app=health.wsgi(exporter.wsgi_app) if health is not None else None,
             )
         except ssl.SSLError as exc:
             raise cert_chain_error(

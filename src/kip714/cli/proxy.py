@@ -7,9 +7,12 @@ import ssl
 from typing import Any
 
 from .._units import duration
+from ..endpoint.health import Health
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
 from ._args import host, port
+from ._service import ServiceRunner, add_service_options, build_admin
+from ._settings import add_settings_options
 from ._sinks import add_sink_options, require_files
 from .serve import (
     add_run_options,
@@ -17,11 +20,12 @@ from .serve import (
     add_subscription_options,
     add_tls_options,
     build_broker,
+    loop_factory,
     recorder_of,
     require_extras,
-    run_endpoint,
     server_tls,
     setup_logging,
+    start_settings,
 )
 
 DESCRIPTION = """\
@@ -42,6 +46,12 @@ ApiVersions when the cluster lacks them) with the subscriptions below, node_id =
 connection stands for; 'tap' lets the cluster answer and records each push with the cluster's error code;
 'off' forwards telemetry untouched; 'auto' (default) is 'tap' when the cluster advertises both APIs, else
 'terminate'. SASL PLAIN/SCRAM pass through and the user name becomes the principal (User:<name>).
+
+Kafka's admin API for subscriptions (kafka-client-metrics.sh, kafka-configs.sh --entity-type client-metrics,
+AdminClient): with --telemetry terminate, the CLIENT_METRICS resources of DescribeConfigs,
+IncrementalAlterConfigs, AlterConfigs and ListConfigResources are answered by the proxy (a request that also
+names topics, brokers or groups is split: the cluster answers those, one response goes back); with tap the
+cluster answers them.
 
 Not done: no ACLs or authentication of its own, no controller endpoints (bootstrap.controllers,
 DescribeQuorum), no share groups (ShareFetch/ShareAcknowledge), no SASL GSSAPI/OAUTHBEARER principals,
@@ -91,6 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_tls_options(p)
     add_run_options(p, proxy=True)
     add_sink_options(p)
+    add_service_options(p, proxy=True)
+    add_settings_options(p)
 
 
 def upstream_tls(args: Any) -> ssl.SSLContext | None:
@@ -109,6 +121,9 @@ def upstream_tls(args: Any) -> ssl.SSLContext | None:
 
 def run(args: Any) -> int:
     """Entry point of ``kip714 proxy``."""
+    settings = start_settings(args)
+    if settings is None:
+        return 0
     require_extras(args)
     setup_logging(args)
     if args.broker_ports and args.broker_port_base is not None:
@@ -128,9 +143,16 @@ def run(args: Any) -> int:
                 f"--telemetry off forwards telemetry untouched: {', '.join(given)} would "
                 "receive nothing (use auto, terminate or tap)"
             )
-    broker, watcher = build_broker(args)
+    broker, watcher, layers = build_broker(args)
+    admin = build_admin(args, layers, "kip714 proxy")
+    if args.telemetry in ("tap", "off") and (args.state_dir or args.admin_open or args.admin_principals):
+        raise InvalidConfigError(
+            f"--telemetry {args.telemetry} lets the cluster answer its admin API: --state-dir, "
+            "--admin-open and --admin-principals need --telemetry terminate or auto"
+        )
     recorder = recorder_of(args)
-    sinks = add_sinks(args, broker, recorder)
+    health = Health(None, recorder)
+    sinks = add_sinks(args, broker, recorder, health)
     proxy = TelemetryProxy(
         args.upstream,
         broker,
@@ -149,6 +171,19 @@ def run(args: Any) -> int:
         max_frame_bytes=args.max_frame_bytes,
         max_buffered_bytes=args.max_buffered_bytes,
         summary_interval_s=args.summary_interval,
+        admin=admin,
+        upstream_check_interval_s=args.upstream_check_interval,
     )
-    run_endpoint(proxy, args, watcher, sinks)  # the final summary is the proxy's "event=stopped" log line
+    health.endpoint = proxy
+    # the final summary is the proxy's "event=stopped" log line
+    ServiceRunner(
+        proxy,
+        args,
+        settings,
+        layers=layers,
+        watcher=watcher,
+        health=health,
+        sinks=sinks,
+        loop_factory=loop_factory(getattr(args, "loop", "auto")),
+    ).run()
     return 0

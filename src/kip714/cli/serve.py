@@ -7,9 +7,7 @@ and a running endpoint."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import ssl
 from typing import Any
 
@@ -25,8 +23,11 @@ from .._enums import (
 )
 from .._extras import available, require
 from .._units import DURATION_HELP, duration, format_duration, format_size, size
-from ..broker import SubscriptionRegistry, TelemetryBroker
+from ..broker import TelemetryBroker
+from ..broker.subscription_layers import SubscriptionLayers
+from ..broker.subscriptions import ANONYMOUS_PRINCIPAL
 from ..endpoint.connection import warn_if_no_subscription
+from ..endpoint.health import Health
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..errors import InvalidConfigError
@@ -34,7 +35,9 @@ from ..sinks import ParquetRecorder
 from ..sinks.recorder import ROLL_BYTES, ROLL_INTERVAL_S
 from ..wire import DEFAULT_MAX_FRAME_BYTES
 from ._args import advertised_port, host, node_id, port
-from ._sinks import add_sink_options, build_sinks, cert_chain_error, require_files
+from ._service import ServiceRunner, add_service_options, build_admin, build_subscriptions
+from ._settings import Settings, add_settings_options, resolve
+from ._sinks import add_sink_options, build_sinks, load_cert_chain
 
 log = logging.getLogger("kip714.serve")
 _ACCEPTED = ",".join(COMPRESSION_NAMES[c] for c in DEFAULT_ACCEPTED_COMPRESSION_TYPES)
@@ -222,6 +225,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_tls_options(p)
     add_run_options(p)
     add_sink_options(p)
+    add_service_options(p)
+    add_settings_options(p)
 
 
 def setup_logging(args: Any) -> None:
@@ -230,26 +235,21 @@ def setup_logging(args: Any) -> None:
     )
 
 
-def build_broker(args: Any, node_id: int = 0) -> tuple[TelemetryBroker, SubscriptionFileWatcher | None]:
-    """The broker the subscription options describe, and the watcher of ``--config`` (or None)."""
-    registry = SubscriptionRegistry(jdk=args.jdk)
-    watcher = SubscriptionFileWatcher(registry, args.config) if args.config else None
-    if args.metrics is not None or args.match or args.interval_ms is not None:
-        cfg = {"metrics": args.metrics if args.metrics is not None else "*"}
-        if args.interval_ms is not None:
-            cfg["interval.ms"] = str(args.interval_ms)
-        if args.match:
-            cfg["match"] = args.match
-        registry.set(args.subscription_name, cfg)
+def build_broker(
+    args: Any, node_id: int = 0
+) -> tuple[TelemetryBroker, SubscriptionFileWatcher | None, SubscriptionLayers]:
+    """The broker the subscription options describe, the watcher of ``--config`` (or None) and the sources of
+    the subscriptions (config file, ``--config``, flags, ``--state-dir``)."""
+    layers, watcher = build_subscriptions(args)
     accepted = [compression_type_from_name(c) for c in args.accepted_compression.split(",") if c.strip()]
     broker = TelemetryBroker(
-        registry,
+        layers.registry,
         telemetry_max_bytes=args.telemetry_max_bytes,
         accepted_compression_types=accepted,
         max_instances=args.max_instances,
         node_id=node_id,
     )
-    return broker, watcher
+    return broker, watcher, layers
 
 
 def recorder_of(args: Any) -> ParquetRecorder | None:
@@ -262,9 +262,12 @@ def recorder_of(args: Any) -> ParquetRecorder | None:
     )
 
 
-def add_sinks(args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None) -> list[Any]:
-    """The exporters ``--prometheus``/``--otlp-endpoint`` ask for, added to ``broker`` as receivers."""
-    sinks = build_sinks(args, recorder)
+def add_sinks(
+    args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None, health: Health | None = None
+) -> list[Any]:
+    """The exporters ``--prometheus``/``--otlp-endpoint`` ask for, added to ``broker`` as receivers
+    (``health``: served next to /metrics)."""
+    sinks = build_sinks(args, recorder, health)
     for sink in sinks:
         broker.add_receiver(sink)
     return sinks
@@ -279,51 +282,6 @@ def server_tls(args: Any) -> ssl.SSLContext | None:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     load_cert_chain(ctx, args.tls_cert, args.tls_key, "--tls-cert", "--tls-key")
     return ctx
-
-
-def load_cert_chain(ctx: ssl.SSLContext, cert: str, key: str | None, cert_option: str, key_option: str) -> None:
-    """``ctx.load_cert_chain`` with an error that names the option and the file (ssl's own says "PEM lib"
-    or "[Errno 2] No such file or directory" without either)."""
-    require_files((cert_option, cert), (key_option, key))
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (ssl.SSLError, OSError) as exc:
-        raise cert_chain_error(exc, cert_option, cert, key_option, key) from None
-
-
-def run_endpoint(endpoint: Any, args: Any, watcher: SubscriptionFileWatcher | None, sinks=()) -> None:
-    """Run ``endpoint`` (``serve(duration, stop)``) until ``--duration`` passes or SIGINT/SIGTERM, watching
-    the subscription file meanwhile; close ``sinks`` at the end."""
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError):
-                pass
-        tasks = [asyncio.create_task(watcher.watch())] if watcher else []
-        try:
-            await endpoint.serve(args.duration, stop)
-        finally:
-            for t in tasks:
-                t.cancel()
-
-    try:
-        factory = loop_factory(getattr(args, "loop", "auto"))
-        if factory is None:
-            asyncio.run(main())
-        else:  # asyncio.Runner(loop_factory=) is 3.11+: set the loop up by hand (3.10 too)
-            loop = factory()
-            try:
-                loop.run_until_complete(main())
-            finally:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-                loop.close()
-    finally:
-        for sink in sinks:
-            sink.close()
 
 
 def loop_factory(choice: str):
@@ -348,14 +306,35 @@ def require_extras(args: Any) -> None:
         require("uvloop", "--loop uvloop")
 
 
+def start_settings(args: Any) -> Settings | None:
+    """Apply ``--config-file`` and the ``KIP714_*`` environment to ``args``; print them and return None for
+    ``--print-config``."""
+    settings = resolve(args)
+    if args.print_config:
+        print(settings.render(), end="")
+        return None
+    return settings
+
+
 def run(args: Any) -> int:
     """Entry point of ``kip714 serve``."""
+    settings = start_settings(args)
+    if settings is None:
+        return 0
     require_extras(args)
     setup_logging(args)
-    broker, watcher = build_broker(args, args.node_id)
+    broker, watcher, layers = build_broker(args, args.node_id)
+    admin = build_admin(args, layers, "kip714 serve")
+    if admin.principals:
+        log.warning(
+            "event=admin_principals kip714 serve authenticates nobody: every client is %s, so "
+            "--admin-principals only matches that (use --admin-open on a trusted listener)",
+            ANONYMOUS_PRINCIPAL,
+        )
     warn_if_no_subscription(broker)
     recorder = recorder_of(args)
-    sinks = add_sinks(args, broker, recorder)
+    health = Health(None, recorder)
+    sinks = add_sinks(args, broker, recorder, health)
     server = TelemetryServer(
         broker,
         args.host,
@@ -369,6 +348,18 @@ def run(args: Any) -> int:
         max_buffered_bytes=args.max_buffered_bytes,
         summary_interval_s=args.summary_interval,
         ssl=server_tls(args),
+        admin=admin,
     )
-    run_endpoint(server, args, watcher, sinks)  # the final summary is the server's "event=stopped" log line
+    health.endpoint = server
+    # the final summary is the server's "event=stopped" log line
+    ServiceRunner(
+        server,
+        args,
+        settings,
+        layers=layers,
+        watcher=watcher,
+        health=health,
+        sinks=sinks,
+        loop_factory=loop_factory(getattr(args, "loop", "auto")),
+    ).run()
     return 0

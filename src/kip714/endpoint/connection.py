@@ -46,6 +46,9 @@ log = logging.getLogger("kip714.endpoint")
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 #: Answers a connection may hold for the disk before it stops reading the client's requests.
 HELD_MAX = 64
+#: Seconds a draining connection waits, after the end of its answers (a half close), for the client to close
+#: its side before it is closed anyway.
+LINGER_S = 2.0
 
 
 class ClientIdentity:
@@ -274,6 +277,8 @@ class EndpointConnection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         self.connection_id = endpoint.next_connection_id()  # the broker's key for this connection
         self.closed_by_endpoint = False  # set when the endpoint closes it (shutdown, idle, protocol error)
+        self.stopping = False  # draining: no new request is taken; ended once the answers are out
+        self._ended = False
         self._held: deque | None = None  # (future or None, frame): answers waiting for the disk, in order
         self.read_block = 0  # bits, one per reason to stop reading from the client (each subclass names its own)
         self._made = [False]
@@ -433,9 +438,48 @@ class EndpointConnection(asyncio.Protocol):
             transport.write(data)
         if len(held) < HELD_MAX:
             self.hold_reading(False)
+        if not held and self.stopping:
+            self.finish_if_answered()
 
     def hold_reading(self, blocked: bool) -> None:
         """Stop (or resume) reading the client's requests while too many answers wait for the disk."""
+
+    # draining (SIGTERM): no new request, every one read whole answered, then a clean close
+    def stop_requests(self) -> None:
+        """Take no new request: the ones already read whole are answered, then the connection ends cleanly
+        (:meth:`finish_if_answered`): the client sees every answer whole, then the end of the connection.
+        What the client sends meanwhile is read and dropped (never left unread: a socket closed with unread
+        bytes is reset, and a reset may cost the client answers it has not read yet)."""
+        self.stopping = True
+        self.finish_if_answered()
+
+    def answered(self) -> bool:
+        """No answer is still owed to the client (subclasses add what they wait for)."""
+        return not self._held
+
+    def finish_if_answered(self) -> None:
+        """End the connection once draining and nothing is owed to the client: the end of the stream after
+        the last answer (a half close, TCP FIN), reading on until the client closes its side or
+        :data:`LINGER_S` passes; a TLS connection is closed at once (TLS has no half close)."""
+        transport = self.transport
+        if not (self.stopping and self.answered()) or transport is None or transport.is_closing() or self._ended:
+            return
+        self._ended = True
+        self.closed_by_endpoint = True
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self.read_block = 0
+        transport.resume_reading()
+        asyncio.get_running_loop().call_later(LINGER_S, self._linger_over)
+
+    def _linger_over(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def eof_received(self) -> bool | None:
+        return None  # the client closed its side: close ours (after what is still being written)
 
 
 class FramedConnection(EndpointConnection):
@@ -459,6 +503,8 @@ class FramedConnection(EndpointConnection):
         self.block_reading(2, blocked)
 
     def data_received(self, data: bytes) -> None:
+        if self.stopping:  # draining: a request not read whole yet is never answered
+            return
         endpoint = self.endpoint
         buffer = self.buffer
         buffer += data
@@ -496,6 +542,27 @@ class FramedConnection(EndpointConnection):
 
     def write(self, data: bytes) -> None:
         self.send(data)
+
+
+async def drain_connections(endpoint: Any, timeout_s: float) -> int:
+    """Drain ``endpoint``'s connections (``stop_requests()`` on each: no new request read, the ones read whole
+    answered, then a clean close) for at most ``timeout_s``; abort the ones still open then. Returns how many
+    had to be aborted (each logged). The endpoint has stopped accepting already."""
+    for conn in list(endpoint.connections):
+        conn.stop_requests()
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    while endpoint.connections and time.monotonic() < deadline:
+        await asyncio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+    left = list(endpoint.connections)
+    for conn in left:
+        log.warning(
+            "event=drain_aborted peer=%s:%s (an answer still owed after the drain timeout)", conn.address, conn.port
+        )
+        conn.closed_by_endpoint = True
+        if conn.transport is not None:
+            conn.transport.abort()
+    endpoint.stats["drain_aborted"] += len(left)
+    return len(left)
 
 
 async def serve_until(endpoint: Any, duration_s: float | None, stop: asyncio.Event | None) -> None:

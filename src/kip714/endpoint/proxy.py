@@ -53,13 +53,14 @@ from .connection import (
     EndpointStats,
     RecordGate,
     connection_ids,
+    drain_connections,
     log_summaries,
     os_error_words,
     reap_idle,
     serve_until,
     warn_if_no_subscription,
 )
-from .proxy_connection import ProxyConnection, upstream_error_words
+from .proxy_connection import ProxyConnection, failure_reason, upstream_error_words
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 
 __all__ = [
@@ -142,7 +143,8 @@ class TelemetryProxy:
     ``connect_timeout_s`` per upstream connect. ``admin``: the
     :class:`~kip714.broker.config_admin.ClientMetricsAdmin` answering the CLIENT_METRICS resources of Kafka's
     config admin API in ``terminate`` mode (default: one over the broker's registry, changes in memory only,
-    altering refused to everyone)."""
+    altering refused to everyone). ``upstream_check_interval_s``: how often the cluster is asked for its
+    ApiVersions for :attr:`upstream_ok` (readiness; 0: never after the start)."""
 
     def __init__(
         self,
@@ -166,6 +168,7 @@ class TelemetryProxy:
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         summary_interval_s: float = 0.0,
         admin: ClientMetricsAdmin | None = None,
+        upstream_check_interval_s: float = 0.0,
     ) -> None:
         if telemetry not in TELEMETRY_MODES:
             raise InvalidConfigError(f"telemetry must be one of {', '.join(TELEMETRY_MODES)}, not {telemetry!r}")
@@ -208,6 +211,19 @@ class TelemetryProxy:
         self._rotation = 0
         self.upstream_apis: dict[int, tuple[int, int]] = {}
         self._ready: asyncio.Event | None = None
+        self.upstream_check_interval_s = upstream_check_interval_s
+        #: the last check of the cluster answered (a bootstrap server answered ApiVersions)
+        self.upstream_ok = False
+        #: (node id or "bootstrap", reason) -> failures talking to the cluster: a connect refused or timed
+        #: out ("refused", "timeout", "tls", "unreachable"), a node without an address ("unknown-node"), a
+        #: broker that closed the connection ("closed"), a failed readiness check ("check-<reason>")
+        self.upstream_failures: Counter[tuple[str, str]] = Counter()
+        #: node id (or "bootstrap") -> upstream connections made
+        self.upstream_connects: Counter[str] = Counter()
+        #: requests forwarded or answered, by API key (index; the last slot counts keys outside 0-127)
+        self.requests_by_key = [0] * 129
+        #: set by :meth:`drain`: no new connection or request is taken
+        self.draining = False
         self._configure_mode()
 
     # ---------------------------------------------------------------------------- configuration
@@ -323,9 +339,12 @@ class TelemetryProxy:
             await self.close()
             raise
         self._ready.set()
+        self.upstream_ok = True
         if self._pending_servers:
             await asyncio.gather(*list(self._pending_servers), return_exceptions=True)
         self._tasks.append(asyncio.create_task(reap_idle(self, self.stats)))
+        if self.upstream_check_interval_s > 0:
+            self._tasks.append(asyncio.create_task(self._watch_upstream(self.upstream_check_interval_s)))
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
         log.info(
@@ -389,6 +408,74 @@ class TelemetryProxy:
             finally:
                 writer.close()
         raise Kip714Error("no upstream bootstrap server answered ApiVersions: " + "; ".join(errors))
+
+    async def check_upstream(self) -> bool:
+        """Ask the cluster's bootstrap servers, in turn, for their ApiVersions; True when one answers (sets
+        :attr:`upstream_ok`; a failure is counted in :attr:`upstream_failures` as ``check-<reason>``)."""
+        timeout = min(self.connect_timeout_s, 2.0)
+        reason = "none"
+        for host, port in self.upstreams:
+            writer = None
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(
+                        host, port, ssl=self.upstream_ssl, server_hostname=host if self.upstream_ssl else None
+                    ),
+                    timeout,
+                )
+                writer.write(encode_request(ApiVersionsRequest(), 1, "kip714-proxy-check", 0))
+                size = _I32.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+                if not 4 <= size <= self.max_frame_bytes:
+                    raise Kip714Error(f"bad response size {size}")
+                frame = await asyncio.wait_for(reader.readexactly(size), timeout)
+                if decode_response(frame, int(ApiKey.API_VERSIONS), 0).body.error_code == 0:
+                    self.upstream_ok = True
+                    return True
+                reason = "error"
+            except (Kip714Error, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, _ssl.SSLError) as exc:
+                reason = failure_reason(exc)
+            finally:
+                if writer is not None:
+                    writer.close()
+        if self.upstream_ok:
+            log.warning(
+                "event=upstream_down reason=%s upstream=%s", reason, ",".join(f"{h}:{p}" for h, p in self.upstreams)
+            )
+        self.upstream_failures[("bootstrap", f"check-{reason}")] += 1
+        self.upstream_ok = False
+        return False
+
+    async def _watch_upstream(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            was = self.upstream_ok
+            if await self.check_upstream() and not was:
+                log.info("event=upstream_up upstream=%s", ",".join(f"{h}:{p}" for h, p in self.upstreams))
+
+    @property
+    def listening(self) -> bool:
+        """Every listener is up (started, not draining or closed)."""
+        return bool(
+            self._ready is not None
+            and self._ready.is_set()
+            and self._servers
+            and all(s.is_serving() for s in self._servers)
+        )
+
+    async def drain(self, timeout_s: float = 30.0) -> int:
+        """Stop accepting on every listener, answer every request already forwarded or read whole, forward none
+        after it (each connection stops at its next request boundary), then close each connection cleanly.
+        After ``timeout_s`` the connections left are aborted; returns how many. :meth:`close` afterwards
+        flushes and closes the recording."""
+        self.draining = True
+        log.info("event=draining connections=%d timeout=%.1fs", len(self.connections), timeout_s)
+        for t in list(self._pending_servers):
+            t.cancel()
+        for server in self._servers:
+            server.close()
+        aborted = await drain_connections(self, timeout_s)
+        log.info("event=drained aborted=%d", aborted)
+        return aborted
 
     def _resolve_mode(self) -> None:
         offered = _GTS in self.upstream_apis and _PUSH in self.upstream_apis

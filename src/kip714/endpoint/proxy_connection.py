@@ -39,9 +39,9 @@ from . import rewrite
 from .connection import EndpointConnection, os_error_words
 from .proxy_admin import split_admin_request
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
-from .stream import CAPTURE, STREAM, FrameStream
+from .stream import CAPTURE, STOP, STREAM, FrameStream
 
-__all__ = ["ProxyConnection", "upstream_error_words"]
+__all__ = ["ProxyConnection", "upstream_error_words", "failure_reason"]
 
 log = logging.getLogger("kip714.proxy")
 
@@ -90,6 +90,26 @@ def upstream_error_words(exc: BaseException) -> str:
     if isinstance(exc, asyncio.IncompleteReadError):
         return "closed the connection"
     return os_error_words(exc)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """An upstream failure as a metric label: ``refused``, ``timeout``, ``tls``, ``closed``, ``unreachable``
+    or ``error``."""
+    import errno
+
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(exc, _ssl.SSLError):
+        return "tls"
+    if isinstance(exc, (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError)):
+        return "closed"
+    if isinstance(exc, ConnectionRefusedError):
+        return "refused"
+    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL):
+        return "unreachable"
+    if isinstance(exc, OSError):
+        return "refused" if "refused" in str(exc).lower() else "unreachable"
+    return "error"
 
 
 class _Upstream(asyncio.Protocol):
@@ -166,9 +186,11 @@ class ProxyConnection(EndpointConnection):
         else:
             address = proxy.nodes.get(self.listener_node)
             candidates = [address] if address else []
+        node = "bootstrap" if self.listener_node is None else str(self.listener_node)
         if not candidates:
             log.warning("event=upstream_unknown node_id=%s peer=%s:%s", self.listener_node, self.address, self.port)
             proxy.stats["upstream_errors"] += 1
+            proxy.upstream_failures[(node, "unknown-node")] += 1
             self._close()
             return
         last = None
@@ -186,11 +208,13 @@ class ProxyConnection(EndpointConnection):
                 )
             except (OSError, asyncio.TimeoutError, _ssl.SSLError) as exc:
                 last = exc
+                proxy.upstream_failures[(node, failure_reason(exc))] += 1
                 continue
             if self.transport is None or self.transport.is_closing():
                 upstream.transport.close()
                 return
             self.upstream = upstream
+            proxy.upstream_connects[node] += 1
             if self.listener_node is None:
                 self.node_id = proxy.node_for_address(host, port)
             early, self.early = self.early, []
@@ -235,6 +259,8 @@ class ProxyConnection(EndpointConnection):
                 len(self.pending),
                 exc,
             )
+            node = "bootstrap" if self.listener_node is None else str(self.listener_node)
+            self.proxy.upstream_failures[(node, "closed")] += 1
         self._close()
 
     def _close(self) -> None:
@@ -244,6 +270,24 @@ class ProxyConnection(EndpointConnection):
             self.transport.close()
 
     close_idle = _close
+
+    # draining: the requests read so far are answered, none after the next request boundary is forwarded
+    def stop_requests(self) -> None:
+        self.stopping = True
+        if self.upstream is None:  # not connected upstream yet: nothing was forwarded, nothing owed
+            self._close()
+            return
+        if self.requests.at_boundary:
+            self.requests.stop()
+        self.finish_if_answered()  # else _request_head stops at the next boundary
+
+    def finish_if_answered(self) -> None:
+        if self.stopping and self.answered():
+            self.closing = True  # the upstream connection closes with this one (not an upstream error)
+        super().finish_if_answered()
+
+    def answered(self) -> bool:
+        return self.requests.stopped and not self.pending and self.responses.at_boundary and not self._held
 
     def _abort(self, reason: str) -> None:
         """A protocol error on this connection: close both sides at once."""
@@ -301,6 +345,8 @@ class ProxyConnection(EndpointConnection):
         # requests read whole (telemetry, ApiVersions, SASL) count against the endpoint's budget; frames
         # that stream through are bounded by flow control instead
         self.proxy.budget.hold(self, requests.held)
+        if self.stopping:
+            self.finish_if_answered()
 
     def free_buffers(self) -> None:
         self.requests.free()
@@ -315,9 +361,12 @@ class ProxyConnection(EndpointConnection):
         self.upstream.transport.write(data)
 
     def _request_head(self, buf, start: int, end: int, size: int) -> int | None:
+        if self.stopping:  # draining: this request is never forwarded (the client sees the end)
+            return STOP
         if end - start < 12:
             return None
         api_key, version, corr = _REQ_HEAD.unpack_from(buf, start + 4)
+        self.proxy.requests_by_key[api_key if 0 <= api_key < 128 else 128] += 1
         if api_key > _FETCH and api_key not in self.proxy.special_apis:
             self.pending.append((corr, _A_PASS, None))
             return STREAM
@@ -329,6 +378,7 @@ class ProxyConnection(EndpointConnection):
                 )
             acks = rewrite.produce_acks(buf, start, end, version)
             if acks is None:
+                self.proxy.requests_by_key[_PRODUCE] -= 1  # asked again with more bytes: counted then
                 return None
             if acks != 0:  # acks=0: Kafka sends no response
                 self.pending.append((corr, _A_PASS, None))
@@ -441,10 +491,14 @@ class ProxyConnection(EndpointConnection):
             if isinstance(exc, RewriteError):
                 self.proxy.stats["rewrite_errors"] += 1
             self._abort(f"upstream response: {exc}")
+            return
         except Exception:
             log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
             self.proxy.stats["internal_errors"] += 1
             self._abort("internal error")
+            return
+        if self.stopping:
+            self.finish_if_answered()
 
     def _to_client(self, data) -> None:
         self.send(data)

@@ -46,6 +46,7 @@ from .connection import (
     FramedConnection,
     RecordGate,
     connection_ids,
+    drain_connections,
     log_summaries,
     os_error_words,
     reap_idle,
@@ -201,6 +202,8 @@ class TelemetryServer:
         self.budget = BufferBudget(max_buffered_bytes, self._stats)
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task] = []
+        #: set by :meth:`drain`: no new connection or request is taken
+        self.draining = False
 
     @property
     def max_frame_bytes(self) -> int:
@@ -251,6 +254,24 @@ class TelemetryServer:
             self.advertised_port or self.port,
             self.ssl is not None,
         )
+
+    @property
+    def listening(self) -> bool:
+        """The listener is up (started, not draining or closed)."""
+        return self._server is not None and self._server.is_serving()
+
+    async def drain(self, timeout_s: float = 30.0) -> int:
+        """Stop accepting, answer every request already read whole (a push held for ``--record-sync`` once its
+        row is on disk), then close each connection cleanly: clients see whole answers, then the end of the
+        connection. After ``timeout_s`` the connections left are aborted; returns how many. :meth:`close`
+        afterwards flushes and closes the recording."""
+        self.draining = True
+        log.info("event=draining connections=%d timeout=%.1fs", len(self.connections), timeout_s)
+        if self._server is not None:
+            self._server.close()
+        aborted = await drain_connections(self, timeout_s)
+        log.info("event=drained aborted=%d", aborted)
+        return aborted
 
     async def close(self) -> None:
         for t in self._tasks:

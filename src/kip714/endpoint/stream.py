@@ -4,7 +4,9 @@ The proxy's data path: a :class:`FrameStream` is fed the chunks a transport read
 asks ``decide(buf, start, end, size)`` (``buf[start:end]``: the frame's first bytes, size prefix included)
 whether the frame streams through (:data:`STREAM`: its bytes are written on as they come, as slices of the
 chunks received) or is captured whole (:data:`CAPTURE`: handed to ``captured(frame)`` once complete, e.g. to
-rewrite or answer it). ``decide`` may return ``None`` when it needs more of the frame's head than has
+rewrite or answer it), or whether the stream ends before it (:data:`STOP`: nothing of that frame or of any
+later byte is written or captured, everything before it is; a proxy draining its connections stops at the
+next request boundary this way). ``decide`` may return ``None`` when it needs more of the frame's head than has
 arrived (the head bytes are then held until it can decide). Only frame boundaries and heads are read;
 a frame that streams is never parsed, joined or copied here.
 """
@@ -21,10 +23,12 @@ __all__ = [
     "FrameStream",
     "STREAM",
     "CAPTURE",
+    "STOP",
 ]
 
 STREAM = 1
 CAPTURE = 2
+STOP = 3
 _I32 = struct.Struct(">i")
 #: bytes of a frame head held at most while ``decide`` asks for more (a request header with its client id)
 _HEAD_LIMIT = 1 << 16
@@ -46,6 +50,7 @@ class FrameStream:
         "min_size",
         "on_boundary",
         "part",
+        "stopped",
         "write",
     )
 
@@ -64,11 +69,18 @@ class FrameStream:
         self.cap_size = 0
         self.part: bytearray | None = None  # a frame head held until ``decide`` can decide
         self.on_boundary: Callable[[], None] | None = None
+        self.stopped = False  # STOP was decided (or :meth:`stop` called): input is ignored
 
     @property
     def held(self) -> int:
         """Bytes held here: a captured frame so far, or a frame head waiting for ``decide``."""
         return (len(self.cap) if self.cap is not None else 0) + (len(self.part) if self.part is not None else 0)
+
+    def stop(self) -> None:
+        """End the stream at its current frame boundary (only at one: see :attr:`at_boundary`); later input is
+        ignored."""
+        self.stopped = True
+        self.part = None
 
     def free(self) -> None:
         """Let go of what is held (the connection is being dropped)."""
@@ -88,6 +100,8 @@ class FrameStream:
         return size
 
     def feed(self, data: bytes) -> None:
+        if self.stopped:
+            return
         n = len(data)
         pos = run = 0  # data[run:pos] streams through and is not written yet
         view = None
@@ -143,6 +157,9 @@ class FrameStream:
                         raise MalformedFrameError("frame head does not parse")
                     continue
                 self.part = None
+                if d == STOP:
+                    self.stopped = True
+                    break
                 if d == STREAM:
                     write(bytes(part))
                     self.left = 4 + size - len(part)
@@ -173,6 +190,10 @@ class FrameStream:
                 if view is None:
                     view = memoryview(data)
                 write(view[run:pos])
+            if d == STOP:
+                self.stopped = True
+                run = pos
+                break
             if d is None:
                 if end <= n:
                     raise MalformedFrameError("frame head does not parse")

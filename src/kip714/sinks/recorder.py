@@ -278,6 +278,8 @@ class ParquetRecorder:
         #: answered as accepted) and the rows they held
         self.commits_failed = 0
         self.rows_failed = 0
+        #: the error of the last write when it failed (None once a write succeeds): readiness reads it
+        self.last_error: BaseException | None = None
         #: commits (parts written) so far
         self.commits = 0
         self._columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
@@ -418,11 +420,13 @@ class ParquetRecorder:
                     self.commits_failed += 1
                     self.rows_failed += n
                     self._inflight = None
+                    self.last_error = exc
                 log.error("event=recording_write_failed rows=%d error=%r", n, exc)
                 if waiter is not None:
                     waiter.set_exception(exc)
                 raise
             with self._lock:
+                self.last_error = None
                 self.rows_written += n
                 self.commits += 1
                 if rolling:

@@ -269,9 +269,22 @@ class PrometheusExporter(BoundedQueueReceiver):
         return scrape_response(self, environ, start_response)
 
     def start_http_server(
-        self, host: str = "127.0.0.1", port: int = 9464, certfile: str | None = None, keyfile: str | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9464,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        app: Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]] | None = None,
     ) -> int:
         """Serve ``/metrics`` (any path) on ``host:port`` with :meth:`wsgi_app` on prometheus_client's
-        threading WSGI server; returns the port (0 picks a free one). ``certfile``/``keyfile`` serve HTTPS."""
-        self._http = start_server(self.wsgi_app, host, port, certfile, keyfile)
+        threading WSGI server; returns the port (0 picks a free one). ``certfile``/``keyfile`` serve HTTPS.
+        ``app``: another WSGI application to serve instead (one that hands the scrapes to :meth:`wsgi_app`,
+        such as :meth:`kip714.endpoint.health.Health.wsgi`)."""
+        self._http = start_server(app or self.wsgi_app, host, port, certfile, keyfile)
         return self._http[0].server_port
+
+    @property
+    def tls_context(self) -> Any:
+        """The ``ssl.SSLContext`` of the HTTPS server (None: plain HTTP or not started); loading a new
+        certificate chain into it takes effect at the next handshake."""
+        return getattr(self._http[0], "ssl_context", None) if self._http is not None else None

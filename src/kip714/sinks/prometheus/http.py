@@ -70,10 +70,12 @@ def start_server(
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("_Server", (ThreadingWSGIServer,), {"address_family": family})
     server = make_server(host, port, app, server_class, handler_class=Quiet)
+    server.ssl_context = None  # reloaded in place by reload_tls (each handshake reads it)
     if certfile:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(certfile, keyfile)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        server.ssl_context = ctx
     thread = threading.Thread(target=server.serve_forever, name="kip714-prometheus-http", daemon=True)
     thread.start()
     return server, thread

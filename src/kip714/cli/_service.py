@@ -1,0 +1,440 @@
+"""``kip714 serve`` and ``kip714 proxy`` as a service: the admin API's options, where subscriptions come from,
+health, and the life cycle under a supervisor (systemd, Kubernetes).
+
+* Subscriptions: :func:`build_subscriptions` stacks the config file's ``[subscriptions]``, ``--config FILE``,
+  the ``--metrics``/``--match``/``--interval-ms`` flags and the admin API's state folder (``--state-dir``) in a
+  :class:`~kip714.broker.subscription_layers.SubscriptionLayers`; the admin API is answered by a
+  :class:`~kip714.broker.config_admin.ClientMetricsAdmin` (``--admin-open``, ``--admin-principals``).
+* :class:`ServiceRunner` runs the endpoint: ``READY=1`` to systemd once listening (``sd_notify`` without a
+  dependency: a datagram to ``$NOTIFY_SOCKET``); SIGTERM or SIGINT drains (readiness false at once, stop
+  accepting, answer what was read, close the connections cleanly, flush and close the recording, all within
+  ``--drain-timeout``; ``STOPPING=1``); SIGHUP reloads the config file, the subscriptions (file, flags in the
+  file, admin state) and the TLS certificates without dropping a connection (``RELOADING=1`` then
+  ``READY=1``): everything is checked first (certificates loaded into a scratch context), and a bad new
+  configuration is refused and logged while the old one keeps running. Settings that only a restart can change
+  (ports, the upstream, the recording folder...) are named in a warning and keep their old value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .._units import duration
+from ..broker.admin_state import AdminStateStore
+from ..broker.config_admin import ClientMetricsAdmin
+from ..broker.subscription_layers import SubscriptionLayers
+from ..broker.subscriptions import SubscriptionRegistry
+from ..endpoint.health import Health, endpoint_metric_families, start_health_server
+from ..endpoint.subscription_file import SubscriptionFileWatcher, load_subscription_file
+from ..errors import InvalidConfigError
+from ._settings import Settings
+from ._sinks import host_port, load_cert_chain
+
+__all__ = [
+    "RELOADABLE",
+    "ServiceRunner",
+    "add_service_options",
+    "build_admin",
+    "build_subscriptions",
+    "flag_subscription",
+    "sd_notify",
+]
+
+log = logging.getLogger("kip714.service")
+
+#: Settings a SIGHUP applies (the others need a restart: a reload that changes them says so and keeps them).
+RELOADABLE = frozenset(
+    {
+        "metrics",
+        "interval_ms",
+        "match",
+        "subscription_name",
+        "tls_cert",
+        "tls_key",
+        "prometheus_tls_cert",
+        "prometheus_tls_key",
+        "admin_open",
+        "admin_principals",
+        "log_level",
+        "drain_timeout",
+        "idle_timeout",
+        "max_connections",
+        "config_file",
+        "print_config",
+    }
+)
+
+
+def add_service_options(p: argparse.ArgumentParser, proxy: bool = False) -> None:
+    """The admin API's options, health and the drain."""
+    g = p.add_argument_group("running as a service: Kafka's admin API, health and signals")
+    g.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep the subscriptions created, changed or deleted through Kafka's admin API "
+        "(kafka-client-metrics.sh, kafka-configs.sh --entity-type client-metrics, AdminClient) in "
+        "DIR/client-metrics.json, written atomically: they survive a restart and a kill -9, and "
+        "win over --config, --metrics and the config file for every name they touched (default: "
+        "admin changes live in memory only)",
+    )
+    g.add_argument(
+        "--admin-principals",
+        metavar="User:NAME[,User:NAME...]",
+        help="the principals that may alter subscriptions through the admin API (SASL user names as "
+        "Kafka prints them, User:alice); others get CLUSTER_AUTHORIZATION_FAILED. Describing and "
+        "listing are open to every client (default: nobody may alter)",
+    )
+    g.add_argument(
+        "--admin-open",
+        action="store_true",
+        help="let every client alter subscriptions through the admin API (for a listener only trusted "
+        "clients reach; default: off)",
+    )
+    g.add_argument(
+        "--admin",
+        metavar="HOST:PORT",
+        type=host_port,
+        help="serve GET /healthz and /readyz on http://HOST:PORT (they are also on the --prometheus "
+        "port when there is one; default: not served)",
+    )
+    g.add_argument(
+        "--drain-timeout",
+        type=duration,
+        default=20.0,
+        metavar="DURATION",
+        help="on SIGTERM/SIGINT: time allowed to answer the requests already read, close the "
+        "connections cleanly and flush the recording; connections still open then are aborted "
+        "(default 20s)",
+    )
+    if proxy:
+        g.add_argument(
+            "--upstream-check-interval",
+            type=duration,
+            default=2.0,
+            metavar="DURATION",
+            help="how often /readyz asks the cluster's bootstrap servers for their ApiVersions (default 2s)",
+        )
+
+
+def parse_principals(text: str | None) -> list[str]:
+    """``User:alice,User:bob`` -> the principals (each ``TYPE:NAME``, as Kafka prints them)."""
+    out = []
+    for item in filter(None, (s.strip() for s in (text or "").split(","))):
+        kind, sep, name = item.partition(":")
+        if not sep or not kind or not name:
+            raise InvalidConfigError(f"--admin-principals: {item!r} is not a principal such as User:alice")
+        out.append(item)
+    return out
+
+
+def flag_subscription(args: Any) -> dict[str, dict[str, str]]:
+    """The subscription the ``--metrics``/``--interval-ms``/``--match`` flags describe (none without them)."""
+    if args.metrics is None and not args.match and args.interval_ms is None:
+        return {}
+    cfg = {"metrics": args.metrics if args.metrics is not None else "*"}
+    if args.interval_ms is not None:
+        cfg["interval.ms"] = str(args.interval_ms)
+    if args.match:
+        cfg["match"] = args.match
+    return {args.subscription_name: cfg}
+
+
+def build_subscriptions(args: Any) -> tuple[SubscriptionLayers, SubscriptionFileWatcher | None]:
+    """The subscriptions every source of the options describes (see the module docstring), and the watcher of
+    ``--config`` (or None)."""
+    registry = SubscriptionRegistry(jdk=args.jdk)
+    store = AdminStateStore(args.state_dir) if getattr(args, "state_dir", None) else None
+    layers = SubscriptionLayers(registry, store)
+    layers.set_base("config-file", getattr(args, "file_subscriptions", None) or {})
+    watcher = SubscriptionFileWatcher(layers, args.config) if args.config else None
+    layers.set_base("flags", flag_subscription(args))
+    layers.warn_overridden()
+    return layers, watcher
+
+
+def build_admin(args: Any, layers: SubscriptionLayers, role: str) -> ClientMetricsAdmin:
+    """The admin API's answers for the options (``--admin-open``, ``--admin-principals``)."""
+    principals = parse_principals(getattr(args, "admin_principals", None))
+    if getattr(args, "admin_open", False) and principals:
+        raise InvalidConfigError("give --admin-open or --admin-principals, not both")
+    return ClientMetricsAdmin(
+        layers, alter_open=bool(getattr(args, "admin_open", False)), principals=principals, role=role
+    )
+
+
+def sd_notify(message: str) -> bool:
+    """Tell systemd ``message`` (``READY=1``, ``STOPPING=1``...) when it supervises this process
+    (``$NOTIFY_SOCKET`` set; a leading ``@`` is the abstract namespace); False otherwise or on failure."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address or not hasattr(socket, "AF_UNIX"):
+        return False
+    if address[0] == "@":
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode())
+        return True
+    except OSError as exc:
+        log.debug("event=sd_notify_failed error=%r", exc)
+        return False
+
+
+async def _watchdog(interval_s: float) -> None:
+    """``WATCHDOG=1`` to systemd while the event loop runs (a stuck loop stops it: systemd restarts us)."""
+    while True:
+        sd_notify("WATCHDOG=1")
+        await asyncio.sleep(interval_s)
+
+
+def _monotonic_usec() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000 if hasattr(time, "clock_gettime_ns") else 0
+
+
+class ServiceRunner:
+    """Runs ``endpoint`` (a :class:`~kip714.TelemetryServer` or :class:`~kip714.TelemetryProxy`) as a
+    service (see the module docstring). ``loop_factory``: the event loop's (None: asyncio's)."""
+
+    def __init__(
+        self,
+        endpoint: Any,
+        args: Any,
+        settings: Settings | None,
+        *,
+        layers: SubscriptionLayers,
+        watcher: SubscriptionFileWatcher | None,
+        health: Health,
+        sinks: Iterable[Any] = (),
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.args = args
+        self.settings = settings
+        self.layers = layers
+        self.watcher = watcher
+        self.health = health
+        self.sinks = list(sinks)
+        self.loop_factory = loop_factory
+        self.reloads = {"ok": 0, "refused": 0}
+        self._admin_http: tuple[Any, Any] | None = None
+        self._reloading: asyncio.Task[bool] | None = None
+        exporter = next((s for s in self.sinks if hasattr(s, "add_self_metrics")), None)
+        if exporter is not None:
+            exporter.add_self_metrics(lambda: endpoint_metric_families(endpoint, health, self.reloads))
+        self.exporter = exporter
+
+    # ------------------------------------------------------------------------------ running
+
+    def run(self) -> None:
+        """Run until ``--duration`` passes or SIGTERM/SIGINT, then drain; the sinks are closed at the end."""
+        try:
+            if self.loop_factory is None:
+                asyncio.run(self._main())
+            else:  # asyncio.Runner(loop_factory=) is 3.11+: set the loop up by hand (3.10 too)
+                loop = self.loop_factory()
+                try:
+                    loop.run_until_complete(self._main())
+                finally:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                    loop.close()
+        finally:
+            if self._admin_http is not None:
+                self._admin_http[0].shutdown()
+                self._admin_http[0].server_close()
+            for sink in self.sinks:
+                sink.close()
+            if self.layers.store is not None:
+                self.layers.store.close()
+
+    async def _main(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError, AttributeError):
+                pass
+        try:
+            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        except (NotImplementedError, RuntimeError, AttributeError):
+            pass
+        endpoint = self.endpoint
+        admin_address = getattr(self.args, "admin", None)
+        if admin_address is not None:
+            try:
+                self._admin_http = start_health_server(self.health.wsgi(), *admin_address)
+            except OSError as exc:
+                raise OSError(
+                    f"--admin {admin_address[0]}:{admin_address[1]}: cannot listen: {exc.strerror or exc}"
+                ) from None
+            log.info("event=health url=http://%s:%d/readyz", admin_address[0], self._admin_http[0].server_port)
+        await endpoint.start()
+        tasks = [asyncio.create_task(self.health.run())]
+        watchdog = os.environ.get("WATCHDOG_USEC", "")
+        if watchdog.isdigit() and int(watchdog) > 0:  # systemd's WatchdogSec: beat at half the period
+            tasks.append(asyncio.create_task(_watchdog(int(watchdog) / 2e6)))
+        if self.watcher is not None:
+            tasks.append(asyncio.create_task(self.watcher.watch()))
+        try:
+            self.health.refresh()
+            sd_notify(f"READY=1\nSTATUS=listening on port {endpoint.port}")
+            log.info("event=ready port=%d", endpoint.port)
+            try:
+                await asyncio.wait_for(stop.wait(), getattr(self.args, "duration", None))
+            except asyncio.TimeoutError:
+                pass
+            sd_notify("STOPPING=1\nSTATUS=draining")
+            endpoint.draining = True
+            self.health.refresh()  # /readyz fails from now on
+            if self._reloading is not None:
+                await asyncio.gather(self._reloading, return_exceptions=True)
+            await endpoint.drain(getattr(self.args, "drain_timeout", 20.0))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await endpoint.close()
+
+    # ------------------------------------------------------------------------------ SIGHUP
+
+    def _on_sighup(self) -> None:
+        if self._reloading is not None and not self._reloading.done():
+            log.warning("event=reload_skipped a reload is already running")
+            return
+        self._reloading = asyncio.get_running_loop().create_task(self.reload())
+
+    async def reload(self) -> bool:
+        """Reload the config file, the subscriptions and the TLS certificates (see the module docstring); True
+        when applied, False when refused (the old configuration keeps running)."""
+        sd_notify(f"RELOADING=1\nMONOTONIC_USEC={_monotonic_usec()}\nSTATUS=reloading")
+        try:
+            steps = self._prepare_reload()
+        except Exception as exc:  # refused whole: nothing was changed
+            self.reloads["refused"] += 1
+            log.error(
+                "event=reload_refused error=%s (the running configuration is unchanged)", str(exc) or type(exc).__name__
+            )
+            return False
+        finally:
+            sd_notify(f"READY=1\nSTATUS=listening on port {self.endpoint.port}")
+        for step in steps:
+            step()
+        self.reloads["ok"] += 1
+        self.layers.warn_overridden()
+        log.info("event=reloaded subscriptions=%d version=%d", len(self.layers.registry), self.layers.registry.version)
+        return True
+
+    def _prepare_reload(self) -> list[Callable[[], None]]:
+        """Check everything a reload would change and return the steps that apply it (nothing is changed
+        here; any problem raises)."""
+        args = self.args
+        new = argparse.Namespace(**vars(args))
+        if self.settings is not None:
+            settings = self.settings.reload()
+            for dest, value in settings.values.items():
+                setattr(new, dest, value)
+            new.file_subscriptions = settings.subscriptions
+        else:
+            settings = None
+        restart = sorted(
+            d
+            for d in vars(new)
+            if not d.startswith("_")
+            and d not in RELOADABLE
+            and d != "file_subscriptions"
+            and getattr(new, d) != getattr(args, d, None)
+        )
+        if restart:
+            log.warning(
+                "event=reload_needs_restart settings=%s (these keep their running values until kip714 restarts)",
+                ",".join(restart),
+            )
+            for dest in restart:
+                setattr(new, dest, getattr(args, dest))
+        steps: list[Callable[[], None]] = []
+        layers = self.layers
+        # subscriptions: every source checked before any is applied
+        file_subs = getattr(new, "file_subscriptions", None) or {}
+        flags = flag_subscription(new)
+        layers.check("config-file", file_subs)
+        layers.check("flags", flags)
+        sub_file = load_subscription_file(self.watcher.path) if self.watcher is not None else None
+        if sub_file is not None:
+            layers.check("subscription-file", sub_file)
+        admin_state = layers.load_admin()
+        principals = parse_principals(new.admin_principals)
+        if new.admin_open and principals:
+            raise InvalidConfigError("give --admin-open or --admin-principals, not both")
+        steps.append(lambda: layers.set_base("config-file", file_subs))
+        watcher = self.watcher
+        if watcher is not None:
+
+            def file_again() -> None:
+                watcher.reload(force=True)
+
+            steps.append(file_again)
+        steps.append(lambda: layers.set_base("flags", flags))
+        steps.append(lambda: layers.replace_admin(admin_state))
+        admin = getattr(self.endpoint, "admin", None)
+        if admin is not None:
+
+            def set_admin() -> None:
+                admin.alter_open, admin.principals = bool(new.admin_open), frozenset(principals)
+
+            steps.append(set_admin)
+        # TLS: the new chains loaded into scratch contexts first; the live contexts take them in place
+        steps.extend(self._tls_steps(new))
+
+        # live settings
+        def live() -> None:
+            logging.getLogger().setLevel(getattr(logging, new.log_level.upper()))
+            self.endpoint.idle_timeout_s = new.idle_timeout
+            self.endpoint.max_connections = new.max_connections
+            self.args = new
+            if settings is not None:
+                self.settings = settings
+
+        steps.append(live)
+        return steps
+
+    def _tls_steps(self, new: Any) -> list[Callable[[], None]]:
+        steps: list[Callable[[], None]] = []
+        live = getattr(self.endpoint, "ssl", None)
+        if (live is None) != (not new.tls_cert):
+            log.warning("event=reload_needs_restart settings=tls_cert (turning TLS on or off takes a restart)")
+        elif live is not None:
+            scratch = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            load_cert_chain(scratch, new.tls_cert, new.tls_key, "--tls-cert", "--tls-key")
+            cert, key = new.tls_cert, new.tls_key
+
+            def client_tls() -> None:
+                live.load_cert_chain(cert, key)
+                log.info("event=tls_reloaded listener=clients cert=%s", cert)
+
+            steps.append(client_tls)
+        http_ctx = getattr(self.exporter, "tls_context", None) if self.exporter is not None else None
+        if http_ctx is not None and new.prometheus_tls_cert:
+            scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            load_cert_chain(
+                scratch,
+                new.prometheus_tls_cert,
+                new.prometheus_tls_key,
+                "--prometheus-tls-cert",
+                "--prometheus-tls-key",
+            )
+            pcert, pkey = new.prometheus_tls_cert, new.prometheus_tls_key
+
+            def http_tls() -> None:
+                http_ctx.load_cert_chain(pcert, pkey)
+                log.info("event=tls_reloaded listener=prometheus cert=%s", pcert)
+
+            steps.append(http_tls)
+        return steps
