@@ -5,8 +5,17 @@ and the ``proxy`` group of ``kip714 bench`` (needs confluent-kafka, whose wheel 
 ``python -m kip714.tools.mock_cluster`` which creates the cluster through librdkafka's C API (``ctypes`` on the
 librdkafka inside the confluent-kafka wheel: ``rd_kafka_mock_cluster_new``, ``…_bootstraps``,
 ``rd_kafka_mock_telemetry_set_requested_metrics``, ``…_set_push_interval``, ``rd_kafka_mock_set_apiversion``),
-prints its bootstrap servers and then obeys one command per line on stdin (``topic NAME PARTITIONS``,
-``host_port ID HOST PORT``, ``down ID``, ``up ID``, ``quit``), answering ``ok`` or ``error ...``.
+prints its bootstrap servers and then obeys one command per line on stdin, answering ``ok`` or ``error ...``:
+
+- ``topic NAME PARTITIONS``, ``host_port ID HOST PORT``, ``quit``;
+- faults (``rdkafka_mock.h``): ``down ID`` / ``up ID`` (the broker's listener stops accepting and its
+  connections close / it listens again; its partitions keep their leader), ``rtt ID MS`` (every response of
+  the broker delayed by MS), ``leader TOPIC PARTITION ID`` (the partition's leader moves: produce to the old
+  one gets NOT_LEADER_OR_FOLLOWER), ``errors APIKEY ERR...`` (the next requests of that API key, on any
+  broker, get these error codes one by one; -195, ``_TRANSPORT``, closes the connection), ``broker_errors ID
+  APIKEY ERR:RTT...`` (the same on one broker, each answer delayed by RTT ms), ``decommission ID`` (the broker
+  is gone for good: connections and listener closed, partitions moved to the others).
+
 The cluster lives as long as the process; closing stdin ends it.
 """
 
@@ -53,7 +62,30 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_mock_broker_set_host_port.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int]
     lib.rd_kafka_mock_broker_set_down.argtypes = [ctypes.c_void_p, ctypes.c_int32]
     lib.rd_kafka_mock_broker_set_up.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.rd_kafka_mock_broker_set_rtt.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int]
+    lib.rd_kafka_mock_partition_set_leader.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32]
+    lib.rd_kafka_mock_push_request_errors_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int16,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_int),
+    ]
+    lib.rd_kafka_mock_push_request_errors_array.restype = None
+    # variadic: the fixed part only; each (error, rtt) pair is passed as two C ints (x86-64 SysV, aarch64 Linux)
+    lib.rd_kafka_mock_broker_push_request_error_rtts.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int32,
+        ctypes.c_int16,
+        ctypes.c_size_t,
+    ]
+    lib.rd_kafka_mock_broker_decommission.argtypes = [ctypes.c_void_p, ctypes.c_int32]
     return lib
+
+
+def _check(err: int, cmd: list[str]) -> None:
+    """An ``rd_kafka_resp_err_t`` a mock call returned: 0 is fine, anything else fails the command."""
+    if err:
+        raise RuntimeError(f"{cmd[0]}: librdkafka error {err}")
 
 
 def _main(argv: list[str]) -> int:
@@ -98,9 +130,27 @@ def _main(argv: list[str]) -> int:
             elif cmd[0] == "host_port":
                 lib.rd_kafka_mock_broker_set_host_port(mc, int(cmd[1]), cmd[2].encode(), int(cmd[3]))
             elif cmd[0] == "down":
-                lib.rd_kafka_mock_broker_set_down(mc, int(cmd[1]))
+                _check(lib.rd_kafka_mock_broker_set_down(mc, int(cmd[1])), cmd)
             elif cmd[0] == "up":
-                lib.rd_kafka_mock_broker_set_up(mc, int(cmd[1]))
+                _check(lib.rd_kafka_mock_broker_set_up(mc, int(cmd[1])), cmd)
+            elif cmd[0] == "rtt":
+                _check(lib.rd_kafka_mock_broker_set_rtt(mc, int(cmd[1]), int(cmd[2])), cmd)
+            elif cmd[0] == "leader":
+                _check(lib.rd_kafka_mock_partition_set_leader(mc, cmd[1].encode(), int(cmd[2]), int(cmd[3])), cmd)
+            elif cmd[0] == "errors":
+                errors = [int(e) for e in cmd[2:]]
+                lib.rd_kafka_mock_push_request_errors_array(
+                    mc, int(cmd[1]), len(errors), (ctypes.c_int * len(errors))(*errors)
+                )
+            elif cmd[0] == "broker_errors":
+                pairs = [tuple(int(x) for x in p.split(":")) for p in cmd[3:]]
+                flat = [ctypes.c_int(v) for pair in pairs for v in pair]
+                _check(
+                    lib.rd_kafka_mock_broker_push_request_error_rtts(mc, int(cmd[1]), int(cmd[2]), len(pairs), *flat),
+                    cmd,
+                )
+            elif cmd[0] == "decommission":
+                _check(lib.rd_kafka_mock_broker_decommission(mc, int(cmd[1])), cmd)
             else:
                 raise RuntimeError(f"unknown command {cmd[0]!r}")
             print("ok", flush=True)
@@ -161,6 +211,32 @@ class MockCluster:
 
     def create_topic(self, name: str, partitions: int) -> None:
         self.command("topic", name, partitions)
+
+    def broker_down(self, broker_id: int) -> None:
+        """The broker stops accepting connections and closes its own (``rd_kafka_mock_broker_set_down``)."""
+        self.command("down", broker_id)
+
+    def broker_up(self, broker_id: int) -> None:
+        self.command("up", broker_id)
+
+    def set_rtt(self, broker_id: int, rtt_ms: int) -> None:
+        """Delay every response of the broker by ``rtt_ms`` (0: none)."""
+        self.command("rtt", broker_id, rtt_ms)
+
+    def move_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        self.command("leader", topic, partition, broker_id)
+
+    def push_errors(self, api_key: int, *errors: int) -> None:
+        """The next ``len(errors)`` requests of ``api_key`` get these error codes (-195: a disconnect)."""
+        self.command("errors", api_key, *errors)
+
+    def push_broker_errors(self, broker_id: int, api_key: int, *errors_rtts: tuple[int, int]) -> None:
+        """The broker's next requests of ``api_key`` get these (error code, delay in ms) answers."""
+        self.command("broker_errors", broker_id, api_key, *(f"{e}:{rtt}" for e, rtt in errors_rtts))
+
+    def decommission(self, broker_id: int) -> None:
+        """The broker is gone for good (its partitions move to the others)."""
+        self.command("decommission", broker_id)
 
     def close(self) -> None:
         if self.proc.poll() is None:
