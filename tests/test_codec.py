@@ -1046,6 +1046,7 @@ def test_bomb_refused_with_small_peak_memory(bombs, kind):
     assert peak < 3 * MiB, f"{kind}: peak {peak} bytes"
 
 
+@pytest.mark.integration
 def test_bomb_resident_memory_in_subprocess():
     """Process RSS (which also sees the codec libraries' own buffers) grows by far less than the bombs."""
     script = f"""

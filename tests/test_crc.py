@@ -167,6 +167,7 @@ def test_parallel_threads_agree():
         assert results[i] == [expected[i]] * 20
 
 
+@pytest.mark.integration
 def test_environment_forces_software():
     code = (
         "from kip714._crc import crc32c, hardware_accelerated;"

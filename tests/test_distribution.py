@@ -244,6 +244,7 @@ def test_cibuildwheel_configuration():
         assert got == want, (platform, arch, sorted(got ^ want))
 
 
+@pytest.mark.unit
 def test_version_agrees_everywhere():
     """pyproject.toml, kip714.__version__ and the newest CHANGELOG entry name the same version."""
     import re

@@ -166,6 +166,7 @@ def bomb_report():
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_decompression_bombs_of_every_codec_are_refused_as_too_large(bomb_report):
     for name, size, result, seconds in bomb_report["bombs"]:
         assert result == "TelemetryTooLargeError:TELEMETRY_TOO_LARGE", (name, size, result)
@@ -176,6 +177,7 @@ def test_decompression_bombs_of_every_codec_are_refused_as_too_large(bomb_report
 _SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "") or os.environ.get("KIP714_SANITIZED") == "1"
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform == "win32", reason="resource.getrusage is POSIX")
 @pytest.mark.skipif(_SANITIZED, reason="ASan's shadow memory and quarantine inflate RSS")
 def test_decompression_bombs_do_not_make_large_allocations(bomb_report):
@@ -379,6 +381,7 @@ _DEEP_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("depth", [50, 200, 100_000])
 def test_otlp_nesting_depth_is_bounded(depth):
     _otlp_native()
@@ -672,6 +675,7 @@ def _recv_exact(sock, n):
     return buf
 
 
+@pytest.mark.integration
 def test_server_refuses_connections_over_max_connections(server_factory):
     srv = server_factory(max_connections=5)
     socks = [srv.connect() for _ in range(5)]
@@ -690,6 +694,7 @@ def test_server_refuses_connections_over_max_connections(server_factory):
         s.close()
 
 
+@pytest.mark.integration
 def test_server_closes_on_oversized_prefix(server_factory):
     srv = server_factory(max_frame_bytes=1024)
     s = srv.connect()
@@ -707,6 +712,7 @@ def test_server_closes_on_oversized_prefix(server_factory):
     s.close()
 
 
+@pytest.mark.integration
 def test_server_frame_limit_defaults_to_telemetry_max_bytes_plus_headroom(server_factory):
     from kip714._enums import SERVE_FRAME_HEADROOM, serve_max_frame_bytes
 
@@ -760,6 +766,7 @@ def test_buffer_budget_drops_the_largest_holders_down_to_three_quarters():
         BufferBudget(0, stats)
 
 
+@pytest.mark.integration
 def test_server_closes_a_slow_loris_partial_frame_on_idle_timeout(server_factory):
     srv = server_factory(idle_timeout_s=0.4)
     still = srv.connect()
@@ -785,6 +792,7 @@ def test_server_closes_a_slow_loris_partial_frame_on_idle_timeout(server_factory
     trickle.close()
 
 
+@pytest.mark.integration
 def test_server_stops_reading_while_a_client_does_not_read_its_responses(server_factory):
     srv = server_factory()
     s = srv.connect()
@@ -807,6 +815,7 @@ def test_server_stops_reading_while_a_client_does_not_read_its_responses(server_
     s.close()
 
 
+@pytest.mark.integration
 def test_server_metadata_topic_by_id_only(server_factory):
     """Found by the ``stream`` fuzzer: a Metadata v10/v11 request naming a topic by id only (null name)
     made the answer unencodable and the exception escaped into the event loop."""
@@ -824,6 +833,7 @@ def test_server_metadata_topic_by_id_only(server_factory):
     s.close()
 
 
+@pytest.mark.integration
 def test_server_drops_the_instance_of_a_closed_connection(server_factory):
     """Kafka 4.0+: an instance goes when the connection that created it closes (connection churn cannot
     fill the instance table); the instances of open connections stay."""

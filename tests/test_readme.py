@@ -141,6 +141,7 @@ def blocks() -> list[Block]:
 BLOCKS = blocks()
 
 
+@pytest.mark.unit
 def test_the_readme_has_examples_of_both_kinds():
     kinds = {b.kind for b in BLOCKS if b.path.name == "README.md" and b.marker is None}
     assert kinds == {"python", "shell"}
@@ -149,6 +150,7 @@ def test_the_readme_has_examples_of_both_kinds():
     assert [ln.split("#")[0].strip() for ln in first[:2]] == ["make demo", "make test"]
 
 
+@pytest.mark.unit
 def test_markers_carry_a_reason_and_are_rare():
     for b in BLOCKS:
         if b.marker:
@@ -237,7 +239,15 @@ def _env() -> dict[str, str]:
 
 
 def _needs_spark(block: Block) -> bool:
-    return bool(re.search(r"spark|kip714 pipeline|kip714 demo(?! --captures)", block.text))
+    return bool(re.search(r"spark|kip714 (pipeline|report)|kip714 demo(?! --captures)", block.text))
+
+
+def _marks(block: Block) -> list:
+    """The block's tier: ``spark`` when it needs Spark, else ``integration`` (servers, clients and
+    subprocesses of the examples)."""
+    if block.marker is None and _needs_spark(block):
+        return [pytest.mark.spark]
+    return [pytest.mark.integration]
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -343,7 +353,7 @@ def _check_args_only(block: Block, ws: pathlib.Path) -> None:
                     assert (ws / w).exists(), f"{block.id}: {line!r} names {w}, which does not exist"
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+@pytest.mark.parametrize("block", [pytest.param(b, marks=_marks(b)) for b in BLOCKS], ids=[b.id for b in BLOCKS])
 def test_example_runs_as_written(block: Block, workspace: pathlib.Path, request):
     if block.marker == "skip":
         pytest.skip(f"{block.id}: {block.reason}")

@@ -321,6 +321,7 @@ class ServerThread(server_thread.ServerThread):
         super().__init__(TelemetryServer(self.broker, "127.0.0.1", 0, on_payload=self.payloads.append), 10)
 
 
+@pytest.mark.integration
 def test_tcp_fleet_against_kip714_serve():
     srv = ServerThread(registry("*", 500))
     try:
