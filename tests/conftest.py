@@ -15,6 +15,9 @@ A test module's tier is its entry in ``TIERS`` below; a module that mixes tiers 
 (``@pytest.mark.integration`` ...); a test that uses the ``spark`` fixture is in the ``spark`` tier. A module
 without an entry fails its tests: a new module chooses its tier here. ``make test`` runs every tier.
 
+The tests that share the session Spark fixture run on one pytest-xdist worker (one JVM; see the scheduler);
+``SLOW_FIRST`` puts the longest tests at the head of the queue so that they start at once, each on its
+worker, while the rest is spread over the others.
 """
 
 from __future__ import annotations
@@ -83,6 +86,36 @@ TIERS = {
     "test_threads": "unit",
 }
 
+#: the longest tests (by their --durations), started first; a prefix of the test id
+SLOW_FIRST = (
+    "tests/test_distribution.py::test_sdist_to_wheel_to_venv",
+    "tests/test_spark_scale.py::test_standalone_cluster_gives_the_same_points",
+    "tests/test_spark_scale.py::test_pipeline_with_a_small_driver_heap",
+    "tests/test_spark_scale.py::test_a_failed_job_ends_with_one_line",
+    "tests/test_build_switches.py",
+    "tests/test_conformance.py",
+    "tests/test_javaorder_jdk.py::test_against_real_jdk",
+    "tests/test_bench_cli.py::test_quick_record_group",
+    "tests/test_readme.py::test_example_runs_as_written",
+    "tests/test_otlp_decode.py::test_generated_",
+    "tests/test_threads.py::test_receivers_shared_by_threads_lose_nothing",
+    "tests/test_simulate.py::test_hour_of_telemetry",
+    "tests/test_prometheus_export.py::test_million_series",
+)
+
+#: the group of the tests that share the ``spark`` fixture's session: one xdist worker runs them all
+SPARK_GROUP = "spark-session"
+#: modules whose every test runs on that worker: their module-scoped fixtures feed the Spark tests (a
+#: module-scoped fixture is built once per worker that runs one of its tests)
+SPARK_WORKER_MODULES = {"test_report"}
+#: modules whose tests run on one worker, in order: they share a module-scoped server whose state a later
+#: test reads (test_prometheus_server), or module-scoped inputs that cost seconds to make (bombs, a bomb
+#: report from a child process, the conformance lab's runs against librdkafka and broken clients)
+MODULE_GROUPS = {"test_prometheus_server", "test_codec", "test_limits", "test_conformance", "test_conformance_broken"}
+_GROUP = pytest.StashKey[str]()
+_GROUPS_FILE = pytest.StashKey[pathlib.Path]()
+
+
 def _tier(item: pytest.Item) -> str | None:
     """The tier of ``item``: its explicit tier marker, else ``spark`` for a user of the session, else its
     module's entry. Raises when a test names two tiers."""
@@ -96,6 +129,20 @@ def _tier(item: pytest.Item) -> str | None:
     return TIERS.get(pathlib.Path(str(item.fspath)).stem)
 
 
+def _slow_rank(nodeid: str) -> int:
+    for i, prefix in enumerate(SLOW_FIRST):
+        if nodeid.startswith(prefix):
+            return i
+    return len(SLOW_FIRST)
+
+
+def _order(item: pytest.Item) -> int:
+    """Where ``item`` goes in the queue: the ``SLOW_FIRST`` tests first, in that order; the Spark session's
+    group (one long chain of tests on one worker) right after the first of them; then the rest."""
+    rank = _slow_rank(item.nodeid)
+    return min(rank, 1) if item.stash.get(_GROUP, None) == SPARK_GROUP else rank
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         tier = _tier(item)
@@ -105,6 +152,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.kip714_untiered)
             continue
         item.add_marker(getattr(pytest.mark, tier))
+        module = pathlib.Path(str(item.fspath)).stem
+        if ("spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark_session")
+                or module in SPARK_WORKER_MODULES):
+            item.stash[_GROUP] = SPARK_GROUP
+        elif module in MODULE_GROUPS:
+            item.stash[_GROUP] = module
+    items.sort(key=_order)  # stable: the rest keep their order
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -115,6 +169,78 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kip714_untiered: (set by conftest.py) a test whose module has no tier")
+
+
+# ------------------------------------------------------------------------------------------ pytest-xdist
+# ``--dist loadgroup`` runs the tests of a group on one worker, but with pytest 9.2 xdist's own grouping
+# (a suffix it writes into node ids) no longer takes effect (pytest-dev/pytest-xdist#1386). So the workers
+# write each test's group to a file the controller names, and the scheduler below reads it.
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """(xdist controller) the file where a worker writes the groups of the tests it collected."""
+    config = node.config
+    if _GROUPS_FILE not in config.stash:
+        import tempfile
+
+        config.stash[_GROUPS_FILE] = pathlib.Path(tempfile.mkdtemp(prefix="kip714-groups-")) / "groups.json"
+    node.workerinput["kip714_groups"] = str(config.stash[_GROUPS_FILE])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which tells the controller that collection is done
+def pytest_collection_finish(session: pytest.Session) -> None:
+    path = getattr(session.config, "workerinput", {}).get("kip714_groups")
+    if path is None:
+        return
+    import json
+
+    groups = {item.nodeid: item.stash[_GROUP] for item in session.items if _GROUP in item.stash}
+    tmp = pathlib.Path(f"{path}.{os.getpid()}")
+    tmp.write_text(json.dumps(groups))
+    tmp.replace(path)  # every worker collects the same tests: whichever writes last, the file is whole
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _GROUPS_FILE in config.stash:
+        import shutil
+
+        shutil.rmtree(config.stash[_GROUPS_FILE].parent, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup``: the tests of a group (the Spark session's, a module's) as one unit for one worker,
+    the others one by one; in the order of their first test (``SLOW_FIRST`` first). A worker
+    busy with one of the ``SLOW_FIRST`` tests is handed the shortest unit left as the next one it holds (xdist
+    gives each worker a unit beyond the one it runs), not the next long one, which would wait for the whole
+    long test while other workers run out of work."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    import json
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def __init__(self, config: pytest.Config, log) -> None:
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # the units in the order of their first test, not by size
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                path = config.stash.get(_GROUPS_FILE, None)
+                self.groups = json.loads(path.read_text()) if path and path.exists() else {}
+            return self.groups.get(nodeid, nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            held = self.assigned_work.get(node, {})
+            running = next((nodeid for unit in held.values() for nodeid, done in unit.items() if not done), None)
+            if running is not None and _slow_rank(running) < len(SLOW_FIRST) and len(self.workqueue) > 1:
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+            super()._assign_work_unit(node)
+
+    return TierScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -242,11 +242,16 @@ def _needs_spark(block: Block) -> bool:
     return bool(re.search(r"spark|kip714 (pipeline|report)|kip714 demo(?! --captures)", block.text))
 
 
+def _uses_session(block: Block) -> bool:
+    """Whether the block runs on the suite's Spark session: Python blocks that need Spark."""
+    return block.marker is None and block.kind == "python" and _needs_spark(block)
+
+
 def _marks(block: Block) -> list:
-    """The block's tier: ``spark`` when it needs Spark, else ``integration`` (servers, clients and
-    subprocesses of the examples)."""
+    """The block's tier: ``spark`` when it needs Spark (and, on the session, the worker that holds it),
+    else ``integration`` (servers, clients and subprocesses of the examples)."""
     if block.marker is None and _needs_spark(block):
-        return [pytest.mark.spark]
+        return [pytest.mark.spark] + ([pytest.mark.spark_session] if _uses_session(block) else [])
     return [pytest.mark.integration]
 
 
