@@ -60,7 +60,7 @@ setup: $(STAMP)
 
 # Recompile the extensions in place (cythonize only rebuilds what changed).
 build: $(STAMP)
-	$(PY) setup.py --quiet build_ext --inplace
+	$(PY) setup.py --quiet build_ext --inplace --parallel $(NPROC)
 
 check: build
 	$(PY) -m pytest -m unit -n $(CHECK_WORKERS) --dist loadgroup $(PYTEST_ARGS)
