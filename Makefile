@@ -1,6 +1,7 @@
 # The whole set-up lives here so that a fresh machine needs nothing but Python 3.10+, a C compiler and make.
 #   make demo   — create .venv, install, build the Cython core, run the demo
-#   make test   — the same set-up, then the whole test suite
+#   make test   — the same set-up, then the whole test suite (every tier, in parallel)
+#   make check  — the same set-up, then the unit tier (seconds: run it for every change)
 #   make docs   — the documentation site (mkdocs.yml, docs/) built with --strict into site/
 PYTHON ?= python3
 VENV   ?= .venv
@@ -8,7 +9,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
 EXTRAS ?= test,demo,docs
 
-.PHONY: all setup build test demo docs bench bench-quick clean java prometheus snappy-java chromium systemd
+.PHONY: all setup build check test demo docs bench bench-quick clean java prometheus snappy-java chromium systemd
+
+# pytest-xdist workers. The unit tier is CPU-bound: one worker per core. The whole suite mostly waits (on
+# sockets, clients, JVMs, compilers): more workers than cores keep both busy. The tiers and the grouping of
+# the Spark tests onto one worker (one JVM) are in tests/conftest.py.
+NPROC         := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+CHECK_WORKERS ?= $(NPROC)
+TEST_WORKERS  ?= $(shell echo $$(( $(NPROC) * 2 )))
 
 all: test
 
@@ -60,10 +68,13 @@ setup: $(STAMP)
 
 # Recompile the extensions in place (cythonize only rebuilds what changed).
 build: $(STAMP)
-	$(PY) setup.py --quiet build_ext --inplace
+	$(PY) setup.py --quiet build_ext --inplace --parallel $(NPROC)
+
+check: build
+	KIP714_EXAMPLES=0.25 $(PY) -m pytest -m unit -n $(CHECK_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: build prometheus snappy-java chromium systemd
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: build
 	$(VENV)/bin/kip714 demo $(DEMO_ARGS)

@@ -9,6 +9,9 @@ Environment switches:
   KIP714_SANITIZE=1   build with AddressSanitizer + UndefinedBehaviorSanitizer (see README)
   KIP714_ONLY=a,b     build only these modules
 
+Modules are cythonized when build_ext runs (an sdist ships the .pyx sources, not C), with build_ext's
+``--parallel N`` jobs (``make build`` passes the number of cores), like the C compiles.
+
 The switches take effect on a built tree: build/kip714-switches.json records the switches each module was
 last built with (a module without an entry counts as built with none), and a module whose switches differ
 is cythonized and compiled again (KIP714_ANNOTATE=1 re-cythonizes a module whose HTML is missing or older
@@ -75,7 +78,23 @@ def _flags(compiler_type: str) -> tuple[list[str], list[str]]:
 
 
 class BuildExt(build_ext):
-    """build_ext that chooses the flags by compiler type (gcc/clang style everywhere but MSVC)."""
+    """build_ext that cythonizes the modules and chooses the flags by compiler type (gcc/clang style everywhere
+    but MSVC)."""
+
+    def run(self) -> None:
+        # Cythonize here, when extensions are built (an sdist, which also finalizes build_ext, ships the .pyx
+        # sources). Modules built with other switches are cythonized again (force); their new C file makes
+        # build_ext compile them again. The others are cythonized only when their sources changed.
+        jobs = self.parallel or 0
+        recorded = _recorded_switches()
+        made = _cythonize([e for e in self.extensions if _stale(e, recorded)], True, jobs) + _cythonize(
+            [e for e in self.extensions if not _stale(e, recorded)], False, jobs)
+        by_name = {e.name: e for e in made}
+        for ext in self.extensions:  # the C sources (and Cython's depends) onto the objects build_ext set up
+            for key, value in vars(by_name[ext.name]).items():
+                if not key.startswith("_"):
+                    setattr(ext, key, value)
+        super().run()
 
     def build_extensions(self) -> None:
         cflags, ldflags = _flags(self.compiler.compiler_type)
@@ -119,18 +138,12 @@ def _stale(ext: Extension, recorded: dict) -> bool:
     return annotate and (not html.exists() or html.stat().st_mtime < pyx.stat().st_mtime)
 
 
-def _cythonize(exts: list, force: bool) -> list:
+def _cythonize(exts: list, force: bool, jobs: int) -> list:
     if not exts:
         return []
     return cythonize(exts, include_path=[str(COMMON)], compiler_directives=directives, annotate=annotate,
-                     nthreads=0, force=force)
+                     nthreads=jobs if jobs > 1 else 0, force=force)
 
 
-_recorded = _recorded_switches()
-# Modules built with other switches are cythonized again (force); their new C file makes build_ext compile
-# them again. The others are cythonized only when their sources changed.
-setup(
-    cmdclass={"build_ext": BuildExt},
-    ext_modules=_cythonize([e for e in extensions if _stale(e, _recorded)], True)
-    + _cythonize([e for e in extensions if not _stale(e, _recorded)], False),
-)
+# the .pyx modules; BuildExt cythonizes them when extensions are built
+setup(cmdclass={"build_ext": BuildExt}, ext_modules=extensions)

@@ -27,6 +27,7 @@ import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from examples import examples
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 from google.protobuf import json_format
 
@@ -429,7 +430,7 @@ def test_round_trip_sizes(codec, size):
             decompress(packed, ctype, size - 1)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     small=st.binary(max_size=3000),
     big=st.one_of(st.none(), st.tuples(st.integers(60_000, 200_000), st.integers(0, 2**32), st.booleans())),
@@ -1046,6 +1047,7 @@ def test_bomb_refused_with_small_peak_memory(bombs, kind):
     assert peak < 3 * MiB, f"{kind}: peak {peak} bytes"
 
 
+@pytest.mark.integration
 def test_bomb_resident_memory_in_subprocess():
     """Process RSS (which also sees the codec libraries' own buffers) grows by far less than the bombs."""
     script = f"""
@@ -1149,13 +1151,13 @@ def test_random_mutations(corpus):
     assert outcomes["corrupt"] > 1000 and outcomes["too-large"] > 0 and outcomes["ok"] > 100
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(data=st.binary(max_size=200), ctype=st.integers(min_value=1, max_value=4), limit=st.integers(0, 5000))
 def test_arbitrary_bytes_raise_only_kip714_errors(data, ctype, limit):
     raises_kip714(decompress, data, ctype, limit)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     prefix=st.sampled_from([b"\x04\x22\x4d\x18", b"\x28\xb5\x2f\xfd", b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01", b"\x1f\x8b\x08"]),
     rest=st.binary(max_size=300),

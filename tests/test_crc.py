@@ -14,6 +14,7 @@ import uuid
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from examples import examples
 
 from kip714._crc import (
     _crc32c_sw,
@@ -77,7 +78,7 @@ def test_check_values():
     assert isinstance(hardware_accelerated(), bool)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(min_size=0, max_size=10_000), value=st.integers(0, 0xFFFFFFFF))
 def test_matches_both_packages(data, value):
     expected = ref_crc(data, value)
@@ -90,7 +91,7 @@ def test_matches_both_packages(data, value):
         assert crc32c(data) == google_crc32c.value(data)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(a=st.binary(max_size=3000), b=st.binary(max_size=3000))
 def test_running_value_continues(a, b):
     assert crc32c(b, crc32c(a)) == crc32c(a + b)
@@ -167,6 +168,7 @@ def test_parallel_threads_agree():
         assert results[i] == [expected[i]] * 20
 
 
+@pytest.mark.integration
 def test_environment_forces_software():
     code = (
         "from kip714._crc import crc32c, hardware_accelerated;"
@@ -191,7 +193,7 @@ def test_uuid_hash_vectors():
     assert uuid_hash(uuid.UUID(int=0)) == 0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, (1 << 128) - 1))
 def test_uuid_hash_random(n):
     u = uuid.UUID(int=n)
@@ -282,7 +284,7 @@ metric_names = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     metrics=st.lists(metric_names, max_size=30),
     interval=st.integers(-(1 << 31), (1 << 31) - 1),

@@ -16,6 +16,7 @@ pytest.importorskip("importlinter")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.integration
 def test_the_layer_contracts_hold():
     proc = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
                            "sys.exit(lint_imports_command())", "--no-cache"],

@@ -128,6 +128,7 @@ def test_captured_metadata_stays_bounded_by_the_live_instances():
 
 # --------------------------------------------------------------------------------------- over serve
 
+@pytest.mark.integration
 def test_serve_matches_the_port_of_the_connection_that_created_the_instance():
     """Two live connections of one client: the Get on the second connection is matched against the source
     port of the first (the subscription selects on it), as a Kafka broker does."""

@@ -18,6 +18,7 @@ from collections import OrderedDict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from examples import examples
 
 from kip714._instances import (LOOKUP_ABSENT, LOOKUP_LIVE, LOOKUP_STALE, TICKET_BASE, InstanceTable, Outcome,
                                java_uuid_hash)
@@ -822,7 +823,7 @@ op = st.one_of(
 )
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, max_size=60), max_instances=st.integers(1, 7))
 def test_table_matches_the_model(ops, max_instances):
     t = InstanceTable(max_instances=max_instances, cache_expiry_ms=30_000)
@@ -905,7 +906,7 @@ batch_item = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=st.lists(
         st.tuples(st.lists(batch_item, max_size=25), st.integers(0, 3), st.sampled_from(INTERVALS),

@@ -166,6 +166,7 @@ def bomb_report():
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_decompression_bombs_of_every_codec_are_refused_as_too_large(bomb_report):
     for name, size, result, seconds in bomb_report["bombs"]:
         assert result == "TelemetryTooLargeError:TELEMETRY_TOO_LARGE", (name, size, result)
@@ -176,6 +177,7 @@ def test_decompression_bombs_of_every_codec_are_refused_as_too_large(bomb_report
 _SANITIZED = "libasan" in os.environ.get("LD_PRELOAD", "") or os.environ.get("KIP714_SANITIZED") == "1"
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(sys.platform == "win32", reason="resource.getrusage is POSIX")
 @pytest.mark.skipif(_SANITIZED, reason="ASan's shadow memory and quarantine inflate RSS")
 def test_decompression_bombs_do_not_make_large_allocations(bomb_report):
@@ -379,6 +381,7 @@ _DEEP_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("depth", [50, 200, 100_000])
 def test_otlp_nesting_depth_is_bounded(depth):
     _otlp_native()
@@ -462,11 +465,14 @@ def test_catastrophic_patterns_match_long_client_ids_in_bounded_time(pattern):
 
 def test_matching_time_is_linear_in_the_attribute_length():
     sp = SafePattern("(a|aa)*c")
-    times = []
-    for n in (4000, 32000):
-        started = time.perf_counter()
-        assert sp.fullmatch("a" * n) is None
-        times.append(time.perf_counter() - started)
+    # the best of five interleaved runs each: a busy machine's pauses only ever add time, so the minimum is
+    # the matcher's own cost (one paused run of the short input must not make the long one look quadratic)
+    times = [float("inf"), float("inf")]
+    for _ in range(5):
+        for i, n in enumerate((4000, 32000)):
+            started = time.perf_counter()
+            assert sp.fullmatch("a" * n) is None
+            times[i] = min(times[i], time.perf_counter() - started)
     assert times[1] < 8 * times[0] * 3 + 0.05, times       # ~8x the input, not 64x or 2**n
 
 
@@ -672,6 +678,7 @@ def _recv_exact(sock, n):
     return buf
 
 
+@pytest.mark.integration
 def test_server_refuses_connections_over_max_connections(server_factory):
     srv = server_factory(max_connections=5)
     socks = [srv.connect() for _ in range(5)]
@@ -690,6 +697,7 @@ def test_server_refuses_connections_over_max_connections(server_factory):
         s.close()
 
 
+@pytest.mark.integration
 def test_server_closes_on_oversized_prefix(server_factory):
     srv = server_factory(max_frame_bytes=1024)
     s = srv.connect()
@@ -707,6 +715,7 @@ def test_server_closes_on_oversized_prefix(server_factory):
     s.close()
 
 
+@pytest.mark.integration
 def test_server_frame_limit_defaults_to_telemetry_max_bytes_plus_headroom(server_factory):
     from kip714._enums import SERVE_FRAME_HEADROOM, serve_max_frame_bytes
 
@@ -760,6 +769,7 @@ def test_buffer_budget_drops_the_largest_holders_down_to_three_quarters():
         BufferBudget(0, stats)
 
 
+@pytest.mark.integration
 def test_server_closes_a_slow_loris_partial_frame_on_idle_timeout(server_factory):
     srv = server_factory(idle_timeout_s=0.4)
     still = srv.connect()
@@ -785,6 +795,7 @@ def test_server_closes_a_slow_loris_partial_frame_on_idle_timeout(server_factory
     trickle.close()
 
 
+@pytest.mark.integration
 def test_server_stops_reading_while_a_client_does_not_read_its_responses(server_factory):
     srv = server_factory()
     s = srv.connect()
@@ -807,6 +818,7 @@ def test_server_stops_reading_while_a_client_does_not_read_its_responses(server_
     s.close()
 
 
+@pytest.mark.integration
 def test_server_metadata_topic_by_id_only(server_factory):
     """Found by the ``stream`` fuzzer: a Metadata v10/v11 request naming a topic by id only (null name)
     made the answer unencodable and the exception escaped into the event loop."""
@@ -824,6 +836,7 @@ def test_server_metadata_topic_by_id_only(server_factory):
     s.close()
 
 
+@pytest.mark.integration
 def test_server_drops_the_instance_of_a_closed_connection(server_factory):
     """Kafka 4.0+: an instance goes when the connection that created it closes (connection churn cannot
     fill the instance table); the instances of open connections stay."""

@@ -379,6 +379,7 @@ def test_compact_string_longer_than_0x7fff_is_refused_like_kafka():
         kip714.wire.ApiVersionsRequest("a" * 0x8000, "1").encode(3)
 
 
+@pytest.mark.integration
 def test_serve_closes_the_connection_on_a_null_metrics_push():
     import server_thread
     from kip714 import SubscriptionRegistry, TelemetryBroker

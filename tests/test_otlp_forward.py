@@ -41,6 +41,7 @@ def strip_resources(msg):
 
 # ------------------------------------------------------------------------------------------ the splice
 
+@pytest.mark.unit
 @pytest.mark.parametrize("data", sample_payloads() + (otlp_like(100_000),), ids=lambda d: f"{len(d)}B")
 def test_splice_adds_attributes_and_keeps_everything_else(data):
     labels = [("client_id", "c1"), ("client_instance_id", "AAAAAAAAAAAAAAAAAAAAAA"), ("group_id", "broker")]
@@ -54,6 +55,7 @@ def test_splice_adds_attributes_and_keeps_everything_else(data):
     assert strip_resources(got) == strip_resources(want)
 
 
+@pytest.mark.unit
 def test_splice_creates_the_resource_and_handles_several():
     data = ob.payload([ob.gauge("a", 1.0)]) + ob.payload([ob.gauge("b", 2.0)], resource={"x": "y"})
     out = add_resource_attributes(data, encode_attributes([("client_id", "ü-ñ")]))
@@ -66,11 +68,13 @@ def test_splice_creates_the_resource_and_handles_several():
 
 @pytest.mark.parametrize("bad", [b"\x0a\x05abc", b"\x0a", b"\x08\x01\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
                                  b"\x0b\x00", b"\x0a\x02\x0a\x09", b"\x00\x00", b"\x09\x01"])
+@pytest.mark.unit
 def test_splice_refuses_malformed_bytes(bad):
     with pytest.raises(CorruptPayloadError):
         add_resource_attributes(bad, encode_attributes([("k", "v")]))
 
 
+@pytest.mark.unit
 def test_splice_never_reads_out_of_bounds_on_truncations():
     data = ob.payload([ob.gauge("a", 1.0, {"k": "v"})], resource={"x": "y"})
     enc = encode_attributes([("client_id", "c")])
@@ -334,6 +338,7 @@ def test_https_untrusted_certificate_fails_and_is_counted(receiver, tmp_path):
 
 @pytest.mark.parametrize("argv", [("--otlp-endpoint", "https://127.0.0.1:9/v1/metrics", "--otlp-client-key", "k.pem"),
                                   ("--prometheus", "127.0.0.1:0", "--prometheus-tls-key", "k.pem")])
+@pytest.mark.unit
 def test_a_key_without_its_certificate_is_refused(argv):
     from kip714.errors import InvalidConfigError
 
@@ -362,6 +367,7 @@ def test_forwarder_self_metrics_reach_the_prometheus_exporter(receiver):
     assert samples[("kip714_queue_depth", (("queue", "otlp"),))] == 0
 
 
+@pytest.mark.unit
 def test_urls_and_retry_after():
     assert metrics_url("http://h:4318") == "http://h:4318/v1/metrics"
     assert metrics_url("https://h/") == "https://h/v1/metrics"

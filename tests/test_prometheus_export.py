@@ -540,6 +540,7 @@ def test_full_queue_drops_without_blocking_and_counts():
     ex.close()
 
 
+@pytest.mark.integration
 def test_http_server_negotiates_formats():
     ex = PrometheusExporter()
     port = ex.start_http_server("127.0.0.1", 0)
@@ -625,6 +626,7 @@ def test_exposition_reads_back_the_same_after_many_scrapes_with_changes():
         assert samples["e_seconds_bucket{le=+Inf}"] == sum(1 + j % 7 for j in range(k + 1))
 
 
+@pytest.mark.integration
 def test_http_server_tls_gzip_and_name_filter(tmp_path):
     """/metrics over HTTPS (a certificate made here), gzip when accepted, ?name[]= as prometheus_client's
     own WSGI app filters; OPTIONS and other methods answered as it answers them."""

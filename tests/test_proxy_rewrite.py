@@ -24,6 +24,9 @@ def advertise(node_id, host, port):
     return "proxy.example", PROXY[node_id]
 
 
+advertise.seen = []  # the calls, for the tests that check them (each resets it): any test may run first
+
+
 def identity(node_id, host, port):
     return host, port
 

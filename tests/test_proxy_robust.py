@@ -126,7 +126,13 @@ def test_client_that_never_reads_bounds_the_proxy(proxy):
     try:
         sender = threading.Thread(target=s.sendall, args=(data,), daemon=True)
         sender.start()
-        time.sleep(3.0)
+        # until the proxy stops taking answers from the upstream (unchanged for 0.5 s; at most 20 s)
+        deadline, last, since = time.monotonic() + 20, -1, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - since < 0.5:
+            time.sleep(0.1)
+            now = proxy.call(lambda: proxy.proxy.bytes_down)
+            if now != last:
+                last, since = now, time.monotonic()
         # the proxy holds a bounded amount for this client and stopped reading its upstream
         buffered = proxy.call(lambda: [c.transport.get_write_buffer_size() for c in proxy.proxy.connections])
         down1 = proxy.call(lambda: proxy.proxy.bytes_down)

@@ -22,25 +22,26 @@ from rdk_close import AnsweredPushes, await_push_answered  # noqa: E402
 from proxy_helpers import connect, recv_frame, start_proxy, wait  # noqa: E402
 
 
-def run_producer(bootstrap: str, topic: str, seconds: float = 2.6, terminating: bool = False, **conf) -> int:
-    """A producer for ``seconds``; with ``terminating``, closed just after one of its pushes was answered
-    (seen in its own telemetry log) so that it sends its terminating push (see rdk_close). Returns the pushes
-    it saw answered (with ``terminating``)."""
-    answered = AnsweredPushes() if terminating else None
+def run_producer(bootstrap: str, topic: str, pushes: int = 1, terminating: bool = False, timeout: float = 20.0,
+                 **conf) -> int:
+    """A producer that produces until ``pushes`` of its pushes were answered (seen in its own telemetry log;
+    at most ``timeout`` seconds); with ``terminating``, then closed just after its next push was answered so
+    that it sends its terminating push (see rdk_close). Returns the pushes it saw answered."""
+    answered = AnsweredPushes()
     p = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "kip714-proxy-test", "log_level": 0,
-                     "linger.ms": 5, **(answered.conf if answered else {}), **conf})
-    deadline = time.monotonic() + seconds
+                     "linger.ms": 5, **answered.conf, **conf})
+    deadline = time.monotonic() + timeout
     i = 0
-    while time.monotonic() < deadline:
+    while answered() < pushes and time.monotonic() < deadline:
         p.produce(topic, b"value-%d" % i)
         i += 1
         p.poll(0.05)
     p.flush(10)
-    if answered is not None:
+    if terminating:
         await_push_answered(p, answered)
     del p  # rd_kafka_destroy: the terminating push
     gc.collect()
-    return answered.count if answered else 0
+    return answered.count
 
 
 def rows_of(recorder: ParquetRecorder):
@@ -67,7 +68,7 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
         pt.call(lambda: pt.proxy.broker.add_receiver(Timing()))
         try:
             assert pt.proxy.mode == "tap"          # auto: the mock advertises 71 and 72
-            assert run_producer(pt.bootstrap, "tapped", terminating=True) >= 1
+            assert run_producer(pt.bootstrap, "tapped", terminating=True) >= 2
             assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
             rows = rows_of(recorder)
             # the proxy decided nothing: its broker answered no push itself
@@ -109,7 +110,7 @@ def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
             apis = {a.api_key: (a.min_version, a.max_version) for a in resp.body.api_keys}
             assert apis[71] == (0, 0) and apis[72] == (0, 0)
             assert apis[0][1] <= 9 and apis[1][1] <= 15      # KIP-951 versions capped
-            assert run_producer(pt.bootstrap, "terminated", terminating=True) >= 1
+            assert run_producer(pt.bootstrap, "terminated", terminating=True) >= 2
             assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
             rows = rows_of(recorder)
             metrics = pt.call(lambda: pt.proxy.broker.metrics())
@@ -131,7 +132,7 @@ def test_off_forwards_telemetry_untouched(tmp_path):
         pt = start_proxy(mc.bootstraps, telemetry="off", recorder=recorder)
         try:
             assert pt.proxy.mode == "off"
-            run_producer(pt.bootstrap, "untouched", seconds=2.2)
+            assert run_producer(pt.bootstrap, "untouched", pushes=2) >= 2   # the cluster answered them
             time.sleep(0.3)
             rows = rows_of(recorder)
         finally:
@@ -167,6 +168,7 @@ def test_terminate_answers_in_turn_between_pipelined_requests():
 def test_cli_proxy_records_a_producer(tmp_path):
     """``kip714 proxy`` end to end: subscription flags, --record, --telemetry terminate, a real producer."""
     import re
+    import signal
     import subprocess
     import sys
 
@@ -175,7 +177,7 @@ def test_cli_proxy_records_a_producer(tmp_path):
         rec = tmp_path / "rec"
         cmd = [sys.executable, "-m", "kip714", "proxy", "--upstream", mc.bootstraps, "--port", "0",
                "--broker-port-base", "0", "--telemetry", "terminate", "--metrics", "org.apache.kafka.producer.",
-               "--interval-ms", "1000", "--record", str(rec), "--duration", "9", "--summary-interval", "0"]
+               "--interval-ms", "1000", "--record", str(rec), "--duration", "60", "--summary-interval", "0"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             port = None
@@ -186,7 +188,8 @@ def test_cli_proxy_records_a_producer(tmp_path):
                 if m:
                     port = int(m.group(1))
             assert port, "the proxy did not start"
-            assert run_producer(f"127.0.0.1:{port}", "cli", seconds=2.2, terminating=True) >= 1
+            assert run_producer(f"127.0.0.1:{port}", "cli", terminating=True) >= 2
+            proc.send_signal(signal.SIGTERM)    # a clean stop, as Ctrl-C: the recording is flushed and closed
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:

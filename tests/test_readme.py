@@ -141,6 +141,7 @@ def blocks() -> list[Block]:
 BLOCKS = blocks()
 
 
+@pytest.mark.unit
 def test_the_readme_has_examples_of_both_kinds():
     kinds = {b.kind for b in BLOCKS if b.path.name == "README.md" and b.marker is None}
     assert kinds == {"python", "shell"}
@@ -149,6 +150,7 @@ def test_the_readme_has_examples_of_both_kinds():
     assert [ln.split("#")[0].strip() for ln in first[:2]] == ["make demo", "make test"]
 
 
+@pytest.mark.unit
 def test_markers_carry_a_reason_and_are_rare():
     for b in BLOCKS:
         if b.marker:
@@ -229,18 +231,130 @@ def _rewrite(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _env() -> dict[str, str]:
+def _env(first: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = _bin() + os.pathsep + env.get("PATH", "")
+    env["PATH"] = os.pathsep.join([*([first] if first else []), _bin(), env.get("PATH", "")])
     env.pop("KIP714_TRACEBACK", None)
     return env
 
 
 def _needs_spark(block: Block) -> bool:
-    return bool(re.search(r"spark|kip714 pipeline|kip714 demo(?! --captures)", block.text))
+    return bool(re.search(r"spark|kip714 (pipeline|report)|kip714 demo(?! --captures)", block.text))
+
+
+#: the subcommands a shell example runs on the suite's Spark session (see SessionCommands)
+SESSION_COMMANDS = ("pipeline", "report")
+
+
+def _uses_session(block: Block) -> bool:
+    """Whether the block runs on the suite's Spark session: Python blocks that need Spark, and shell blocks
+    with a ``kip714 pipeline``/``kip714 report`` line (SessionCommands)."""
+    if block.marker is not None or not _needs_spark(block):
+        return False
+    if block.kind == "python":
+        return True
+    return any(re.search(rf"(^|[\s;&|(]|\$\()kip714 ({'|'.join(SESSION_COMMANDS)})\b", line)
+               and not re.search(r"\s(--follow|--help|-h)\b", line) for line in _command_lines(block.text))
+
+
+def _marks(block: Block) -> list:
+    """The block's tier: ``spark`` when it needs Spark (and, on the session, the worker that holds it),
+    else ``integration`` (servers, clients and subprocesses of the examples)."""
+    if block.marker is None and _needs_spark(block):
+        return [pytest.mark.spark] + ([pytest.mark.spark_session] if _uses_session(block) else [])
+    return [pytest.mark.integration]
 
 
 # ------------------------------------------------------------------------------------------ running
+
+_SHIM = """#!{python}
+# kip714 for the shell examples: pipeline/report run in the test process, on its Spark session
+import json, os, socket, sys
+argv = sys.argv[1:]
+if argv[:1] and argv[0] in {commands!r} and not {{"--follow", "--help", "-h"}} & set(argv):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect({sock!r})
+        s.sendall(json.dumps({{"argv": argv, "cwd": os.getcwd()}}).encode())
+        s.shutdown(socket.SHUT_WR)
+        answer = json.loads(b"".join(iter(lambda: s.recv(1 << 16), b"")))
+    sys.stdout.write(answer["stdout"])
+    sys.stderr.write(answer["stderr"])
+    sys.exit(answer["status"])
+os.execv(sys.executable, [sys.executable, "-m", "kip714", *argv])
+"""
+
+
+class SessionCommands:
+    """``kip714 pipeline`` and ``kip714 report`` lines of the shell examples, run by kip714's command line in
+    this process on the suite's Spark session (a JVM of their own costs each example seconds of start-up).
+    A ``kip714`` first on the block's ``PATH`` sends its arguments and working directory
+    here over a Unix socket and prints what the command printed, with its exit status; every other
+    subcommand, ``--follow`` (which runs until stopped) and ``--help`` run the real program. What differs from a
+    shell: the JVM (already started, with the suite's settings) and the environment (this process's)."""
+
+    def __init__(self, spark, directory: pathlib.Path) -> None:
+        import threading
+
+        self.spark = spark
+        self.bin = directory / "bin"
+        self.bin.mkdir()
+        sock = str(directory / "kip714.sock")
+        shim = self.bin / "kip714"
+        shim.write_text(_SHIM.format(python=sys.executable, commands=set(SESSION_COMMANDS), sock=sock))
+        shim.chmod(0o755)
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(sock)
+        self.listener.listen()
+        self.calls = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import json
+
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                request = json.loads(b"".join(iter(lambda: conn.recv(1 << 16), b"")))
+                conn.sendall(json.dumps(self.run(request["argv"], pathlib.Path(request["cwd"]))).encode())
+
+    def run(self, argv: list[str], cwd: pathlib.Path) -> dict:
+        """``kip714 ARGV`` in ``cwd``, as the command line runs it: its output and exit status."""
+        import traceback
+
+        from kip714 import cli
+
+        self.calls += 1
+        out, err = io.StringIO(), io.StringIO()
+        old = os.getcwd()
+        os.chdir(cwd)  # the test's thread is waiting for the block's shell
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _spark_cwd(self.spark, cwd):
+                try:
+                    status = cli.main(argv)
+                except SystemExit as exc:  # argparse's usage errors
+                    status = exc.code if isinstance(exc.code, int) else (exc.code is not None)
+                except BaseException:  # what the real program would die of: a traceback, status 1
+                    traceback.print_exc()
+                    status = 1
+        finally:
+            os.chdir(old)
+            self.spark.sparkContext.setLogLevel("ERROR")  # pipeline turns Spark's log off
+        return {"stdout": out.getvalue(), "stderr": err.getvalue(), "status": int(status or 0)}
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture(scope="session")
+def session_commands(spark, tmp_path_factory):
+    commands = SessionCommands(spark, tmp_path_factory.mktemp("session-commands"))
+    yield commands
+    commands.close()
+
 
 @contextlib.contextmanager
 def _spark_cwd(spark, ws: pathlib.Path):
@@ -293,13 +407,14 @@ def _left_running(pgid: int, grace_s: float = 2.0) -> str:
         time.sleep(0.1)
 
 
-def _run_shell(block: Block, ws: pathlib.Path) -> None:
+def _run_shell(block: Block, ws: pathlib.Path, commands: SessionCommands | None = None) -> None:
     script = "set -e\n" + _rewrite(block.text)
     # output to files, not pipes: a background helper the block leaves behind (a user's shell would just
     # return to the prompt) must not hold the test; the whole process group is ended afterwards
     out_path, err_path = ws / ".readme-stdout", ws / ".readme-stderr"
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        proc = subprocess.Popen(["bash", "-c", script], cwd=ws, env=_env(), stdout=out, stderr=err,
+        proc = subprocess.Popen(["bash", "-c", script], cwd=ws, env=_env(commands and str(commands.bin)),
+                                stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         left = ""
         try:
@@ -343,21 +458,25 @@ def _check_args_only(block: Block, ws: pathlib.Path) -> None:
                     assert (ws / w).exists(), f"{block.id}: {line!r} names {w}, which does not exist"
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+@pytest.mark.parametrize("block", [pytest.param(b, marks=_marks(b)) for b in BLOCKS], ids=[b.id for b in BLOCKS])
 def test_example_runs_as_written(block: Block, workspace: pathlib.Path, request):
     if block.marker == "skip":
         pytest.skip(f"{block.id}: {block.reason}")
     if block.kind == "shell" and sys.platform == "win32":
         pytest.skip("shell examples are POSIX shell")
-    spark = None
+    spark = commands = None
     if _needs_spark(block) and block.marker != "args-only":
         if os.environ.get("KIP714_SKIP_SPARK") == "1":
             pytest.skip("KIP714_SKIP_SPARK=1")
-        if block.kind == "python":
+        if _uses_session(block):
             spark = request.getfixturevalue("spark")  # the suite's one session: local_session() returns it
+        if block.kind == "shell" and spark is not None:
+            commands = request.getfixturevalue("session_commands")
     if block.marker == "args-only":
         _check_args_only(block, workspace)
     elif block.kind == "python":
         _run_python(block, workspace, spark)
     else:
-        _run_shell(block, workspace)
+        calls = commands.calls if commands else 0
+        _run_shell(block, workspace, commands)
+        assert commands is None or commands.calls > calls, f"{block.id}: no kip714 {SESSION_COMMANDS} ran"

@@ -255,6 +255,7 @@ def test_recording_describes_itself(recording):
     assert comp and all(r["accepted_compression_types"] == [4] for r in comp)
 
 
+@pytest.mark.unit
 def test_old_recordings_still_read(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -475,6 +476,7 @@ def test_a_live_recording_is_reported_with_its_open_parts(recording, spark, tmp_
     assert recording_paths(str(quiet)) == [] and report(str(quiet), spark).clients.count() == 0
 
 
+@pytest.mark.integration
 def test_a_path_that_holds_no_recording_says_so(tmp_path):
     from kip714.spark.decode import recording_paths
 

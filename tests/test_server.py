@@ -50,18 +50,26 @@ def sub(metrics="*", interval=INTERVAL, match=None):
     return r
 
 
-def run_producer(srv, seconds=2.5, terminating=False, **conf):
-    """A librdkafka producer on ``srv`` for ``seconds``; ``terminating``: then close it just after a push
-    was answered, so that it sends its terminating push (see rdk_close)."""
+def run_producer(srv, until, terminating=False, timeout=15.0, pushes=None, **conf):
+    """A librdkafka producer on ``srv``, polled until ``until()`` holds (the server saw what the test needs;
+    at most ``timeout`` seconds); ``terminating``: then close it just after a push was answered, so that it
+    sends its terminating push (see rdk_close; ``pushes``: the pushes seen so far, by default the server's
+    count). Returns whether ``until()`` held."""
     p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
                                   "client.id": "kip714-test-producer", "log_level": 0, **conf})
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout
+    while not (held := until()) and time.monotonic() < deadline:
         p.poll(0.05)
     if terminating:
-        await_push_answered(p, lambda: len(recorded(srv)))
+        await_push_answered(p, pushes or (lambda: srv.server.stats["pushes"]))
     del p  # rd_kafka_destroy: sends the terminating push (waits up to 1 s)
     gc.collect()
+    return held
+
+
+def accepted_pushes(srv) -> int:
+    """Pushes the server answered with NONE (the broker's count)."""
+    return srv.server.push_codes[0]
 
 
 @pytest.fixture
@@ -92,7 +100,7 @@ def decoded_names(row):
 def test_producer_pushes_with_each_codec(server, codec):
     ctype = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
     srv = server(accepted=() if codec == "none" else (ctype,))
-    run_producer(srv, terminating=True)
+    assert run_producer(srv, lambda: accepted_pushes(srv) >= 2, terminating=True)
     assert srv.wait_for(lambda: any(r["terminating"] for r in recorded(srv)))
     rows = recorded(srv)
     accepted = [r for r in rows if r["error_code"] == 0]
@@ -114,10 +122,10 @@ def test_consumer_with_a_group_pushes(server):
     srv = server()
     c = confluent_kafka.Consumer({"bootstrap.servers": srv.bootstrap, "group.id": "kip714-test-group",
                                   "client.id": "kip714-test-consumer", "log_level": 0})
-    deadline = time.monotonic() + 2.5
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 15
+    while accepted_pushes(srv) < 1 and time.monotonic() < deadline:
         c.poll(0.05)
-    await_push_answered(c, lambda: len(recorded(srv)))
+    await_push_answered(c, lambda: srv.server.stats["pushes"])
     c.close()
     del c
     gc.collect()
@@ -132,7 +140,8 @@ def test_consumer_with_a_group_pushes(server):
 
 def test_metrics_push_disabled_sends_nothing(server):
     srv = server()
-    run_producer(srv, seconds=1.5, **{"enable.metrics.push": False})
+    ended = time.monotonic() + 1.5    # an enabled client has sent its Get and its first push by then
+    run_producer(srv, lambda: time.monotonic() > ended, **{"enable.metrics.push": False})
     time.sleep(0.3)
     assert srv.server.stats["gets"] == 0 and srv.server.stats["pushes"] == 0
 
@@ -141,13 +150,13 @@ def test_empty_subscription_keeps_the_client_polling(server):
     r = SubscriptionRegistry()
     r.set("none", {"metrics": "", "interval.ms": INTERVAL})  # matches the client, requests no metric
     srv = server(registry=r)
-    run_producer(srv, seconds=2.5)
-    assert srv.server.stats["gets"] >= 3 and srv.server.stats["pushes"] == 0
+    assert run_producer(srv, lambda: srv.server.stats["gets"] >= 3)
+    assert srv.server.stats["pushes"] == 0
 
 
 def test_metric_that_matches_nothing_gets_empty_pushes(server):
     srv = server(registry=sub(metrics="does.not.exist"))
-    run_producer(srv)
+    assert run_producer(srv, lambda: srv.server.stats["pushes"] >= 3)
     rows = recorded(srv)
     assert rows and all(r["payload"] == b"" and r["compression_type"] == 0 for r in rows)
     assert all(r["error_code"] == 0 for r in rows)
@@ -155,7 +164,7 @@ def test_metric_that_matches_nothing_gets_empty_pushes(server):
 
 def test_prefix_subscription_only_sends_matching_metrics(server):
     srv = server(registry=sub(metrics="org.apache.kafka.producer.node."))
-    run_producer(srv)
+    assert run_producer(srv, lambda: accepted_pushes(srv) >= 2)
     rows = [r for r in recorded(srv) if r["error_code"] == 0 and r["payload"]]
     assert rows
     for row in rows:
@@ -168,13 +177,19 @@ def test_config_change_makes_the_client_resubscribe(server):
     srv = server(registry=reg)
     p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
                                   "log_level": 0})
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + 15.0
     changed = False
+    seen = None
     while time.monotonic() < deadline:
         p.poll(0.05)
-        if not changed and srv.server.push_codes[0] >= 1:
+        codes = srv.server.push_codes
+        if not changed and codes[0] >= 1:
             reg.set("test", {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL})
             changed = True
+        elif changed and codes[int(kip714.ErrorCode.UNKNOWN_SUBSCRIPTION_ID)] >= 1 and codes != seen:
+            seen = codes   # until a push under the new subscription was accepted
+            if len({r["subscription_id"] for r in recorded(srv) if r["error_code"] == 0}) == 2:
+                break
     del p
     gc.collect()
     assert changed
@@ -203,7 +218,7 @@ def test_malformed_bytes_from_a_raw_socket_do_not_hurt_the_server(server):
     resp = kip714.decode_response(reply[4:], 18, 0)
     assert resp.correlation_id == 42 and resp.body.error_code == 35
     assert srv.server.stats["protocol_errors"] >= 5
-    run_producer(srv, seconds=2.0)
+    assert run_producer(srv, lambda: accepted_pushes(srv) >= 1)
     assert srv.server.push_codes[0] >= 1
 
 
@@ -222,7 +237,7 @@ def test_serve_command_line(tmp_path):
     rec = tmp_path / "rec"
     proc = subprocess.Popen([sys.executable, "-m", "kip714", "serve", "--port", str(port), "--metrics", "*",
                              "--interval-ms", INTERVAL, "--record", str(rec), "--duration", "60",
-                             "--summary-interval", "1", "--accepted-compression", "lz4"],
+                             "--summary-interval", "0.2", "--accepted-compression", "lz4"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 10
@@ -236,7 +251,10 @@ def test_serve_command_line(tmp_path):
         class Srv:
             bootstrap = f"127.0.0.1:{port}"
 
-        run_producer(Srv, seconds=2.5)
+        from rdk_close import AnsweredPushes
+
+        answered = AnsweredPushes()  # the server is another process: the client's own log says what it saw
+        assert run_producer(Srv, lambda: answered() >= 1, terminating=True, pushes=answered, **answered.conf)
         proc.send_signal(signal.SIGTERM)  # a clean stop: every buffered row must reach the recording
         out, err = proc.communicate(timeout=15)
     finally:

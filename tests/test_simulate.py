@@ -102,6 +102,7 @@ def test_parse_duration():
             parse_duration(bad)
 
 
+@pytest.mark.integration  # a whole fleet for a simulated hour, end to end: not a unit
 def test_hour_of_telemetry_star_subscription_cumulative():
     """50 + 50 clients (Java and librdkafka), one simulated hour, '*' subscription, cumulative sums."""
     broker = TelemetryBroker(registry("*", 60_000), node_id=1, delta_temporality=False)
@@ -165,6 +166,7 @@ def test_hour_of_telemetry_star_subscription_cumulative():
     assert any("client_rack" in c.resource for c in fleet.clients)
 
 
+@pytest.mark.integration  # a whole fleet for a simulated hour, end to end: not a unit
 def test_prefix_subscription_mixed_codecs_recorded(tmp_path):
     """A prefix subscription, every codec, delta temporality, each push recorded as Parquet."""
     prefixes = ("org.apache.kafka.producer.node.", "org.apache.kafka.consumer.fetch.manager.",
@@ -321,6 +323,7 @@ class ServerThread(server_thread.ServerThread):
         super().__init__(TelemetryServer(self.broker, "127.0.0.1", 0, on_payload=self.payloads.append), 10)
 
 
+@pytest.mark.integration
 def test_tcp_fleet_against_kip714_serve():
     srv = ServerThread(registry("*", 500))
     try:

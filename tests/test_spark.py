@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -139,8 +137,11 @@ def test_pipeline_on_frames_with_corrupt_files(spark, tmp_path):
     assert len(errors) == 1 and errors[0]["source"].endswith("corrupt.bin") and errors[0]["error_code"] == 87
 
 
-def test_pipeline_command_on_a_recording(tmp_path):
+def test_pipeline_command_on_a_recording(spark, tmp_path, capsys):
+    """The command line's pipeline, in this process on the suite's session (local_session() returns it); the
+    command in a process and JVM of its own is tests/test_spark_scale.py's."""
     from kip714 import SubscriptionRegistry, TelemetryBroker
+    from kip714.cli import main
     from kip714.tools.simulate import Fleet
 
     reg = SubscriptionRegistry()
@@ -148,13 +149,16 @@ def test_pipeline_command_on_a_recording(tmp_path):
     stats = Fleet(5, 5, seed=3, codec="mixed").run_in_process(TelemetryBroker(reg), "10m",
                                                               recorder=str(tmp_path / "rec"))
     assert stats.recorded_rows > 50
-    proc = subprocess.run([sys.executable, "-m", "kip714", "pipeline", str(tmp_path / "rec"), str(tmp_path / "out"),
-                           "--master", "local[2]", "--json"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        status = main(["pipeline", str(tmp_path / "rec"), str(tmp_path / "out"), "--master", "local[2]", "--json"])
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")  # the command turns Spark's log off
+    out, err = capsys.readouterr()
+    assert status == 0, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
     assert summary["input_kind"] == "recording" and summary["input_rows"] == stats.recorded_rows
     assert summary["errors"] == 0 and summary["clients"] == 10 and summary["points"] > 1000
-    assert "decoding" in proc.stderr and "writing points" in proc.stderr
+    assert "decoding" in err and "writing points" in err
 
 
 def test_demo_end_to_end(spark, tmp_path, capsys):

@@ -39,6 +39,7 @@ def base_recording(tmp_path_factory):
     return path
 
 
+@pytest.mark.unit
 def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recording):
     """One input batch holding the whole recording gives batches within the bounds, and the same points
     (count and content) as protobuf on every payload."""
@@ -73,6 +74,7 @@ def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recordin
     assert dict(zip(counts.column(0).to_pylist(), counts.column(1).to_pylist())) == by_instance
 
 
+@pytest.mark.unit
 def test_frames_chunked_inside_one_value_keep_their_header_fields(base_recording):
     """One value holding hundreds of frames is decoded in several chunks: the same points as frame by frame."""
     from kip714.sinks.recorder import read_recording
@@ -161,6 +163,7 @@ def test_a_failed_job_ends_with_one_line(tmp_path):
     assert "Traceback" not in proc.stderr and "Py4J" not in proc.stderr
 
 
+@pytest.mark.unit
 def test_failure_line_when_the_gateway_broke_with_the_jvm():
     """When the OutOfMemoryError hits the JVM thread that would describe it, Py4J can no longer reach its own
     classes; the one line still says the JVM died and which setting to raise (the job above hits this about
@@ -202,9 +205,13 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
     assert line.startswith("the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
 
 
-def test_conf_option_reaches_spark(base_recording, tmp_path):
-    proc = _pipeline([str(base_recording), str(tmp_path / "out"), "--quiet", "--conf", "bad"])
-    assert proc.returncode == 2 and "--conf takes KEY=VALUE" in proc.stderr
+@pytest.mark.unit
+def test_conf_option_reaches_spark(base_recording, tmp_path, capsys):
+    from kip714.cli import main
+
+    with pytest.raises(SystemExit) as exit_:      # argparse refuses it before Spark starts
+        main(["pipeline", str(base_recording), str(tmp_path / "out"), "--quiet", "--conf", "bad"])
+    assert exit_.value.code == 2 and "--conf takes KEY=VALUE" in capsys.readouterr().err
 
 
 def test_local_session_commits_its_heap_at_start():
@@ -230,6 +237,7 @@ def test_local_session_commits_its_heap_at_start():
     assert kdecode._mib("1048576k") == 1024 and kdecode._mib("nonsense") is None
 
 
+@pytest.mark.unit
 def test_gc_log_gives_the_heap_after_collections(tmp_path):
     """The scale bench's live-heap figure: the largest ``after`` of the GC log's pause lines (G1's format)."""
     log = tmp_path / "gc.log"

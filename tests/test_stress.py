@@ -74,6 +74,7 @@ async def _client(k: int, port: int, payloads, log: list, barrier):
             pass
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_200_concurrent_clients_every_request_is_answered_and_counted(tmp_path):
     registry = SubscriptionRegistry()
