@@ -7,9 +7,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
-EXTRAS ?= test,demo,docs
+EXTRAS ?= test,demo,docs,lint
 
-.PHONY: all setup build check test demo docs bench bench-quick clean java prometheus snappy-java chromium systemd
+.PHONY: all setup build check lint test demo docs bench bench-quick clean java prometheus snappy-java chromium systemd
 
 # pytest-xdist workers. The unit tier is CPU-bound: one worker per core. The whole suite mostly waits (on
 # sockets, clients, JVMs, compilers): more workers than cores keep both busy. The tiers and the grouping of
@@ -72,6 +72,14 @@ build: $(STAMP)
 
 check: build
 	KIP714_EXAMPLES=0.25 $(PY) -m pytest -m unit -n $(CHECK_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# ruff (lint and format), mypy (strict on the library, looser on tools and CLI: pyproject.toml says why) and
+# import-linter's layer contracts (docs/architecture.md)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: build prometheus snappy-java chromium systemd
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
