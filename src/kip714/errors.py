@@ -9,7 +9,12 @@ and the rewriter's ``_Short``.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._enums import ErrorCode
+
+if TYPE_CHECKING:
+    from ._protocol import RequestHeader
 
 __all__ = [
     "Kip714Error",
@@ -61,11 +66,16 @@ class FrameTooLargeError(MalformedFrameError):
 class UnsupportedApiKeyError(InvalidRequestError):
     """A request header naming an API key kip714 does not decode."""
 
+    #: the request's header, set by :func:`~kip714.wire.decode_request` (which raises it)
+    header: RequestHeader
+
 
 class UnsupportedVersionError(Kip714Error):
     """An API version outside what kip714 (and Kafka) support for that key: UNSUPPORTED_VERSION (35)."""
 
     error_code = ErrorCode.UNSUPPORTED_VERSION
+    #: the request's header, set when :func:`~kip714.wire.decode_request` raises it (the one raiser that does)
+    header: RequestHeader
 
 
 class InvalidConfigError(Kip714Error):

@@ -226,6 +226,5 @@ def build_sinks(args: Any, recorder: Any = None, health: Any = None) -> list[Any
             raise OSError(f"--prometheus {host}:{port}: cannot listen: {os_error_words(exc)}") from None
         scheme = "https" if args.prometheus_tls_cert else "http"
         log.info("event=prometheus url=%s://%s:%d/metrics", scheme, host, bound)
-        exporter.url = f"{scheme}://{host}:{bound}/metrics"
         sinks.insert(0, exporter)
     return sinks

@@ -316,7 +316,7 @@ class LabCluster:
         self.host = host
         self.ports = list(ports)
         self.connections: set[FramedConnection] = set()
-        self.next_connection_id: Callable[[], int] = connection_ids()  # type: ignore[no-untyped-call]
+        self.next_connection_id: Callable[[], int] = connection_ids()
         self.max_connections = 256
         self.max_frame_bytes = LAB_MAX_FRAME_BYTES
         self.ssl = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]  # no types-protobuf here
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from .._codec import decompress

@@ -16,6 +16,7 @@ endpoint; push and Get counts come from the broker (``TelemetryBroker.metrics()`
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import logging
 import os
@@ -23,10 +24,12 @@ import socket
 import time
 import weakref
 from collections import Counter, deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 from .._enums import ErrorCode
 from .._protocol import encode_response, split_frames
+from ..broker.receivers import TelemetryReceiver
 from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
 from ..errors import FrameTooLargeError, Kip714Error
 from .address import java_host_address
@@ -38,6 +41,7 @@ __all__ = [
     "EndpointStats",
     "FramedConnection",
     "RecordGate",
+    "Recorder",
     "connection_ids",
 ]
 
@@ -122,7 +126,7 @@ def warn_if_no_subscription(broker: Any) -> None:
         )
 
 
-class EndpointStats(Counter):
+class EndpointStats(Counter[str]):
     """Connection-level counters of an endpoint: ``connections``, ``connections_refused``,
     ``protocol_errors``, ``frames_too_large`` (size prefixes over the frame limit; also protocol errors),
     ``dropped_memory_budget`` (connections dropped by the :class:`BufferBudget`), ``internal_errors``,
@@ -146,7 +150,7 @@ class EndpointStats(Counter):
             )
 
 
-def _unmade(made: list, stats: EndpointStats) -> None:
+def _unmade(made: list[bool], stats: EndpointStats) -> None:
     """Finalizer of a connection object on a TLS listener: gone without ``connection_made`` means the loop
     dropped it during the handshake (asyncio and uvloop log that at DEBUG only)."""
     if not made[0]:
@@ -218,7 +222,20 @@ class BufferBudget:
         )
 
 
-def _retrieve(future: asyncio.Future) -> None:
+class Recorder(TelemetryReceiver, Protocol):
+    """What an endpoint uses of its ``recorder``, a :class:`~kip714.sinks.ParquetRecorder` (the sinks are a
+    layer beside the endpoints, not imported by them): a receiver the endpoint closes when it stops and, when
+    the recorder is synchronous (``sync=True``), whose :meth:`durable` futures hold the answers to pushes
+    (:class:`RecordGate`)."""
+
+    def durable(self) -> concurrent.futures.Future[int]:
+        """A future done when every row recorded so far is on disk (its result: the rows of that commit)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _retrieve(future: asyncio.Future[int]) -> None:
     if not future.cancelled():
         future.exception()
 
@@ -227,12 +244,12 @@ class RecordGate:
     """The group commits of a ``ParquetRecorder(sync=True)`` as futures of the running event loop: one
     asyncio future per commit, however many answers wait on it."""
 
-    def __init__(self, recorder: Any) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
-        self._source: Any = None
-        self._future: asyncio.Future | None = None
+        self._source: concurrent.futures.Future[int] | None = None
+        self._future: asyncio.Future[int] | None = None
 
-    def waiter(self) -> asyncio.Future | None:
+    def waiter(self) -> asyncio.Future[int] | None:
         """The future of the commit that makes every row recorded so far durable; None when they already are."""
         source = self.recorder.durable()
         if source.done() and not source.cancelled() and source.exception() is None:
@@ -279,7 +296,8 @@ class EndpointConnection(asyncio.Protocol):
         self.closed_by_endpoint = False  # set when the endpoint closes it (shutdown, idle, protocol error)
         self.stopping = False  # draining: no new request is taken; ended once the answers are out
         self._ended = False
-        self._held: deque | None = None  # (future or None, frame): answers waiting for the disk, in order
+        # (future or None, frame): answers waiting for the disk, in order
+        self._held: deque[tuple[asyncio.Future[int] | None, bytes]] | None = None
         self.read_block = 0  # bits, one per reason to stop reading from the client (each subclass names its own)
         self._made = [False]
         if getattr(endpoint, "ssl", None) is not None:
@@ -307,13 +325,14 @@ class EndpointConnection(asyncio.Protocol):
         return self.identity.port
 
     # asyncio callbacks
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.accept(transport)
 
-    def accept(self, transport) -> bool:
+    def accept(self, transport: asyncio.BaseTransport) -> bool:
         """Take ``transport``; False (and the transport aborted) when the endpoint is at ``max_connections``."""
         self._made[0] = True
-        self.transport = transport
+        # a stream server (TCP or TLS) hands its protocols a full Transport
+        transport = self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername") or ("", 0)
         self.identity.address, self.identity.port = java_host_address(str(peer[0])), int(peer[1])
         endpoint = self.endpoint
@@ -327,7 +346,7 @@ class EndpointConnection(asyncio.Protocol):
         log.debug("event=connect peer=%s:%s", self.address, self.port)
         return True
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.endpoint.connections.discard(self)
         self.endpoint.budget.release(self)
         # Kafka 4.0+: the instance created on this connection goes with it
@@ -380,16 +399,17 @@ class EndpointConnection(asyncio.Protocol):
             self.transport.close()
 
     # answers in request order, some held until the recording is durable (--record-sync)
-    def send(self, data) -> None:
+    def send(self, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` to the client now, or after the answers held before it (Kafka clients need the
         responses in request order)."""
         held = self._held
         if held:
             held.append((None, bytes(data)))
         else:
+            assert self.transport is not None  # set by connection_made, before any request is read
             self.transport.write(data)
 
-    def send_durable(self, data) -> None:
+    def send_durable(self, data: bytes | bytearray | memoryview) -> None:
         """Write the answer to a push once its recorded row is durable (the endpoint's ``record_gate``, a
         :class:`RecordGate`, when the recorder is synchronous; at once otherwise), keeping request order.
         When the commit fails the answer is never written: the connection is closed (counted in
@@ -401,15 +421,17 @@ class EndpointConnection(asyncio.Protocol):
             return
         held = self._held
         if held is None:
-            held = self._held = deque()
+            held = deque()
+            self._held = held
         held.append((waiter, bytes(data)))
         if len(held) == 1:
             waiter.add_done_callback(self._release)
         if len(held) == HELD_MAX:
             self.hold_reading(True)
 
-    def _release(self, _future: Any = None) -> None:
+    def _release(self, _future: asyncio.Future[int] | None = None) -> None:
         held = self._held
+        assert held is not None  # called back for an answer held in it
         transport = self.transport
         while held:
             if transport is None or transport.is_closing():
@@ -599,6 +621,6 @@ async def reap_idle(endpoint: Any, stats: EndpointStats) -> None:
                 conn.close_idle()
 
 
-def connection_ids():
+def connection_ids() -> Callable[[], int]:
     """A source of connection ids for one endpoint (the broker's key for a connection)."""
     return itertools.count(1).__next__

@@ -36,14 +36,13 @@ import socket
 import ssl as _ssl
 import struct
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey
 from .._protocol import DEFAULT_MAX_FRAME_BYTES, ApiVersionsRequest, MetadataRequest, decode_response, encode_request
 from ..broker.config_admin import ADMIN_APIS, ClientMetricsAdmin
 from ..broker.manager import TelemetryBroker
-from ..broker.receivers import CallbackReceiver
+from ..broker.receivers import CallbackReceiver, TelemetryPayload
 from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, ListenerError
@@ -51,6 +50,7 @@ from . import rewrite
 from .connection import (
     BufferBudget,
     EndpointStats,
+    Recorder,
     RecordGate,
     connection_ids,
     drain_connections,
@@ -81,7 +81,7 @@ _TELEMETRY_APIS = ((_GTS, 0, 0), (_PUSH, 0, 0))
 _I32 = struct.Struct(">i")
 
 
-def parse_upstream(spec: str | Iterable[Any]) -> list[tuple[str, int]]:
+def parse_upstream(spec: str | Iterable[str | tuple[str, int]]) -> list[tuple[str, int]]:
     """``HOST:PORT[,HOST:PORT…]`` (IPv6 as ``[::1]:9092``) or an iterable of such strings / (host, port)."""
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     out = []
@@ -148,7 +148,7 @@ class TelemetryProxy:
 
     def __init__(
         self,
-        upstream,
+        upstream: str | Iterable[str | tuple[str, int]],
         broker: TelemetryBroker | None = None,
         host: str = "127.0.0.1",
         port: int = 9092,
@@ -157,10 +157,10 @@ class TelemetryProxy:
         broker_ports: dict[int, int] | None = None,
         advertised_host: str | None = None,
         telemetry: str = "auto",
-        recorder=None,
-        on_payload=None,
-        ssl=None,
-        upstream_ssl=None,
+        recorder: Recorder | None = None,
+        on_payload: Callable[[TelemetryPayload], object] | None = None,
+        ssl: _ssl.SSLContext | None = None,
+        upstream_ssl: _ssl.SSLContext | None = None,
         max_connections: int = 10000,
         idle_timeout_s: float = 600.0,
         connect_timeout_s: float = 10.0,
@@ -188,7 +188,7 @@ class TelemetryProxy:
         self.recorder = recorder
         if recorder is not None:
             self.broker.add_receiver(recorder)
-        self.record_gate = RecordGate(recorder) if getattr(recorder, "sync", False) else None
+        self.record_gate = RecordGate(recorder) if recorder is not None and getattr(recorder, "sync", False) else None
         if on_payload is not None:
             self.broker.add_receiver(CallbackReceiver(on_payload))
         self.ssl, self.upstream_ssl = ssl, upstream_ssl
@@ -206,8 +206,8 @@ class TelemetryProxy:
         self.nodes: dict[int, tuple[str, int]] = {}  # node id -> upstream (host, port)
         self._ports: dict[int, int] = {}  # node id -> listening port
         self._servers: list[asyncio.AbstractServer] = []
-        self._pending_servers: list[asyncio.Task] = []
-        self._tasks: list[asyncio.Task] = []
+        self._pending_servers: list[asyncio.Task[asyncio.Server]] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._rotation = 0
         self.upstream_apis: dict[int, tuple[int, int]] = {}
         self._ready: asyncio.Event | None = None
@@ -298,7 +298,7 @@ class TelemetryProxy:
     def _listen(self, node_id: int | None) -> int:
         """Bind a listener now (synchronously, so the port is taken before any client is told about it)
         and start serving it; returns the port."""
-        port = self.port if node_id is None else self._port_for(node_id)
+        port: int = self.port if node_id is None else self._port_for(node_id)
         try:
             sock = socket.create_server((self.host, port), backlog=1024)
         except OSError as exc:
@@ -312,20 +312,20 @@ class TelemetryProxy:
             return ProxyConnection(self, node_id)
 
         task = loop.create_task(loop.create_server(factory, sock=sock, ssl=self.ssl, backlog=1024))
-        task.add_done_callback(self._server_started)
-        task.sock = sock  # closed by close() if the server never started (a failed start)
+        # the socket is closed there if the server never started (a failed start, or close() cancelling it)
+        task.add_done_callback(lambda t: self._server_started(t, sock))
         self._pending_servers.append(task)
         if node_id is not None:
             self._ports[node_id] = port
             log.info("event=broker_listener node_id=%d port=%d upstream=%s:%d", node_id, port, *self.nodes[node_id])
         return port
 
-    def _server_started(self, task: asyncio.Task) -> None:
+    def _server_started(self, task: asyncio.Task[asyncio.Server], sock: socket.socket) -> None:
         self._pending_servers.remove(task)
         if not task.cancelled() and task.exception() is None:
             self._servers.append(task.result())
         else:
-            task.sock.close()  # no server took it over
+            sock.close()  # no server took it over
 
     # ---------------------------------------------------------------------------- life cycle
 
@@ -372,7 +372,13 @@ class TelemetryProxy:
                 continue
             try:
 
-                async def call(body, version, corr, reader=reader, writer=writer):
+                async def call(
+                    body: ApiVersionsRequest | MetadataRequest,
+                    version: int,
+                    corr: int,
+                    reader: asyncio.StreamReader = reader,
+                    writer: asyncio.StreamWriter = writer,
+                ) -> bytes:
                     writer.write(encode_request(body, corr, "kip714-proxy", version))
                     size = _I32.unpack(await reader.readexactly(4))[0]
                     if not 4 <= size <= self.max_frame_bytes:
@@ -500,8 +506,8 @@ class TelemetryProxy:
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
-        for t in list(self._pending_servers):
-            t.cancel()
+        for pending in list(self._pending_servers):
+            pending.cancel()
         for server in self._servers:
             server.close()
         if self.record_gate is not None:

@@ -21,7 +21,7 @@ import logging
 import ssl as _ssl
 import struct
 import time
-from typing import Any
+from typing import Any, cast
 
 from .._enums import ApiKey, ErrorCode
 from .._protocol import (
@@ -119,17 +119,18 @@ class _Upstream(asyncio.Protocol):
         self.client = client
         self.transport: asyncio.Transport | None = None
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        transport.set_write_buffer_limits(_WRITE_HIGH)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # create_connection hands its protocol a full Transport (TCP or TLS)
+        self.transport = stream = cast(asyncio.Transport, transport)
+        stream.set_write_buffer_limits(_WRITE_HIGH)
 
     def data_received(self, data: bytes) -> None:
         self.client.response_data(data)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.client.upstream_lost(exc)
 
-    def eof_received(self):
+    def eof_received(self) -> bool:
         return False  # close
 
     # the upstream reads slower than the client sends: stop reading the client
@@ -152,7 +153,8 @@ class ProxyConnection(EndpointConnection):
         self.node_id = -1 if node_id is None else node_id  # the upstream node (telemetry's node_id)
         self.upstream: _Upstream | None = None
         self.early: list[bytes] = []  # read before the upstream connected (uvloop; see data_received)
-        self.pending: collections.deque = collections.deque()
+        # (correlation id, action, info): what each forwarded request expects back, in order (info: see _A_*)
+        self.pending: collections.deque[tuple[int, int, Any]] = collections.deque()
         self.locals = 0  # _A_LOCAL entries in pending
         # read_block bits: 1 upstream not ready, 2 upstream full, 4 client full, 8 answers held
         self.closing = False
@@ -167,13 +169,21 @@ class ProxyConnection(EndpointConnection):
     # ------------------------------------------------------------------------------ life cycle
 
     @property
-    def broker_node_id(self) -> int:
-        return self.node_id
+    def node_id(self) -> int:
+        """The upstream broker this connection talks to (-1 until a bootstrap connection knows it): the
+        ``node_id`` of its telemetry, kept as :attr:`broker_node_id` (the node the broker drops the
+        connection's instance for when it closes)."""
+        node = self.broker_node_id
+        return -1 if node is None else node
 
-    def connection_made(self, transport) -> None:
+    @node_id.setter
+    def node_id(self, value: int) -> None:
+        self.broker_node_id = value
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if not self.accept(transport):
             return
-        transport.set_write_buffer_limits(_WRITE_HIGH)
+        cast(asyncio.Transport, transport).set_write_buffer_limits(_WRITE_HIGH)
         self.block_reading(1, True)
         self.connect_task = asyncio.get_running_loop().create_task(self._connect())
 
@@ -196,7 +206,7 @@ class ProxyConnection(EndpointConnection):
         last = None
         for host, port in candidates:
             try:
-                _, upstream = await asyncio.wait_for(
+                upstream_transport, upstream = await asyncio.wait_for(
                     loop.create_connection(
                         lambda: _Upstream(self),
                         host,
@@ -211,7 +221,7 @@ class ProxyConnection(EndpointConnection):
                 proxy.upstream_failures[(node, failure_reason(exc))] += 1
                 continue
             if self.transport is None or self.transport.is_closing():
-                upstream.transport.close()
+                upstream_transport.close()
                 return
             self.upstream = upstream
             proxy.upstream_connects[node] += 1
@@ -240,7 +250,7 @@ class ProxyConnection(EndpointConnection):
         proxy.stats["upstream_errors"] += 1
         self._close()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.closing = True
         task = getattr(self, "connect_task", None)
@@ -249,7 +259,7 @@ class ProxyConnection(EndpointConnection):
         if self.upstream is not None and self.upstream.transport is not None:
             self.upstream.transport.close()
 
-    def upstream_lost(self, exc) -> None:
+    def upstream_lost(self, exc: Exception | None) -> None:
         if not self.closing:
             log.info(
                 "event=upstream_closed peer=%s:%s node_id=%d pending=%d error=%r",
@@ -325,6 +335,7 @@ class ProxyConnection(EndpointConnection):
             # uvloop starts reading right after connection_made, whatever it paused (asyncio honours the
             # pause): keep what came and pause now; _connect feeds it once the upstream is there
             self.early.append(bytes(data))
+            assert self.transport is not None  # data comes after connection_made
             self.transport.pause_reading()
             return
         self.last_activity = time.monotonic()
@@ -357,10 +368,13 @@ class ProxyConnection(EndpointConnection):
         if self.upstream is not None and self.upstream.transport is not None:
             self.upstream.transport.abort()
 
-    def _to_upstream(self, data) -> None:
-        self.upstream.transport.write(data)
+    def _to_upstream(self, data: bytes | memoryview) -> None:
+        upstream = self.upstream
+        # requests are fed (and forwarded) only once the upstream is connected
+        assert upstream is not None and upstream.transport is not None
+        upstream.transport.write(data)
 
-    def _request_head(self, buf, start: int, end: int, size: int) -> int | None:
+    def _request_head(self, buf: bytes | bytearray, start: int, end: int, size: int) -> int | None:
         if self.stopping:  # draining: this request is never forwarded (the client sees the end)
             return STOP
         if end - start < 12:
@@ -446,6 +460,7 @@ class ProxyConnection(EndpointConnection):
             if split.local is not None:
                 self._answer(corr, split.local)
                 return
+            assert split.forward is not None  # a split the proxy does not answer goes to the cluster
             self.pending.append((corr, _A_MERGE, split.merge) if split.merge is not None else (corr, _A_PASS, None))
             self._to_upstream(split.forward)
             return
@@ -500,10 +515,10 @@ class ProxyConnection(EndpointConnection):
         if self.stopping:
             self.finish_if_answered()
 
-    def _to_client(self, data) -> None:
+    def _to_client(self, data: bytes | memoryview) -> None:
         self.send(data)
 
-    def _response_head(self, buf, start: int, end: int, size: int) -> int | None:
+    def _response_head(self, buf: bytes | bytearray, start: int, end: int, size: int) -> int | None:
         corr = _I32.unpack_from(buf, start + 4)[0]
         pending = self.pending
         if not pending or pending[0][0] != corr:
@@ -567,7 +582,7 @@ class ProxyConnection(EndpointConnection):
         if self.locals:
             self._flush_locals()
 
-    def _reissue_api_versions(self, body, corr: int, version: int, client_id: str | None) -> None:
+    def _reissue_api_versions(self, body: memoryview, corr: int, version: int, client_id: str | None) -> None:
         """The upstream does not know the ApiVersions version the client opened with (librdkafka's mock
         cluster answers v3+ with a body kafka-python cannot parse): ask it at a version it knows and
         answer the client in the version it asked for."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Literal, overload
 
 from .._enums import ApiKey, ErrorCode
 from .._protocol import ApiVersion, decode_response, encode_response
@@ -43,6 +44,8 @@ __all__ = [
 
 #: ``advertise(node_id, upstream_host, upstream_port) -> (host, port)``: the proxy listener of a node.
 Advertise = Callable[[int, str, int], "tuple[str, int]"]
+#: The bytes a message is read from: a frame, or a view of one (the proxy passes ``memoryview(frame)[4:]``).
+_Bytes = bytes | bytearray | memoryview
 
 #: The newest version of each API the proxy reads or rewrites (its ApiVersions answer caps them here).
 #: Produce stops at v9 and Fetch at v15: from Produce v10 / Fetch v16 on (KIP-951) a broker may put the
@@ -74,7 +77,7 @@ class _Short(Exception):
 class _Reader:
     __slots__ = ("buf", "end", "pos", "short")
 
-    def __init__(self, buf, pos: int = 0, end: int | None = None, short: bool = False) -> None:
+    def __init__(self, buf: _Bytes, pos: int = 0, end: int | None = None, short: bool = False) -> None:
         self.buf, self.pos, self.end = buf, pos, len(buf) if end is None else end
         self.short = short  # running out raises _Short (more bytes will come) instead of MalformedFrameError
 
@@ -91,10 +94,12 @@ class _Reader:
         return int.from_bytes(self.buf[self.need(1) : self.pos], "big", signed=True)
 
     def i16(self) -> int:
-        return _I16.unpack_from(self.buf, self.need(2))[0]
+        value: int = _I16.unpack_from(self.buf, self.need(2))[0]
+        return value
 
     def i32(self) -> int:
-        return _I32.unpack_from(self.buf, self.need(4))[0]
+        value: int = _I32.unpack_from(self.buf, self.need(4))[0]
+        return value
 
     def uvarint(self) -> int:
         value = shift = 0
@@ -111,6 +116,10 @@ class _Reader:
         """A string/bytes/array length: -1 for null."""
         return self.uvarint() - 1 if flexible else self.i16()
 
+    @overload
+    def string(self, flexible: bool, nullable: Literal[False] = False) -> str: ...
+    @overload
+    def string(self, flexible: bool, nullable: bool) -> str | None: ...
     def string(self, flexible: bool, nullable: bool = False) -> str | None:
         n = self.length(flexible)
         if n < 0:
@@ -150,8 +159,9 @@ class _Splice:
 
     __slots__ = ("advertise", "flexible", "frame", "last", "parts")
 
-    def __init__(self, frame, advertise: Advertise, flexible: bool) -> None:
-        self.frame, self.parts, self.last = frame, [], 0
+    def __init__(self, frame: _Bytes, advertise: Advertise, flexible: bool) -> None:
+        self.frame, self.last = frame, 0
+        self.parts: list[_Bytes] = []
         self.advertise, self.flexible = advertise, flexible
 
     def address(self, r: _Reader, node_id: int) -> None:
@@ -177,7 +187,7 @@ class _Splice:
         return _I32.pack(len(body)) + body
 
 
-def rewrite_metadata(frame: bytes, version: int, advertise: Advertise) -> bytes:
+def rewrite_metadata(frame: _Bytes, version: int, advertise: Advertise) -> bytes:
     """A Metadata response (``frame``: without its size prefix, header included) with every broker's host
     and port replaced by ``advertise(node_id, host, port)``; returned size-prefixed."""
     if not 0 <= version <= MAX_VERSIONS[int(ApiKey.METADATA)]:
@@ -200,7 +210,7 @@ def rewrite_metadata(frame: bytes, version: int, advertise: Advertise) -> bytes:
     return s.done()
 
 
-def rewrite_find_coordinator(frame: bytes, version: int, advertise: Advertise) -> bytes:
+def rewrite_find_coordinator(frame: _Bytes, version: int, advertise: Advertise) -> bytes:
     """A FindCoordinator response (v0–v6) with the coordinator addresses rewritten; size-prefixed."""
     if not 0 <= version <= MAX_VERSIONS[int(ApiKey.FIND_COORDINATOR)]:
         raise RewriteError(f"FindCoordinator v{version} is not rewritten by this proxy")
@@ -228,7 +238,7 @@ def rewrite_find_coordinator(frame: bytes, version: int, advertise: Advertise) -
     return s.done()
 
 
-def rewrite_describe_cluster(frame: bytes, version: int, advertise: Advertise) -> bytes:
+def rewrite_describe_cluster(frame: _Bytes, version: int, advertise: Advertise) -> bytes:
     """A DescribeCluster response (v0–v2) with the brokers' addresses rewritten; size-prefixed. An answer
     describing controllers (EndpointType 2) names addresses the proxy has no listener for: RewriteError."""
     if not 0 <= version <= MAX_VERSIONS[int(ApiKey.DESCRIBE_CLUSTER)]:
@@ -267,20 +277,23 @@ REWRITERS = {
 }
 
 
-def api_versions_error(frame) -> int:
+def api_versions_error(frame: _Bytes) -> int:
     """The error code of an ApiVersions response (``frame`` without size prefix): the first field of every
     version, right after the correlation id (ApiVersions responses always use header v0)."""
-    return _I16.unpack_from(frame, 4)[0] if len(frame) >= 6 else int(ErrorCode.UNKNOWN_SERVER_ERROR)
+    if len(frame) < 6:
+        return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+    code: int = _I16.unpack_from(frame, 4)[0]
+    return code
 
 
-def upstream_api_versions(frame, version: int) -> dict[int, tuple[int, int]]:
+def upstream_api_versions(frame: _Bytes, version: int) -> dict[int, tuple[int, int]]:
     """api key -> (min, max) from an ApiVersions response without error."""
     body = decode_response(frame, int(ApiKey.API_VERSIONS), version).body
     return {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
 
 
 def rewrite_api_versions(
-    frame,
+    frame: _Bytes,
     version: int,
     add: tuple[tuple[int, int, int], ...] = (),
     caps: dict[int, int] | None = None,
@@ -324,7 +337,7 @@ def _skip_request_header(r: _Reader, flexible: bool) -> None:
         r.tags()
 
 
-def produce_acks(buf, start: int, end: int, version: int) -> int | None:
+def produce_acks(buf: _Bytes, start: int, end: int, version: int) -> int | None:
     """The ``acks`` of a Produce request whose frame (size prefix included) starts at ``buf[start]``, with
     bytes available up to ``end``; ``None`` when more bytes are needed to reach it."""
     r = _Reader(buf, start + 4, end, short=True)
@@ -340,7 +353,7 @@ def produce_acks(buf, start: int, end: int, version: int) -> int | None:
         return None
 
 
-def sasl_mechanism(frame) -> str:
+def sasl_mechanism(frame: _Bytes) -> str:
     """The mechanism a SaslHandshake request (v0/v1, frame without size prefix) names."""
     r = _Reader(frame)
     _skip_request_header(r, False)
@@ -351,7 +364,7 @@ def _scram_name(value: str) -> str:
     return value.replace("=2C", ",").replace("=3D", "=")
 
 
-def sasl_user(frame, version: int, mechanism: str) -> str | None:
+def sasl_user(frame: _Bytes, version: int, mechanism: str) -> str | None:
     """The user name a SaslAuthenticate request (frame without size prefix) authenticates as, for PLAIN
     (``authzid NUL authcid NUL passwd``: the authcid, Kafka's principal name) and SCRAM-SHA-* (the
     ``n=`` of the client-first message; later messages carry none). ``None`` for other mechanisms."""
@@ -381,7 +394,7 @@ def sasl_user(frame, version: int, mechanism: str) -> str | None:
     return None
 
 
-def sasl_authenticate_error(frame, version: int) -> int:
+def sasl_authenticate_error(frame: _Bytes, version: int) -> int:
     """The error code of a SaslAuthenticate response (frame without size prefix)."""
     r = _Reader(frame)
     r.need(4)

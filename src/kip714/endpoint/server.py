@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as _ssl
 from collections import Counter
+from collections.abc import Callable
 
 from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey, ErrorCode, serve_max_frame_bytes
 from .._protocol import (
@@ -36,7 +38,7 @@ from .._protocol import (
 )
 from ..broker.config_admin import ADMIN_APIS, ClientMetricsAdmin
 from ..broker.manager import TelemetryBroker
-from ..broker.receivers import CallbackReceiver
+from ..broker.receivers import CallbackReceiver, TelemetryPayload
 from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
@@ -44,6 +46,7 @@ from .connection import (
     BufferBudget,
     EndpointStats,
     FramedConnection,
+    Recorder,
     RecordGate,
     connection_ids,
     drain_connections,
@@ -173,11 +176,11 @@ class TelemetryServer:
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         max_connections: int = 10000,
         idle_timeout_s: float = 600.0,
-        recorder=None,
+        recorder: Recorder | None = None,
         cluster_id: str = "kip714-telemetry",
         summary_interval_s: float = 0.0,
-        on_payload=None,
-        ssl=None,
+        on_payload: Callable[[TelemetryPayload], object] | None = None,
+        ssl: _ssl.SSLContext | None = None,
         admin: ClientMetricsAdmin | None = None,
     ) -> None:
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
@@ -193,7 +196,7 @@ class TelemetryServer:
         self.ssl = ssl
         if recorder is not None:
             self.broker.add_receiver(recorder)
-        self.record_gate = RecordGate(recorder) if getattr(recorder, "sync", False) else None
+        self.record_gate = RecordGate(recorder) if recorder is not None and getattr(recorder, "sync", False) else None
         if on_payload is not None:
             self.broker.add_receiver(CallbackReceiver(on_payload))
         self.connections: set[FramedConnection] = set()
@@ -201,7 +204,7 @@ class TelemetryServer:
         self._stats = EndpointStats()
         self.budget = BufferBudget(max_buffered_bytes, self._stats)
         self._server: asyncio.AbstractServer | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         #: set by :meth:`drain`: no new connection or request is taken
         self.draining = False
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import FrameTooLargeError, MalformedFrameError
 
@@ -56,9 +55,9 @@ class FrameStream:
 
     def __init__(
         self,
-        decide: Callable[[Any, int, int, int], int | None],
+        decide: Callable[[bytes | bytearray, int, int, int], int | None],
         captured: Callable[[bytes], None],
-        write: Callable[[Any], None],
+        write: Callable[[bytes | memoryview], None],
         min_size: int,
         max_frame: int,
     ) -> None:
@@ -91,8 +90,8 @@ class FrameStream:
         """No frame is half-forwarded (an answer may be written now without splitting one)."""
         return not self.left and self.cap is None and self.part is None
 
-    def _size(self, buf, pos: int) -> int:
-        size = _I32.unpack_from(buf, pos)[0]
+    def _size(self, buf: bytes | bytearray, pos: int) -> int:
+        size: int = _I32.unpack_from(buf, pos)[0]
         if size < self.min_size:
             raise MalformedFrameError(f"frame size {size} is below the {self.min_size}-byte header")
         if size > self.max_frame:

@@ -18,7 +18,7 @@ __all__ = ["SubscriptionFileWatcher", "load_subscription_file"]
 log = logging.getLogger("kip714.endpoint")
 
 
-def load_subscription_file(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+def load_subscription_file(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
     """Subscriptions from a file: JSON ``{"name": {"metrics": "...", "interval.ms": "...", "match": "..."}}``
     (a file named ``*.json``, or whose first non-blank character is ``{``) or lines
     ``name metrics=[a,b],interval.ms=1000,match=[client_id=x]`` (``#`` starts a comment)."""

@@ -119,7 +119,7 @@ def _attrs(kvs: Iterable[KeyValue]) -> dict[str, str | None]:
 def parse_metrics_data(data: Buffer) -> MetricsData:
     """Parse bytes into ``MetricsData`` (CorruptPayloadError if protobuf refuses them)."""
     # protobuf ships no type information and types-protobuf is not installed
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from google.protobuf.message import DecodeError
     from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
     msg = MetricsData()

@@ -35,9 +35,11 @@ the required set cannot be established here (:data:`REQUIRED_METRICS` is ``None`
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .._enums import COMPRESSION_NAMES, ErrorCode
 from .._extras import require
@@ -52,6 +54,16 @@ from .report_checks import (
     STANDARD_RESOURCE_LABELS,
 )
 from .report_checks import KAFKA_METRIC_PREFIX as _NS
+
+if TYPE_CHECKING:  # pyspark is the spark extra, pyarrow and the workers' module are imported where used
+    import argparse
+
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from .decode import _ArrowMapper
+    from .report_points import Rules
 
 __all__ = [
     "CHECKS",
@@ -97,6 +109,8 @@ _INTEREST = tuple(_THROTTLE) + (_RPR, _SEND, _REQ, _ERR, _RETRY, _BATCH) + _CONN
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _SW = ("client_software_name", "client_software_version")
+#: A row as the workers hand it back and the tables take it (column name -> value).
+_Row = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -143,13 +157,13 @@ class Report(NamedTuple):
     - ``timeline``: pushes per minute and software.
     """
 
-    conformance: Any
-    insights: Any
-    clients: Any
-    errors: Any
-    timeline: Any
+    conformance: DataFrame
+    insights: DataFrame
+    clients: DataFrame
+    errors: DataFrame
+    timeline: DataFrame
     options: ReportOptions
-    cached: tuple = ()
+    cached: tuple[DataFrame, ...] = ()
 
     def unpersist(self) -> None:
         """Release what the report keeps cached in Spark: nothing since the report became one job (its
@@ -166,7 +180,7 @@ class Report(NamedTuple):
         return report_html.write_report(self, pathlib.Path(out), summary=summary)
 
 
-def _schema(*fields):
+def _schema(*fields: str) -> pa.Schema:
     import pyarrow as pa
 
     types = {
@@ -228,13 +242,13 @@ _CLIENT_SCHEMA = _schema(
 # ------------------------------------------------------------------------------------------ inputs
 
 
-def _spark_schema(arrow_schema):
+def _spark_schema(arrow_schema: pa.Schema) -> StructType:
     from .decode import _to_spark_schema
 
     return _to_spark_schema(arrow_schema)
 
 
-def _with_columns(df, arrow_schema):
+def _with_columns(df: DataFrame, arrow_schema: pa.Schema) -> DataFrame:
     """``df`` with every column of ``arrow_schema`` (missing ones null, of the schema's type)."""
     from pyspark.sql import functions as F
 
@@ -245,7 +259,7 @@ def _with_columns(df, arrow_schema):
     return df
 
 
-def _rules(opts: ReportOptions | None = None):
+def _rules(opts: ReportOptions | None = None) -> Rules:
     from .report_points import Rules
 
     opts = opts or ReportOptions()
@@ -263,7 +277,7 @@ def _rules(opts: ReportOptions | None = None):
     )
 
 
-def _reduce(df, worker):
+def _reduce(df: DataFrame, worker: _ArrowMapper) -> DataFrame:
     """The workers' rows (:data:`kip714.spark.report_points.OUT_SCHEMA`) of ``df`` (recording or points
     rows), partitioned by client instance and sorted so that each worker sees every row of an instance."""
     from .report_points import OUT_SCHEMA
@@ -274,19 +288,28 @@ def _reduce(df, worker):
     return src.mapInArrow(worker, _spark_schema(OUT_SCHEMA))
 
 
-def _load(spark, source, closed, opts: ReportOptions):
+def _load(
+    spark: SparkSession,
+    source: str | os.PathLike[str] | DataFrame,
+    closed: str | os.PathLike[str] | None,
+    opts: ReportOptions,
+) -> tuple[DataFrame, DataFrame, DataFrame | None]:
     """(pushes, the workers' rows, closed rows or None) of a recording or a points table. ``pushes`` (one
     row per push, lazy) feeds the per-minute and per-error-code tables."""
     from pyspark.sql import functions as F
 
     from .report_points import FACT_COLUMNS, PUSH_COLUMNS, points_worker, recording_worker
 
-    rec_schema = record_schema()
+    rec_schema: pa.Schema = record_schema()  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+
+    def closed_spark_schema() -> StructType:
+        return _spark_schema(closed_schema())  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+
     closed_df = None
     path = None if hasattr(source, "schema") else str(source)
     local = pathlib.Path(path) if path is not None and "://" not in path else None
     if closed is not None:
-        closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(closed))
+        closed_df = spark.read.schema(closed_spark_schema()).parquet(str(closed))
     facts = [c for c in FACT_COLUMNS if c != "push_error_code"]
     if local is not None and (local / "points").is_dir():
         points = _with_columns(spark.read.parquet(str(local / "points")), rec_schema)
@@ -319,7 +342,7 @@ def _load(spark, source, closed, opts: ReportOptions):
         )
         for name in ("closed", CLOSED_DIR):
             if closed_df is None and (local / name).is_dir():
-                closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(str(local / name))
+                closed_df = spark.read.schema(closed_spark_schema()).parquet(str(local / name))
         return pushes, rows, closed_df
     if path is not None:
         from .decode import read_recording_df
@@ -327,13 +350,11 @@ def _load(spark, source, closed, opts: ReportOptions):
         rec = read_recording_df(spark, path)  # the rolled files and the _open/ parts of a live recording
         if closed_df is None and (local is None or (local / CLOSED_DIR).is_dir()):
             try:
-                closed_df = spark.read.schema(_spark_schema(closed_schema())).parquet(
-                    path.rstrip("/") + "/" + CLOSED_DIR
-                )
+                closed_df = spark.read.schema(closed_spark_schema()).parquet(path.rstrip("/") + "/" + CLOSED_DIR)
             except Exception:  # no connection-closed rows recorded (older recording, remote path without them)
                 closed_df = None
     else:
-        rec = _with_columns(source, rec_schema)
+        rec = _with_columns(cast("DataFrame", source), rec_schema)  # it has a schema: a DataFrame
     rec = rec.withColumnRenamed("error_code", "push_error_code")
     rows = _reduce(
         rec.select(*dict.fromkeys(list(PUSH_COLUMNS) + list(FACT_COLUMNS)), "payload"), recording_worker(_rules(opts))
@@ -345,7 +366,12 @@ def _load(spark, source, closed, opts: ReportOptions):
 
 
 def report(
-    source, spark=None, *, options: ReportOptions | None = None, master: str | None = None, closed=None
+    source: str | os.PathLike[str] | DataFrame,
+    spark: SparkSession | None = None,
+    *,
+    options: ReportOptions | None = None,
+    master: str | None = None,
+    closed: str | os.PathLike[str] | None = None,
 ) -> Report:
     """The conformance and insight tables of a recording (a path, or a DataFrame of recording rows) or of
     a ``kip714 pipeline`` output folder (``points/``, ``errors/``). ``closed``: a ``_closed`` folder to use
@@ -372,7 +398,7 @@ def report(
     inst, agg = _split_rows(table, closes)
     pushes = pushes.withColumns({c: F.coalesce(F.col(c), F.lit("unknown")) for c in _SW})
 
-    def frame(rows_, schema):
+    def frame(rows_: list[_Row], schema: pa.Schema) -> DataFrame:
         import pyarrow as pa
 
         return spark.createDataFrame(pa.Table.from_pylist(rows_, schema=schema))
@@ -393,7 +419,7 @@ def report(
     return Report(conformance, insights, clients, errors_by_code, timeline, opts)
 
 
-def _closes(closed_df) -> dict[str, int] | None:
+def _closes(closed_df: DataFrame | None) -> dict[str, int] | None:
     """Per client instance, when its last connection closed (closes by the endpoint itself do not count:
     the client did not leave); None when the recording has no connection-closed rows."""
     if closed_df is None:
@@ -408,7 +434,7 @@ def _closes(closed_df) -> dict[str, int] | None:
     return dict(zip(t.column("client_instance_id").to_pylist(), t.column("closed_at_ms").to_pylist()))
 
 
-def _split_rows(table, closes) -> tuple[dict[str, dict], list[dict]]:
+def _split_rows(table: pa.Table, closes: dict[str, int] | None) -> tuple[dict[str, _Row], list[_Row]]:
     """The workers' rows as (instance id → instance row, with ``left`` and ``closes_known``; agg rows)."""
     import pyarrow.compute as pc
 
@@ -417,7 +443,7 @@ def _split_rows(table, closes) -> tuple[dict[str, dict], list[dict]]:
     kind = table.column("row_kind")
     inst_t = table.filter(pc.equal(kind, "inst")).select(["client_instance_id", *INST_COLUMNS])
     agg = table.filter(pc.equal(kind, "agg")).select(["client_instance_id", *AGG_COLUMNS]).to_pylist()
-    inst = {}
+    inst: dict[str, _Row] = {}
     for r in inst_t.to_pylist():
         closed_at = closes.get(r["client_instance_id"]) if closes is not None else None
         r["left"] = closed_at is not None and r["last_push_ms"] is not None and closed_at >= r["last_push_ms"]
@@ -426,7 +452,7 @@ def _split_rows(table, closes) -> tuple[dict[str, dict], list[dict]]:
     return inst, agg
 
 
-def _label_problems(r: dict) -> list[str]:
+def _label_problems(r: _Row) -> list[str]:
     keys = r["resource_keys"] or []
     is_p, is_c = bool(r["is_producer"]), bool(r["is_consumer"])
     wrong = (
@@ -443,32 +469,34 @@ def _label_problems(r: dict) -> list[str]:
     return out
 
 
-def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
+def _conformance(inst: dict[str, _Row], opts: ReportOptions) -> list[_Row]:
     """One row per software name, version and check, from the instance rows."""
-    by_sw: dict[tuple, list[dict]] = {}
+    by_sw: dict[tuple[str, str], list[_Row]] = {}
     for iid in sorted(inst, key=lambda i: (i is None, i or "")):  # a push without an id: its own, last
         r = inst[iid]
         by_sw.setdefault((r["client_software_name"], r["client_software_version"]), []).append(r)
     k = opts.examples
-    out = []
+    out: list[_Row] = []
     for sw, rs in sorted(by_sw.items()):
 
-        def total(col, rs=rs):
-            return sum(r[col] or 0 for r in rs)
+        def total(col: str, rs: list[_Row] = rs) -> int:
+            n: int = sum(r[col] or 0 for r in rs)
+            return n
 
-        def ex(cond, rs=rs):
+        def ex(cond: Callable[[_Row], bool], rs: list[_Row] = rs) -> list[str]:
             return [r["client_instance_id"] for r in rs if cond(r) and r["client_instance_id"] is not None][:k]
 
-        def joined(lists):  # the first five distinct values of the lists, in instance order
+        def joined(lists: Iterable[Iterable[str | None] | None]) -> str:
+            # the first five distinct values of the lists, in instance order
             return ", ".join(list(dict.fromkeys(x for xs in lists for x in (xs or ()) if x is not None))[:5])
 
-        def names(col, rs=rs):
+        def names(col: str, rs: list[_Row] = rs) -> str:
             return joined(r[col] for r in rs)
 
-        def departed(r):  # left without a terminating push
-            return not r["terminated"] and r["left"]
+        def departed(r: _Row) -> bool:  # left without a terminating push
+            return bool(not r["terminated"] and r["left"])
 
-        def failing(count_col):
+        def failing(count_col: str) -> list[str]:
             return ex(lambda row: (row[count_col] or 0) > 0)
 
         is_p = [r for r in rs if r["is_producer"]]
@@ -476,6 +504,10 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
         labels = {id(r): _label_problems(r) for r in rs}
         label_checked = [r for r in rs if r["is_producer"] or r["is_consumer"] or r["resource_keys"]]
         label_bad = [r for r in label_checked if labels[id(r)]]
+
+        def mislabelled(row: _Row, labels: dict[int, list[str]] = labels) -> bool:
+            return bool(labels[id(row)])
+
         left = [r for r in rs if r["terminated"] or r["left"]]
         term_bad = [r for r in rs if departed(r)]
         running = sum(1 for r in rs if not r["terminated"] and not r["left"])
@@ -550,7 +582,7 @@ def _conformance(inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
             "resource_labels": (
                 len(label_bad),
                 len(label_checked),
-                ex(lambda row, labels=labels: bool(labels[id(row)])),
+                ex(mislabelled),
                 joined(labels[id(r)] for r in rs),
             ),
             "push_interval": (total("early_pushes"), total("interval_checked"), failing("early_pushes"), gap_note),
@@ -600,13 +632,21 @@ def _number(x: float, digits: int) -> str:
     return f"{x:,.{digits}f}"
 
 
-def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> list[dict]:
+def _insights(agg: list[_Row], inst: dict[str, _Row], opts: ReportOptions) -> list[_Row]:
     """One row per flagged client instance and finding, from the workers' ``agg`` rows (per instance,
     insight metric and node: avg, sum, max, first and last value by time, time span, temporality)."""
     order = {name: i for i, name in enumerate(INSIGHTS)}
-    found = []
+    found: list[_Row] = []
 
-    def out(iid, insight, metric, value, threshold, setting, detail=None):
+    def out(
+        iid: str,
+        insight: str,
+        metric: str,
+        value: float,
+        threshold: float,
+        setting: str | None,
+        detail: str | None = None,
+    ) -> None:
         r = inst.get(iid, {})
         found.append(
             {
@@ -623,8 +663,8 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
             }
         )
 
-    def delta(a):
-        return a["temporality"] == "delta"
+    def delta(a: _Row) -> bool:
+        return bool(a["temporality"] == "delta")
 
     for a in agg:  # total over the run (delta: the sum of the deltas; cumulative: the last value)
         s, f, last = a["sum"], a["first"], a["last"]
@@ -635,7 +675,7 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
             else (None if last is None or f is None else last - f)
         )
     # slow_node: a node far above the median over the client's nodes
-    lat: dict[tuple, list[dict]] = {}
+    lat: dict[tuple[str, str], list[_Row]] = {}
     for a in agg:
         if a["metric"] is not None and a["metric"].endswith(_LAT) and a["node"] is not None:
             lat.setdefault((a["client_instance_id"], a["metric"]), []).append(a)
@@ -671,14 +711,15 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
                 f"max {_number(a['max'], 1)} ms" if a["max"] is not None else None,
             )
     # per client: the metrics without a node
-    per: dict[str, dict] = {}
+    per: dict[str, dict[str, _Row]] = {}
     for a in agg:
         if a["node"] is None:
             per.setdefault(a["client_instance_id"], {})[a["metric"]] = a
 
-    def value(d, metric, col):
+    def value(d: dict[str, _Row], metric: str, col: str) -> float | None:
         a = d.get(metric)
-        return None if a is None else a[col]
+        v: float | None = None if a is None else a[col]
+        return v
 
     for iid, d in per.items():
         # small_batches: records per request (the metric, or record.send.total / request.total)
@@ -740,7 +781,7 @@ def _insights(agg: list[dict], inst: dict[str, dict], opts: ReportOptions) -> li
     return found
 
 
-def _client_row(r: dict) -> dict:
+def _client_row(r: _Row) -> _Row:
     p, c = bool(r["is_producer"]), bool(r["is_consumer"])
     kind = "both" if p and c else "producer" if p else "consumer" if c else "unknown"
     return {
@@ -763,11 +804,15 @@ def _client_row(r: dict) -> dict:
     }
 
 
+#: :data:`~kip714._enums.COMPRESSION_NAMES` by plain int (a compression type id as a table holds it).
+_COMPRESSION_NAMES: dict[int, str] = {int(t): name for t, name in COMPRESSION_NAMES.items()}
+
+
 def compression_name(ctype: int) -> str:
-    return COMPRESSION_NAMES.get(int(ctype), str(ctype))
+    return _COMPRESSION_NAMES.get(int(ctype), str(ctype))
 
 
-def options_from(args) -> ReportOptions:
+def options_from(args: argparse.Namespace) -> ReportOptions:
     """ReportOptions from parsed ``kip714 report`` arguments (same names)."""
     return ReportOptions(
         **{

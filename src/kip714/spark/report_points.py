@@ -22,7 +22,8 @@ The rules (what counts as a bad name, an unsubscribed metric, a duplicate series
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,16 @@ import pyarrow.compute as pc
 
 from .._enums import ErrorCode
 from ..sinks.recorder import record_schema
-from .decode import DEFAULT_MAX_OUTPUT, ERROR, ERROR_CODE, ERROR_STAGE, _Budget, _decode_payload_batches, points_schema
+from .decode import (
+    DEFAULT_MAX_OUTPUT,
+    ERROR,
+    ERROR_CODE,
+    ERROR_STAGE,
+    _ArrowMapper,
+    _Budget,
+    _decode_payload_batches,
+    points_schema,
+)
 
 __all__ = [
     "AGG_COLUMNS",
@@ -136,6 +146,17 @@ FACT_COLUMNS = (
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _NAMES = 5
+_T = TypeVar("_T")
+#: What :meth:`Rules.__getstate__` hands :meth:`Rules.__setstate__`: the arguments of :class:`Rules`.
+_RulesState = tuple[str, set[str], set[str], set[str], str, str, str, float, float]
+#: (points, pushes, last instance id of the input batch they came from): what :func:`_by_instance` reduces.
+_Tables = tuple[pa.Table, pa.Table, "str | None"]
+
+
+def _record_schema() -> pa.Schema:
+    """The recording's schema (the recording columns keep their own types here)."""
+    schema: pa.Schema = record_schema()  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+    return schema
 
 
 class Rules:
@@ -163,7 +184,7 @@ class Rules:
         self.interval_tolerance = interval_tolerance  # ReportOptions': early and gapped pushes
         self.gap_factor = gap_factor
 
-    def __getstate__(self):
+    def __getstate__(self) -> _RulesState:
         return (
             self.name_re.pattern,
             self.bare_standard,
@@ -176,14 +197,14 @@ class Rules:
             self.gap_factor,
         )
 
-    def __setstate__(self, state):
-        self.__init__(*state)
+    def __setstate__(self, state: _RulesState) -> None:
+        Rules.__init__(self, *state)
 
 
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _codes(arr) -> tuple[np.ndarray, list]:
+def _codes(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
     """Dense int64 codes of ``arr`` (nulls get their own code) and the distinct values, in code order."""
     enc = pc.dictionary_encode(arr, null_encoding="encode")
     if isinstance(enc, pa.ChunkedArray):
@@ -201,7 +222,7 @@ def _combine(*codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _map_codes(col) -> np.ndarray:
+def _map_codes(col: pa.MapArray | pa.ChunkedArray) -> np.ndarray:
     """A code per row of a ``map<string, string>`` column that is equal for two rows exactly when their
     entries are the same multiset (Spark's ``array_sort(map_entries(m))``); a null map has its own code."""
     col, offsets, keys, items = _map_parts(col)
@@ -225,7 +246,7 @@ def _map_codes(col) -> np.ndarray:
     return code
 
 
-def _map_parts(col):
+def _map_parts(col: pa.MapArray | pa.ChunkedArray) -> tuple[pa.MapArray, np.ndarray, pa.Array, pa.Array]:
     """(array, offsets from 0 as int64, keys, items) of a map column, its slice taken into account
     (``MapArray.keys`` is the whole child whatever the slice)."""
     if isinstance(col, pa.ChunkedArray):
@@ -235,11 +256,13 @@ def _map_parts(col):
     return col, off - lo, col.keys.slice(lo, hi - lo), col.items.slice(lo, hi - lo)
 
 
-def _first_names(inst: np.ndarray, metric: np.ndarray, mask: np.ndarray, names: list, k: int = _NAMES) -> dict:
+def _first_names(
+    inst: np.ndarray, metric: np.ndarray, mask: np.ndarray, names: list[str | None], k: int = _NAMES
+) -> dict[int, list[str]]:
     """Per instance code: the first ``k`` distinct metric names (sorted) among rows where ``mask``."""
-    out: dict[int, list[str]] = {}
+    out: dict[int, list[str | None]] = {}
     if not mask.any():
-        return out
+        return {}
     width = len(names) + 1
     pairs = np.unique(inst[mask] * width + metric[mask])
     for p in pairs.tolist():
@@ -247,7 +270,7 @@ def _first_names(inst: np.ndarray, metric: np.ndarray, mask: np.ndarray, names: 
     return {i: sorted(x for x in v if x is not None)[:k] for i, v in out.items()}
 
 
-def _bincount(codes: np.ndarray, n: int, weights=None) -> np.ndarray:
+def _bincount(codes: np.ndarray, n: int, weights: np.ndarray | None = None) -> np.ndarray:
     return np.bincount(codes, weights=weights, minlength=n).astype(np.int64)
 
 
@@ -270,7 +293,7 @@ def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes:
     codes, inst_names = _codes(ids)
     push_inst, point_inst = codes[: pushes.num_rows], codes[pushes.num_rows :]
     n_inst = len(inst_names)
-    columns = {"row_kind": ["inst"] * n_inst, "client_instance_id": inst_names}
+    columns: dict[str, list[Any]] = {"row_kind": ["inst"] * n_inst, "client_instance_id": inst_names}
     columns.update(_push_facts(pushes, push_inst, n_inst, rules))
     metric, metric_names = _codes(points.column("metric")) if points.num_rows else (np.zeros(0, np.int64), [])
     columns.update(_point_facts(points, point_inst, metric, metric_names, n_inst, rules))
@@ -279,7 +302,7 @@ def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes:
     return pa.concat_tables([out, agg]) if agg is not None else out
 
 
-def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dict[str, list]:
+def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dict[str, list[Any]]:
     """Per instance code: the :data:`_PUSH_FIELDS` columns from its pushes, taken in time order (each push
     against the one before it: interval, error, subscription)."""
     n = p.num_rows
@@ -288,11 +311,13 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     p = p.take(pa.array(order)) if n else p
     inst, t = inst[order], t_all[order]
 
-    def ints(name, fill):
-        return pc.fill_null(pc.cast(p.column(name), pa.int64()), fill).to_numpy(zero_copy_only=False)
+    def ints(name: str, fill: int) -> np.ndarray:
+        values: np.ndarray = pc.fill_null(pc.cast(p.column(name), pa.int64()), fill).to_numpy(zero_copy_only=False)
+        return values
 
-    def valid(name):
-        return pc.is_valid(p.column(name)).to_numpy(zero_copy_only=False)
+    def valid(name: str) -> np.ndarray:
+        mask: np.ndarray = pc.is_valid(p.column(name)).to_numpy(zero_copy_only=False)
+        return mask
 
     first = np.ones(n, bool)
     first[1:] = inst[1:] != inst[:-1]
@@ -325,7 +350,7 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     )
     failed = pc.is_valid(p.column("decode_error")).to_numpy(zero_copy_only=False)
 
-    out: dict[str, list] = {
+    counts = {
         "pushes": _bincount(inst, n_inst),
         "payload_pushes": _bincount(inst, n_inst, valid("payload_bytes")),
         "interval_checked": _bincount(inst, n_inst, checked),
@@ -337,14 +362,16 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
         "error_faults": _bincount(inst, n_inst, fault),
         "decode_failed": _bincount(inst, n_inst, failed),
     }
-    out = {k: v.tolist() for k, v in out.items()}
+    out: dict[str, list[Any]] = {k: v.tolist() for k, v in counts.items()}
     starts = np.nonzero(first)[0]
     ends = np.r_[starts[1:], n] - 1
     groups = inst[starts]
     for name, fn in (("first_push_ms", np.min), ("last_push_ms", np.max)):
-        out[name] = _first_by(
-            groups, starts, ends, n_inst, lambda a, b, fn=fn: int(fn(t[a:b][t_ok[a:b]])) if t_ok[a:b].any() else None
-        )
+
+        def push_time(a: int, b: int, fn: Callable[[np.ndarray], Any] = fn) -> int | None:
+            return int(fn(t[a:b][t_ok[a:b]])) if t_ok[a:b].any() else None
+
+        out[name] = _first_by(groups, starts, ends, n_inst, push_time)
     term_v = p.column("terminating").to_pylist()
     out["terminated"] = _first_by(
         groups, starts, ends, n_inst, lambda a, b: max((x for x in term_v[a:b] if x is not None), default=None)
@@ -355,19 +382,24 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     )
     for name in ("client_id", "client_source_address", "decode_error"):
         vals = p.column(name).to_pylist()
-        out[name] = _first_by(
-            groups, starts, ends, n_inst, lambda a, b, v=vals: next((x for x in v[a:b] if x is not None), None)
-        )
+
+        def first_set(a: int, b: int, v: list[str | None] = vals) -> str | None:
+            return next((x for x in v[a:b] if x is not None), None)
+
+        out[name] = _first_by(groups, starts, ends, n_inst, first_set)
     for name in ("client_software_name", "client_software_version"):  # the first push's, as the client said it
         vals = p.column(name).to_pylist()
-        out[name] = _first_by(
-            groups, starts, ends, n_inst, lambda a, b, v=vals: v[a] if v[a] is not None else "unknown"
-        )
+
+        def software(a: int, b: int, v: list[str | None] = vals) -> str:
+            said = v[a]
+            return said if said is not None else "unknown"
+
+        out[name] = _first_by(groups, starts, ends, n_inst, software)
     who = list(
         zip(*(p.column(c).to_pylist() for c in ("client_id", "client_software_name", "client_software_version")))
     )
 
-    def clients(a, b):  # distinct (client id, software, version) in the order they pushed
+    def clients(a: int, b: int) -> list[tuple[Any, ...]]:  # distinct (client id, software, version) in push order
         return list(dict.fromkeys(who[a:b]))
 
     out["clients"] = _first_by(groups, starts, ends, n_inst, lambda a, b: len(clients(a, b)), 0)
@@ -389,22 +421,29 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     return out
 
 
-def _first_by(groups, starts, ends, n_inst, fn, default=None) -> list:
+def _first_by(
+    groups: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    n_inst: int,
+    fn: Callable[[int, int], _T],
+    default: _T | None = None,
+) -> list[_T | None]:
     """``fn(start, stop)`` (the group's rows are ``start:stop``) per instance group, at its instance code."""
-    col = [default] * n_inst
+    col: list[_T | None] = [default] * n_inst
     for g, a, b in zip(groups.tolist(), starts.tolist(), (ends + 1).tolist()):
         col[g] = fn(a, b)
     return col
 
 
-def _few(values, k: int = 3) -> list[str]:
+def _few(values: Iterable[str], k: int = 3) -> list[str]:
     """The first ``k`` of the distinct ``values`` in sorted order (the report's examples of codes)."""
     return sorted(set(values))[:k]
 
 
 def _point_facts(
-    t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names: list, n_inst: int, rules: Rules
-) -> dict[str, list]:
+    t: pa.Table, inst: np.ndarray, metric: np.ndarray, metric_names: list[str | None], n_inst: int, rules: Rules
+) -> dict[str, list[Any]]:
     """Per instance code: the point columns of :data:`_INST_FIELDS` (naming, subscription, temporality,
     kinds, resource keys, standard metrics seen, series)."""
     n = t.num_rows
@@ -459,7 +498,7 @@ def _point_facts(
 
     # ---- resource keys, standard metrics seen, subscriptions (per instance, distinct)
     res, roff, rkeys, _ = _map_parts(t.column("resource"))
-    res_keys: dict[int, set] = {}
+    res_keys: dict[int, set[str]] = {}
     if len(rkeys):
         # (pc.list_parent_indices aborts on a map array in pyarrow 26: the parents from the offsets)
         parent = np.repeat(np.arange(len(res), dtype=np.int64), np.diff(roff))
@@ -468,7 +507,7 @@ def _point_facts(
         for p in kp.tolist():
             res_keys.setdefault(p // (len(knames) + 1), set()).add(knames[p % (len(knames) + 1)])
     im = np.unique(inst * width + metric)
-    kinds: dict[int, list] = {}
+    kinds: dict[int, list[Any]] = {}  # [producer, consumer, standard metric names]
     for p in im.tolist():
         i, m = divmod(p, width)
         k = kinds.setdefault(i, [False, False, []])
@@ -477,7 +516,7 @@ def _point_facts(
         if standard_m[m]:
             k[2].append(metric_names[m])
     isub = np.unique(inst * (len(sub_values) + 1) + sub_code)
-    subscriptions: dict[int, list] = {}
+    subscriptions: dict[int, list[list[str | None]]] = {}
     for p in isub.tolist():
         i, s = divmod(p, len(sub_values) + 1)
         if sub_values[s] is not None:
@@ -533,7 +572,7 @@ def _point_facts(
         "duplicate_names": _first_names(si, sm, s_dups > 0, metric_names),
         "start_moved_names": _first_names(si, sm, s_moved, metric_names),
     }
-    out: dict[str, list] = {name: arr.tolist() for name, arr in counts.items()}
+    out: dict[str, list[Any]] = {name: arr.tolist() for name, arr in counts.items()}
     for name, d in lists.items():
         out[name] = [d.get(i, []) for i in range(n_inst)]
     out["is_producer"] = [kinds.get(i, [False])[0] for i in range(n_inst)]
@@ -568,7 +607,7 @@ _LIST_FIELDS = (
 )
 
 
-def _subscription_codes(col) -> tuple[np.ndarray, list]:
+def _subscription_codes(col: pa.ListArray | pa.ChunkedArray) -> tuple[np.ndarray, list[list[str | None] | None]]:
     """Dense codes of a ``list<string>`` column (equal lists, equal codes; null its own) and the lists."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
@@ -579,21 +618,28 @@ def _subscription_codes(col) -> tuple[np.ndarray, list]:
     joined = pc.binary_join(_fill_list(col), "\x01")
     joined = pc.if_else(col.is_valid(), joined, pa.scalar(None, pa.string()))
     code, _ = _codes(joined)
-    values: list = [None] * (int(code.max()) + 1)
+    values: list[list[str | None] | None] = [None] * (int(code.max()) + 1)
     first = np.unique(code, return_index=True)[1]
     for idx in first.tolist():
         values[code[idx]] = col[idx].as_py()
     return code, values
 
 
-def _fill_list(col):
+def _fill_list(col: pa.ListArray) -> pa.ListArray:
     """``col`` with null list elements replaced by a marker (binary_join skips nothing then)."""
     flat = pc.fill_null(col.flatten(), "\x02")
     offsets = col.offsets
     return pa.ListArray.from_arrays(pc.subtract(offsets, offsets[0]), flat)
 
 
-def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules):
+def _insight_aggregates(
+    t: pa.Table,
+    inst: np.ndarray,
+    inst_names: list[str | None],
+    metric: np.ndarray,
+    metric_names: list[str | None],
+    rules: Rules,
+) -> pa.Table | None:
     """``agg`` rows: per instance, insight metric and node (latency metrics: the node_id attribute)."""
     interest = np.array(
         [m in rules.interest or (m is not None and m.endswith(rules.latency_suffix)) for m in metric_names], bool
@@ -639,7 +685,7 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
     gi = gs[starts]
     first_i = order[starts]
     n_groups = len(gi)
-    rows = {f.name: [None] * n_groups for f in OUT_SCHEMA}
+    rows: dict[str, list[Any]] = {f.name: [None] * n_groups for f in OUT_SCHEMA}
     rows["row_kind"] = ["agg"] * n_groups
     rows["client_instance_id"] = [inst_names[i] for i in inst[idx][first_i].tolist()]
     rows["metric"] = [metric_names[m] for m in metric[idx][first_i].tolist()]
@@ -662,7 +708,7 @@ def _insight_aggregates(t, inst, inst_names, metric, metric_names, rules: Rules)
 # ------------------------------------------------------------------------------------------ workers
 
 
-def _tail_cut(ids, last) -> int:
+def _tail_cut(ids: pa.ChunkedArray, last: str | None) -> int:
     """Where the rows of instance ``last`` start in ``ids`` (they are its tail: the input is sorted)."""
     ends = pc.fill_null(pc.equal(ids, last), False)
     cut = len(ids) - int(pc.sum(ends).as_py() or 0)
@@ -671,9 +717,7 @@ def _tail_cut(ids, last) -> int:
     return cut
 
 
-def _by_instance(
-    tables: Iterator[tuple[pa.Table, pa.Table, str | None]], rules: Rules, distinct_pushes: bool = False
-) -> Iterator[pa.RecordBatch]:
+def _by_instance(tables: Iterator[_Tables], rules: Rules, distinct_pushes: bool = False) -> Iterator[pa.RecordBatch]:
     """Reduce a stream sorted by instance: ``tables`` yields (points, pushes, last instance id of the
     input batch they came from); every instance before that id is complete. The rows of the last instance
     wait for the next input batch (memory: one input batch and one instance). ``distinct_pushes``: the
@@ -697,10 +741,11 @@ def _by_instance(
             yield from aggregate(rest_points, rest_pushes, rules, distinct_pushes).to_batches()
 
 
-def _fact_table(batch: pa.RecordBatch, payload_bytes, decode_error) -> pa.Table:
+def _fact_table(batch: pa.RecordBatch, payload_bytes: pa.Array, decode_error: pa.Array) -> pa.Table:
     """The pushes of ``batch`` as :func:`aggregate` reads them (the recording's own types)."""
-    rec = record_schema()
-    arrays, names = [], []
+    rec = _record_schema()
+    arrays: list[pa.Array] = []
+    names: list[str] = []
     for name in FACT_COLUMNS:
         field = rec.field("error_code" if name == "push_error_code" else name)
         col = batch.column(name) if name in batch.schema.names else pa.nulls(batch.num_rows, field.type)
@@ -709,10 +754,10 @@ def _fact_table(batch: pa.RecordBatch, payload_bytes, decode_error) -> pa.Table:
     return pa.Table.from_arrays(arrays + [payload_bytes, decode_error], names=names + ["payload_bytes", "decode_error"])
 
 
-def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
+def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT) -> _ArrowMapper:
     """The mapInArrow function over recording rows (:data:`FACT_COLUMNS`, ``payload``; partitioned by client
     instance, sorted by it): decode the payloads and hand back the :data:`OUT_SCHEMA` rows."""
-    rec = record_schema()
+    rec = _record_schema()
     carry = [rec.field(name) for name in PUSH_COLUMNS]  # the recording's own types (node_id is a string)
     row = pa.field("_push_row", pa.int64())  # which push a point or an error came from
     schema = pa.schema(
@@ -729,7 +774,7 @@ def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
     keep = [f.name for f in schema if f.name not in ("payload",)]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        def decoded():
+        def decoded() -> Iterator[_Tables]:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -748,7 +793,7 @@ def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
                     if outs
                     else schema.empty_table().select(keep)
                 )
-                reasons = [None] * n
+                reasons: list[str | None] = [None] * n
                 failed = pc.is_valid(table.column(ERROR_CODE))
                 if pc.any(failed).as_py():
                     bad = table.filter(failed)
@@ -765,14 +810,14 @@ def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT):
     return run
 
 
-def points_worker(rules: Rules):
+def points_worker(rules: Rules) -> _ArrowMapper:
     """The mapInArrow function over a points table (``kip714 pipeline`` output) with its ``errors/`` rows
     (``decode_error`` set, ``payload_bytes``), partitioned by client instance and sorted by it: the
     :data:`OUT_SCHEMA` rows. A push is the distinct (instance, node, receive time) of its rows."""
     names = list(points_schema().names) + list(PUSH_COLUMNS)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        def tables():
+        def tables() -> Iterator[_Tables]:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
