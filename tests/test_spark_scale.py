@@ -25,6 +25,7 @@ from kip714.otlp import reference as otlp_pb
 
 pytest.importorskip("pyspark")
 from kip714.spark import decode as kdecode  # noqa: E402
+from kip714.spark import session as ksession  # noqa: E402
 from kip714.tools.bench import scale  # noqa: E402
 
 SRC = str(pathlib.Path(kip714.__file__).resolve().parents[1])
@@ -233,8 +234,8 @@ def test_local_session_commits_its_heap_at_start():
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {"-Xmx640m", "-Xms640m", "-Xmn160m", "-XX:+AlwaysPreTouch"} <= set(got["args"]), got["args"]
     assert got["total"] >= 0.95 * got["max"]  # the whole heap committed from the start
-    assert kdecode.driver_java_options("2g") == "-Xms2048m -Xmn512m -XX:+AlwaysPreTouch"
-    assert kdecode._mib("1048576k") == 1024 and kdecode._mib("nonsense") is None
+    assert ksession.driver_java_options("2g") == "-Xms2048m -Xmn512m -XX:+AlwaysPreTouch"
+    assert ksession._mib("1048576k") == 1024 and ksession._mib("nonsense") is None
 
 
 @pytest.mark.unit

@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..spark.decode import local_session, recording_paths
+    from ..spark.decode import recording_paths
+    from ..spark.session import local_session
 
     require("spark", "this command")
     if "://" not in args.source and not (pathlib.Path(args.source) / "points").is_dir():

@@ -13,13 +13,11 @@ from .decode import (
     DecodeResult,
     decode_frames,
     decode_payloads,
-    default_driver_memory,
-    local_session,
     points_schema,
     register,
-    session_defaults,
 )
 from .report import Report, ReportOptions, report
+from .session import default_driver_memory, local_session, session_defaults
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",

@@ -141,12 +141,13 @@ def run_pipeline(
     from pyspark.sql import functions as F
 
     from . import decode as kspark
+    from . import session as ksession
 
     started = time.perf_counter()
     kind = detect_input(input_path)
     if spark is None:
         _say(progress, started, f"starting Spark ({master or 'local[*]'})")
-        spark = kspark.local_session(
+        spark = ksession.local_session(
             master,
             app_name="kip714-pipeline",
             partitions=partitions,
@@ -172,7 +173,7 @@ def run_pipeline(
         df = df.repartition(partitions)
     else:
         size = _input_bytes(spark, input_path) or 0
-        split_setting = spark.conf.get("spark.sql.files.maxPartitionBytes", str(kspark.PARTITION_BYTES))
+        split_setting = spark.conf.get("spark.sql.files.maxPartitionBytes", str(ksession.PARTITION_BYTES))
         split = _size_bytes(cast(str, split_setting))  # (not None: a default is given)
         wanted = -(-size // split) if size else 0
         if wanted > df.rdd.getNumPartitions():  # files larger than a partition that Spark cannot split
@@ -270,7 +271,7 @@ def failure_line(
     """One line saying why a Spark job failed and which setting to raise (the message of
     :class:`~kip714.errors.SparkJobError`, after ``kip714 pipeline:`` on the command line).
     ``jvm_gone``: the driver's JVM is known to have exited (:func:`jvm_exited`)."""
-    from .decode import default_driver_memory
+    from .session import default_driver_memory
 
     conf = conf or {}
     text = _failure_text(exc)
@@ -356,7 +357,7 @@ def _failure_text(exc: BaseException) -> str:
 
 def _double(size: str) -> str:
     """Twice a Spark memory size ("6026m" → "12052m", "2g" → "4g")."""
-    from .decode import _memory_size
+    from .session import _memory_size
 
     parsed = _memory_size(size)
     return f"{2 * parsed[0]}{parsed[1] or 'b'}" if parsed else "a larger value"
@@ -515,10 +516,10 @@ def follow_pipeline(
     """Start following ``input_path`` (a recording being written) into ``output_path``; returns the
     :class:`FollowingPipeline` (``stop()`` it; a later call with the same output resumes where it stopped)."""
     require("spark", "kip714.spark.pipeline.follow_pipeline")
-    from .. import spark as kspark
+    from .session import local_session
 
     if spark is None:
-        spark = kspark.local_session(master, app_name="kip714-pipeline-follow", partitions=partitions, conf=conf)
+        spark = local_session(master, app_name="kip714-pipeline-follow", partitions=partitions, conf=conf)
     pathlib.Path(input_path).mkdir(parents=True, exist_ok=True) if "://" not in input_path else None
     started = time.perf_counter()
 

@@ -387,7 +387,7 @@ def report(
     require("spark", "kip714.spark.report")
     from pyspark.sql import functions as F
 
-    from .decode import local_session
+    from .session import local_session
 
     opts = options or ReportOptions()
     if spark is None:
