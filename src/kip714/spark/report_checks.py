@@ -5,6 +5,13 @@ writes them; both read them here."""
 
 from __future__ import annotations
 
+from ..client.catalog import (
+    KAFKA_METRIC_PREFIX,
+    STANDARD_CONSUMER_METRICS,
+    STANDARD_PRODUCER_METRICS,
+    STANDARD_RESOURCE_LABELS,
+)
+
 __all__ = [
     "CHECKS",
     "INSIGHTS",
@@ -16,49 +23,12 @@ __all__ = [
     "STANDARD_RESOURCE_LABELS",
 ]
 
-#: The namespace of Kafka's own client metrics (KIP-714 "Metrics naming and format").
-KAFKA_METRIC_PREFIX = "org.apache.kafka."
-#: KIP-714 "Standard producer metrics" (telemetry names).
-STANDARD_PRODUCER_METRICS = tuple(
-    KAFKA_METRIC_PREFIX + "producer." + n
-    for n in (
-        "connection.creation.rate",
-        "connection.creation.total",
-        "node.request.latency.avg",
-        "node.request.latency.max",
-        "produce.throttle.time.avg",
-        "produce.throttle.time.max",
-        "record.queue.time.avg",
-        "record.queue.time.max",
-    )
-)
-#: KIP-714 "Standard consumer metrics" (telemetry names).
-STANDARD_CONSUMER_METRICS = tuple(
-    KAFKA_METRIC_PREFIX + "consumer." + n
-    for n in (
-        "connection.creation.rate",
-        "connection.creation.total",
-        "node.request.latency.avg",
-        "node.request.latency.max",
-        "poll.idle.ratio.avg",
-        "coordinator.commit.latency.avg",
-        "coordinator.commit.latency.max",
-        "coordinator.assigned.partitions",
-        "coordinator.rebalance.latency.avg",
-        "coordinator.rebalance.latency.max",
-        "coordinator.rebalance.latency.total",
-        "fetch.manager.fetch.latency.avg",
-        "fetch.manager.fetch.latency.max",
-    )
-)
 #: The required metrics (bold in the KIP): cannot be established from the KIP text kip714 has.
 REQUIRED_METRICS: tuple[str, ...] | None = None
 REQUIRED_METRICS_NOTE = (
     "required metrics: cannot be established (KIP-714 marks them in bold; the KIP text "
     "kip714 was built from has lost that marking), so the standard set is checked"
 )
-#: KIP-714 "Standard client resource labels".
-STANDARD_RESOURCE_LABELS = ("client_rack", "group_id", "group_instance_id", "group_member_id", "transactional_id")
 #: check id → (what it tests, the KIP-714 rule it cites, the unit its counts are in)
 CHECKS: dict[str, tuple[str, str, str]] = {
     "payload_decodes": (
