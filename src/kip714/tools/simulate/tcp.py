@@ -156,7 +156,10 @@ async def _client(
         client.start(fleet, time.time_ns, now_ms())
         fleet.stats.started += 1
         tel = client.telemetry
+        assert tel is not None  # start() made it
         request_timeout_ms = int(request_timeout * 1000)
+        if client.leave_after_ms is not None:  # a client told to leave early
+            stop_at = min(stop_at, loop.time() + client.leave_after_ms / 1000.0)
         while True:
             remaining = stop_at - loop.time()
             if remaining <= 0 or not tel.enabled:
@@ -171,6 +174,10 @@ async def _client(
                 continue
             if not await _exchange(fleet, conn, client, body, request_timeout, now_ms):
                 break
+        if client.leave_after_ms is not None and not client.leave_cleanly and client.leaving(now_ms()):
+            tel.close()  # gone without a terminating push: a crash or a hang
+            client.closed = True
+            return
         if tel.enabled and tel.initiate_close(now_ms()):
             body = tel.create_request(now_ms())
             if body is not None:
