@@ -116,6 +116,7 @@ def test_last_push_terminated_expired_and_the_expiry_marker():
     found = samples(ex)
     for cid in ("stays", "crashes", "leaves"):
         assert one(found, "kip714_client_last_push_timestamp_seconds", client_id=cid) >= before
+    assert one(found, "kip714_client_instances", client_software_name="unknown") == 3
     push(ex, c.collect(), leaves, "leaves", terminating=True, expiry_ms=3000)
     samples(ex)  # the scrape exposes its final values, then it goes
     clock.t += 2.0

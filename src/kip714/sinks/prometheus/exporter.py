@@ -251,6 +251,13 @@ class PrometheusExporter(BoundedQueueReceiver):
         )
         for values, at in store.expired_recently.items():
             gone.add_metric(list(values), at)
+        software = GaugeMetricFamily(
+            "kip714_client_instances",
+            "Live client instances by client software name and version (KIP-511)",
+            labels=["client_software_name", "client_software_version"],
+        )
+        for (name, version), n in sorted(store.software_counts().items()):
+            software.add_metric([name, version], n)
         return [
             pushes,
             live,
@@ -267,6 +274,7 @@ class PrometheusExporter(BoundedQueueReceiver):
             expired,
             last,
             gone,
+            software,
         ]
 
     def _scraped(self, started: float) -> None:

@@ -98,6 +98,7 @@ class _Instance:
         "last_seen",
         "last_wall",
         "previous_seen",
+        "software",
         "sources",
         "terminated_at",
     )
@@ -105,6 +106,7 @@ class _Instance:
     def __init__(self, now: float) -> None:
         self.sources: list[int] = []
         self.broker_labels: tuple[str, ...] = ()
+        self.software: tuple[str, str] = ("", "")
         self.last_wall = 0.0
         self.last_seen = now
         self.previous_seen: float | None = None
@@ -223,6 +225,10 @@ class SeriesStore:
                 if not inst.broker_labels:
                     labels = items[i][1]
                     inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
+                    inst.software = (
+                        labels.get("client_software_name", ""),
+                        labels.get("client_software_version", ""),
+                    )
                 if self.expired_recently:
                     self.expired_recently.pop(inst.broker_labels, None)  # back: it no longer counts as gone
             self.payloads_absorbed += len(items) - len(bad)
@@ -584,6 +590,13 @@ class SeriesStore:
             del marks[key]
         while len(marks) > _MAX_EXPIRED:
             del marks[next(iter(marks))]
+
+    def software_counts(self) -> dict[tuple[str, str], int]:
+        """(client software name, version) → live instances. The lock is held."""
+        out: dict[tuple[str, str], int] = {}
+        for inst in self._instances.values():
+            out[inst.software] = out.get(inst.software, 0) + 1
+        return out
 
     def last_pushes(self) -> dict[tuple[str, ...], float]:
         """Broker-label values → the wall-clock time of the last push of a live instance with them (the
