@@ -51,3 +51,28 @@ def _push_request():
     from kip714.wire import PushTelemetryRequest
 
     return PushTelemetryRequest(uuid.uuid4(), 1, False, 0, b"x")
+
+
+def test_proxy_upstream_failures_are_exposed_from_zero():
+    """A first failure toward a broker must be an increase Prometheus sees (Kip714ProxyUpstreamErrors): every
+    known broker and connection failure reason is a series from the start."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from kip714.endpoint.health import UPSTREAM_FAILURES, endpoint_metric_families
+
+    proxy = SimpleNamespace(
+        connections=set(),
+        stats={"connections": 0},
+        upstream_failures=Counter({("2", "refused"): 3}),
+        upstream_connects=Counter(),
+        nodes={1: ("b1", 9092), 2: ("b2", 9092)},
+        bytes_up=0,
+        bytes_down=0,
+        requests_by_key=[0] * 129,
+        upstream_ok=True,
+    )
+    (errors,) = [f for f in endpoint_metric_families(proxy) if f.name == "kip714_upstream_errors"]
+    got = {(s.labels["node_id"], s.labels["reason"]): s.value for s in errors.samples}
+    assert got[("2", "refused")] == 3 and got[("1", "tls")] == 0 and got[("bootstrap", "closed")] == 0
+    assert {r for _, r in got} == set(UPSTREAM_FAILURES)
