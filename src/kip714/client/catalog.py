@@ -410,14 +410,15 @@ def metric_info(name: str) -> MetricInfo | None:
 
 
 def senders_text(senders: frozenset[str] | set[str]) -> str:
-    """Who pushes a metric, in words for a panel or an alert: ``every KIP-714 client (standard)``, ``Java
-    clients only``, ``Java and librdkafka clients``, ``Kafka Streams applications only``…"""
+    """Who pushes a metric, in words for a panel or an alert: ``every KIP-714 client`` (a standard metric),
+    ``Java clients only``, ``Java and librdkafka clients only``, ``Kafka Streams applications only``…"""
     if "standard" in senders:
-        return "every KIP-714 client (standard metric)"
-    words = {"java": "Java clients", "librdkafka": "librdkafka clients", "streams": "Kafka Streams applications"}
-    named = [words[s] for s in ("java", "librdkafka", "streams") if s in senders]
+        return "every KIP-714 client"
+    if senders == {"streams"}:
+        return "Kafka Streams applications only"
+    named = [
+        w for s, w in (("java", "Java"), ("librdkafka", "librdkafka"), ("streams", "Kafka Streams")) if s in senders
+    ]
     if not named:
         return "no client kip714 knows of"
-    if len(named) == 1:
-        return named[0] + " only"
-    return ", ".join(named[:-1]) + " and " + named[-1] + " only"
+    return " and ".join(named) + " clients only"

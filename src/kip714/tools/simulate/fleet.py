@@ -8,6 +8,7 @@ import asyncio
 import heapq
 import math
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -497,13 +498,15 @@ class Fleet:
         progress: Callable[[FleetStats], Any] | None = None,
         progress_every_s: float = 1.0,
         max_start_spread_s: float | None = None,
+        stop: threading.Event | None = None,
     ) -> FleetStats:
         """Drive every client over its own TCP connection to ``host:port`` in real time for ``duration_s``
         (:func:`kip714.tools.simulate.tcp.drive`): ApiVersions v3 (the client's software name and version),
         Metadata, then GetTelemetrySubscriptions / PushTelemetry as its :class:`~kip714.ClientTelemetry`
         schedules them, and at the end the terminating push. Client starts are spread over
         ``min(start_spread_ms, duration/4)``. Every connect, request and close is bounded by its timeout, and
-        the whole run by ``duration_s`` plus those timeouts. Only loopback hosts unless ``allow_remote``."""
+        the whole run by ``duration_s`` plus those timeouts. Only loopback hosts unless ``allow_remote``.
+        ``stop`` (a ``threading.Event``) ends the run early, every client closing as at the end."""
         if self._mode is not None:
             raise RuntimeError("this fleet has already run; create a new Fleet")
         self._mode = "tcp"
@@ -524,6 +527,7 @@ class Fleet:
                 progress=progress,
                 progress_every_s=progress_every_s,
                 max_start_spread_s=max_start_spread_s,
+                stop=stop,
             )
         finally:
             self._closed = True
