@@ -1,5 +1,5 @@
-"""``kip714 subscriptions explain|lint``: which subscription a client gets, and what in a subscription file puts
-a fleet at risk (:mod:`kip714.operations.subscriptions`)."""
+"""``kip714 subscriptions explain|lint``: which subscription a client gets, and what in a subscription file, or in
+a running endpoint's subscriptions, puts a fleet at risk (:mod:`kip714.operations.subscriptions`)."""
 
 from __future__ import annotations
 
@@ -35,12 +35,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "lint", help="check a subscription file (exit 1 on a finding)", description="Check a subscription file."
     )
     for q in (e, lt):
-        q.add_argument(
+        source = q.add_mutually_exclusive_group(required=True)
+        source.add_argument(
             "--config",
-            required=True,
             metavar="FILE",
             help="the subscriptions, as kip714 serve --config reads them (JSON, or lines "
             "'NAME metrics=[..],interval.ms=..,match=[..]')",
+        )
+        source.add_argument(
+            "--bootstrap-server",
+            type=_host_port,
+            metavar="HOST:PORT",
+            help="read the subscriptions of a running kip714 serve, kip714 proxy --telemetry terminate or Kafka "
+            "3.7+ broker through Kafka's admin API (ListConfigResources, DescribeConfigs; plain TCP)",
         )
         q.add_argument("--json", action="store_true", help="print JSON instead of text")
         q.add_argument(
@@ -59,9 +66,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     lt.add_argument("--client", action="append", default=[], metavar="K=V,...", help=_CLIENT_HELP + " (repeatable)")
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``kip714 subscriptions``: explain 0; lint 0, or 1 when something is flagged."""
-    subscriptions = load_subscriptions(args.config)
+    if args.bootstrap_server is not None:
+        from ..operations.admin_read import read_subscriptions
+
+        subscriptions = read_subscriptions(*args.bootstrap_server)
+    else:
+        subscriptions = load_subscriptions(args.config)
     clients = [parse_client(c) for c in args.client]
     if args.action == "explain":
         found = [explain(subscriptions, c, args.jdk) for c in clients]

@@ -10,7 +10,8 @@ ships its output; nothing of the library imports it. Modules, in the order they 
 - :mod:`.grafana`: the same built with Grafana's ``grafana-foundation-sdk`` (the ``dashboards`` extra);
 - :mod:`.alerts`: the alert rules and their promtool unit tests;
 - :mod:`.yaml_text`, :mod:`.deploy`: the files ``kip714 dashboards`` writes (``deploy/`` holds the defaults);
-- :mod:`.defects`, :mod:`.subscriptions`: known client telemetry defects, explain and lint.
+- :mod:`.defects`, :mod:`.subscriptions`: known client telemetry defects, explain and lint;
+- :mod:`.admin_read`: the subscriptions of a running endpoint, read through Kafka's admin API.
 """
 
 from __future__ import annotations

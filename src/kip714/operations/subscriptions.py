@@ -27,9 +27,9 @@ same subscriptions answers), and says for every subscription why it matched or n
 - ``known-defect``: with a recording, client software versions in the fleet with a known telemetry defect
   (:data:`~kip714.operations.defects.KNOWN_DEFECTS`) that the subscription they get would trigger.
 
-The subscriptions come from a file (``--config``, ``kip714 serve``'s format). Reading them from a running
-endpoint through Kafka's admin API (``ListConfigResources`` + ``DescribeConfigs`` on ``CLIENT_METRICS``)
-plugs in at :func:`load_subscriptions` once kip714 serve/proxy answer those requests.
+The subscriptions come from a file (``--config``, ``kip714 serve``'s format, :func:`load_subscriptions`) or from
+a running endpoint or Kafka broker through Kafka's admin API (``--bootstrap-server``,
+:func:`kip714.operations.admin_read.read_subscriptions`); both give the same ``{name: {key: value}}``.
 """
 
 from __future__ import annotations
@@ -81,9 +81,8 @@ _SELECTOR_CHARS = {
 
 
 def load_subscriptions(config: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
-    """The subscriptions of a ``kip714 serve --config`` file (JSON or ``NAME metrics=…`` lines). The one entry
-    point of explain and lint: a source reading a running endpoint's ``CLIENT_METRICS`` resources through
-    Kafka's admin API goes here when kip714 serve/proxy have it."""
+    """The subscriptions of a ``kip714 serve --config`` file (JSON or ``NAME metrics=…`` lines); a running
+    endpoint's are read by :func:`kip714.operations.admin_read.read_subscriptions`."""
     from ..endpoint.subscription_file import load_subscription_file
 
     return load_subscription_file(config)
