@@ -46,6 +46,7 @@ TIERS = {
     "test_crc": "unit",
     "test_distribution": "dist",
     "test_docs": "unit",
+    "test_exporter_operators": "unit",
     "test_extras": "unit",
     "test_fuzz_replay": "unit",
     "test_gzip_jdk": "java",
@@ -58,6 +59,8 @@ TIERS = {
     "test_naming": "unit",
     "test_native": "unit",
     "test_nullability": "unit",
+    "test_operations": "integration",
+    "test_operations_prometheus": "integration",
     "test_otlp_decode": "unit",
     "test_otlp_encode": "unit",
     "test_otlp_forward": "integration",
@@ -77,15 +80,20 @@ TIERS = {
     "test_record_sync": "integration",
     "test_report": "spark",
     "test_report_points": "unit",
+    "test_report_streams": "spark",
+    "test_self_metrics": "unit",
     "test_server": "integration",
     "test_service": "integration",
     "test_simulate": "unit",
     "test_snappy_java": "java",
     "test_spark": "spark",
     "test_spark_scale": "spark",
+    "test_streams_simulate": "unit",
     "test_stress": "unit",
     "test_stubs": "unit",
     "test_subscriptions": "unit",
+    "test_subscriptions_admin": "integration",
+    "test_subscriptions_lint": "unit",
     "test_threads": "unit",
 }
 
@@ -113,8 +121,10 @@ SPARK_GROUP = "spark-session"
 SPARK_WORKER_MODULES = {"test_report"}
 #: modules whose tests run on one worker, in order: they share a module-scoped server whose state a later
 #: test reads (test_prometheus_server), or module-scoped inputs that cost seconds to make (bombs, a bomb
-#: report from a child process, the conformance lab's runs against librdkafka and broken clients)
-MODULE_GROUPS = {"test_prometheus_server", "test_codec", "test_limits", "test_conformance", "test_conformance_broken"}
+#: report from a child process, the conformance lab's runs against librdkafka and broken clients, the
+#: operations stack: a real Prometheus scraping kip714 serve and proxy for a minute)
+MODULE_GROUPS = {"test_prometheus_server", "test_codec", "test_limits", "test_conformance", "test_conformance_broken",
+                 "test_operations_prometheus"}
 _GROUP = pytest.StashKey[str]()
 _GROUPS_FILE = pytest.StashKey[pathlib.Path]()
 

@@ -47,6 +47,8 @@ COMMANDS_WITHOUT = [  # (missing module, argv, the one line)
     ("pyspark", ["pipeline", "in", "out"], "kip714 pipeline: " + hint("this command", "spark")),
     ("pandas", ["pipeline", "in", "out", "--follow"], "kip714 pipeline: " + hint("this command", "spark")),
     ("pyspark", ["report", "recording"], "kip714 report: " + hint("this command", "spark")),
+    ("grafana_foundation_sdk", ["dashboards", "--out", "never-written"],
+     "kip714 dashboards: " + hint("this command (or --only rules)", "dashboards")),
 ]
 
 

@@ -24,7 +24,7 @@ from kip714 import PrometheusExporter
 from kip714.broker.receivers import ReceiverContext, TelemetryPayload
 from kip714.broker.subscriptions import ClientInfo
 from kip714.otlp import reference
-from kip714.sinks.prometheus.names import label_name, merge_labels, metric_name
+from kip714.sinks.prometheus.names import broker_node_labels, label_name, merge_labels, metric_name
 from kip714.tools.bench import sample_payloads
 
 
@@ -120,6 +120,7 @@ def test_librdkafka_captures_are_exposed_with_their_values():
         for r in reference.flatten(d):
             name = metric_name(r["metric"], r["unit"], r["kind"], r["monotonic"])
             labels = {label_name(k): v for k, v in r["attributes"].items()}
+            labels |= dict(broker_node_labels(r["attributes"].items()))  # kafka_node_id, kafka_node_role
             key = name + _lbl(labels)
             if r["kind"] == "sum":
                 want[key] = want.get(key, 0.0) + r["value"]

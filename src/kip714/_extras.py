@@ -20,6 +20,8 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "otlp": ("export", ("urllib3",)),  # OtlpForwarder, --otlp-endpoint
     "spark": ("spark", ("pyspark", "pandas")),  # kip714.spark, pipeline, report
     "uvloop": ("fast", ("uvloop",)),  # serve/proxy --loop uvloop (auto when installed)
+    # kip714 dashboards, kip714.operations.grafana (Grafana's SDK needs Python 3.11+)
+    "dashboards": ("dashboards", ("grafana_foundation_sdk",)),
 }
 
 

@@ -44,6 +44,16 @@ COMMANDS: tuple[Command, ...] = (
         ".conformance",
         "the client lab: provoke a client with KIP-714's broker answers and judge what it does",
     ),
+    Command(
+        "dashboards",
+        ".dashboards",
+        "Grafana dashboards and Prometheus alert rules (with promtool tests) for what kip714 exports",
+    ),
+    Command(
+        "subscriptions",
+        ".subscriptions",
+        "explain which subscription a client gets, and lint a subscription file for known fleet risks",
+    ),
     Command("simulate", ".simulate", "a simulated fleet of Kafka clients pushing realistic KIP-714 telemetry"),
     Command("bench", ".bench", "measure kip714 against its peers (kio, codec packages, crc32c, protobuf, Spark)"),
     Command("demo", ".demo", "real telemetry → kip714 serve → Spark pipeline → table and chart"),
@@ -57,7 +67,7 @@ EXIT_STATUS = {
     1: (
         "the command ran and found problems (decode: undecodable frames; simulate: no push accepted or a "
         "protocol error answered; bench: a group failed; pipeline: the Spark job failed; conformance: a scenario "
-        "failed or could not run)"
+        "failed or could not run; subscriptions lint: a finding; dashboards --check: a file differs)"
     ),
     2: (
         "bad usage or bad input: an unknown option or value, a file that does not exist or does not hold what "

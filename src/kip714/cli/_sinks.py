@@ -207,8 +207,9 @@ def build_sinks(args: Any, recorder: Any = None, health: Any = None) -> list[Any
         )
         if recorder is not None:
             exporter.watch_queue("recorder", recorder.pending)
+            exporter.add_self_metrics(recorder.self_metrics)
         if forwarder is not None:
-            exporter.watch_queue("otlp", lambda: forwarder.queue_depth)
+            exporter.watch_queue("otlp", lambda: forwarder.queue_depth, forwarder.max_queue)
             exporter.add_self_metrics(forwarder.self_metrics)
         try:
             bound = exporter.start_http_server(

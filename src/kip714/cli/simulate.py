@@ -17,13 +17,32 @@ from ._args import node_id
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``kip714 simulate``."""
     p.description = (
-        "Simulate producers and consumers (Java and/or librdkafka style) pushing KIP-714 telemetry. "
+        "Simulate producers and consumers (Java and/or librdkafka style) and Kafka Streams applications "
+        "pushing KIP-714 telemetry. "
         "By default the fleet runs in-process against a TelemetryBroker on a simulated clock "
         "(hours of telemetry in seconds); --connect drives it over TCP against a kip714 serve "
         "endpoint in real time."
     )
     p.add_argument("--producers", type=int, default=10, help="simulated producers (default 10)")
     p.add_argument("--consumers", type=int, default=10, help="simulated consumers (default 10)")
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=0,
+        metavar="N",
+        help="simulated Kafka Streams applications (default 0): each an admin client pushing the client-level "
+        "org.apache.kafka.stream.* metrics and the main consumer of each stream thread pushing the thread "
+        "and task metrics (KIP-1076/1091/1221)",
+    )
+    p.add_argument(
+        "--streams-threads", type=int, default=2, metavar="N", help="stream threads per application (default 2)"
+    )
+    p.add_argument(
+        "--streams-version",
+        default="4.2.0",
+        metavar="VERSION",
+        help="the Kafka Streams version the applications run, which decides the tags (default 4.2.0)",
+    )
     p.add_argument(
         "--duration",
         type=duration,
@@ -80,7 +99,15 @@ def run(args: argparse.Namespace) -> int:
     duration_ms = round(args.duration * 1000)
     codec = None if args.codec == "any" else args.codec
     fleet = Fleet(
-        args.producers, args.consumers, seed=args.seed, brokers=args.brokers, software=args.software, codec=codec
+        args.producers,
+        args.consumers,
+        seed=args.seed,
+        brokers=args.brokers,
+        software=args.software,
+        codec=codec,
+        n_streams=args.streams,
+        streams_threads=args.streams_threads,
+        streams_version=args.streams_version,
     )
     tty = sys.stderr.isatty()
 

@@ -139,6 +139,11 @@ def start_health_server(app: WsgiApp, host: str, port: int) -> tuple[Any, thread
     return server, thread
 
 
+#: The reasons of ``kip714_upstream_errors_total`` exposed from 0 for every broker the proxy knows: every value of
+#: :func:`kip714.endpoint.proxy_connection.failure_reason`, and ``unknown-node``.
+UPSTREAM_FAILURES = ("refused", "timeout", "tls", "unreachable", "closed", "error", "unknown-node")
+
+
 def endpoint_metric_families(
     endpoint: Any, health: Health | None = None, reloads: dict[str, int] | None = None
 ) -> list[Any]:
@@ -199,11 +204,21 @@ def endpoint_metric_families(
         failures = CounterMetricFamily(
             "kip714_upstream_errors",
             "Failures talking to the cluster, by broker node "
-            "id and reason (refused, timeout, tls, unreachable, closed, unknown-node, "
+            "id and reason (refused, timeout, tls, unreachable, closed, error, unknown-node, "
             "check-*: the readiness check)",
             labels=["node_id", "reason"],
         )
-        for (node, reason), n in sorted(dict(endpoint.upstream_failures).items()):
+        # every known broker and connection failure from 0: a first failure is then an increase rate() sees
+        failed = dict.fromkeys(
+            (
+                (node, reason)
+                for node in ["bootstrap", *map(str, sorted(getattr(endpoint, "nodes", {})))]
+                for reason in UPSTREAM_FAILURES
+            ),
+            0,
+        )
+        failed.update(dict(endpoint.upstream_failures))
+        for (node, reason), n in sorted(failed.items()):
             failures.add_metric([node, reason], n)
         out.append(failures)
         out.append(

@@ -286,6 +286,9 @@ class ParquetRecorder:
         self._closed_rows: list[dict[str, Any]] = []
         self.closed_written = 0
         self._buffered_bytes = 0
+        # when the oldest row not yet written arrived (monotonic): buffered, and in the commit being written
+        self._oldest_buffered: float | None = None
+        self._oldest_writing: float | None = None
         self._seq = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -349,6 +352,8 @@ class ParquetRecorder:
                 raise RuntimeError("recorder is closed")
             for c in RECORD_COLUMNS:
                 self._columns[c].append(row.get(c))
+            if self._oldest_buffered is None:
+                self._oldest_buffered = time.monotonic()
             payload = row.get("payload")
             self._buffered_bytes += len(payload) if payload is not None else 0
             flush = self._buffered_bytes >= self.max_buffer_bytes
@@ -377,6 +382,34 @@ class ParquetRecorder:
         with self._lock:
             return len(self._columns["received_at_ms"])
 
+    def lag_s(self) -> float:
+        """How long the oldest row not yet written has waited (seconds; 0 when every row is written): what
+        a crash without ``sync`` would lose, and what grows when the disk falls behind."""
+        with self._lock:
+            oldest = [t for t in (self._oldest_writing, self._oldest_buffered) if t is not None]
+        return max(0.0, time.monotonic() - min(oldest)) if oldest else 0.0
+
+    def self_metrics(self) -> list[Any]:
+        """The recorder's ``kip714_recording_*`` metric families (the Prometheus exporter exposes them):
+        the lag (:meth:`lag_s`), rows written and failed, commits and failed commits."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        with self._lock:
+            rows, failed_rows, commits, failed = self.rows_written, self.rows_failed, self.commits, self.commits_failed
+        return [
+            GaugeMetricFamily(
+                "kip714_recording_lag_seconds",
+                "Age of the oldest recorded push not yet written to the recording (0: all written)",
+                value=self.lag_s(),
+            ),
+            CounterMetricFamily("kip714_recording_rows", "Push rows written to the recording", value=rows),
+            CounterMetricFamily(
+                "kip714_recording_rows_failed", "Push rows lost because their write failed", value=failed_rows
+            ),
+            CounterMetricFamily("kip714_recording_commits", "Parts written to the recording", value=commits),
+            CounterMetricFamily("kip714_recording_commits_failed", "Writes of the recording that failed", value=failed),
+        ]
+
     def flush(self) -> int:
         """Write everything buffered as one Parquet file (a part in ``_open/`` while files roll), roll the
         file when it is due; returns the number of rows written."""
@@ -398,6 +431,7 @@ class ParquetRecorder:
                     return 0
                 columns, self._columns = self._columns, {c: [] for c in RECORD_COLUMNS}
                 self._buffered_bytes = 0
+                self._oldest_writing, self._oldest_buffered = self._oldest_buffered, None
                 self._seq += 1
                 seq = self._seq
                 waiter = self._waiter
@@ -421,6 +455,7 @@ class ParquetRecorder:
                     self.rows_failed += n
                     self._inflight = None
                     self.last_error = exc
+                    self._oldest_writing = None
                 log.error("event=recording_write_failed rows=%d error=%r", n, exc)
                 if waiter is not None:
                     waiter.set_exception(exc)
@@ -429,6 +464,7 @@ class ParquetRecorder:
                 self.last_error = None
                 self.rows_written += n
                 self.commits += 1
+                self._oldest_writing = None
                 if rolling:
                     if not self._parts:
                         self._segment_started = time.monotonic()

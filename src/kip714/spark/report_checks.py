@@ -5,6 +5,16 @@ writes them; both read them here."""
 
 from __future__ import annotations
 
+from ..client.catalog import (
+    KAFKA_METRIC_PREFIX,
+    STANDARD_CONSUMER_METRICS,
+    STANDARD_PRODUCER_METRICS,
+    STANDARD_RESOURCE_LABELS,
+    STREAMS_CLIENT_METRICS,
+    STREAMS_THREAD_METRICS,
+)
+from ..client.naming import telemetry_metric_name
+
 __all__ = [
     "CHECKS",
     "INSIGHTS",
@@ -14,51 +24,22 @@ __all__ = [
     "STANDARD_CONSUMER_METRICS",
     "STANDARD_PRODUCER_METRICS",
     "STANDARD_RESOURCE_LABELS",
+    "STREAMS_CLIENT_EXPECTED",
+    "STREAMS_THREAD_EXPECTED",
 ]
 
-#: The namespace of Kafka's own client metrics (KIP-714 "Metrics naming and format").
-KAFKA_METRIC_PREFIX = "org.apache.kafka."
-#: KIP-714 "Standard producer metrics" (telemetry names).
-STANDARD_PRODUCER_METRICS = tuple(
-    KAFKA_METRIC_PREFIX + "producer." + n
-    for n in (
-        "connection.creation.rate",
-        "connection.creation.total",
-        "node.request.latency.avg",
-        "node.request.latency.max",
-        "produce.throttle.time.avg",
-        "produce.throttle.time.max",
-        "record.queue.time.avg",
-        "record.queue.time.max",
-    )
-)
-#: KIP-714 "Standard consumer metrics" (telemetry names).
-STANDARD_CONSUMER_METRICS = tuple(
-    KAFKA_METRIC_PREFIX + "consumer." + n
-    for n in (
-        "connection.creation.rate",
-        "connection.creation.total",
-        "node.request.latency.avg",
-        "node.request.latency.max",
-        "poll.idle.ratio.avg",
-        "coordinator.commit.latency.avg",
-        "coordinator.commit.latency.max",
-        "coordinator.assigned.partitions",
-        "coordinator.rebalance.latency.avg",
-        "coordinator.rebalance.latency.max",
-        "coordinator.rebalance.latency.total",
-        "fetch.manager.fetch.latency.avg",
-        "fetch.manager.fetch.latency.max",
-    )
-)
+#: What a Kafka Streams application's admin client pushes of its own (KIP-1076/1091; exactly these four in
+#: Kafka's KafkaStreamsTelemetryIntegrationTest): checked like the standard metrics, when subscribed.
+STREAMS_CLIENT_EXPECTED = tuple(telemetry_metric_name("stream-metrics", n) for n, _, _ in STREAMS_CLIENT_METRICS)
+#: What each stream thread's main consumer pushes at the thread level (INFO level: always recorded).
+STREAMS_THREAD_EXPECTED = tuple(telemetry_metric_name("stream-thread-metrics", n) for n, _ in STREAMS_THREAD_METRICS)
+
 #: The required metrics (bold in the KIP): cannot be established from the KIP text kip714 has.
 REQUIRED_METRICS: tuple[str, ...] | None = None
 REQUIRED_METRICS_NOTE = (
     "required metrics: cannot be established (KIP-714 marks them in bold; the KIP text "
     "kip714 was built from has lost that marking), so the standard set is checked"
 )
-#: KIP-714 "Standard client resource labels".
-STANDARD_RESOURCE_LABELS = ("client_rack", "group_id", "group_instance_id", "group_member_id", "transactional_id")
 #: check id → (what it tests, the KIP-714 rule it cites, the unit its counts are in)
 CHECKS: dict[str, tuple[str, str, str]] = {
     "payload_decodes": (
@@ -99,7 +80,9 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "standard_coverage": (
         "standard metrics covered",
         "Standard producer/consumer metrics: supporting clients should provide "
-        "the standard metrics (the subscribed ones are checked); " + REQUIRED_METRICS_NOTE,
+        "the standard metrics (the subscribed ones are checked); " + REQUIRED_METRICS_NOTE + "; a Kafka Streams "
+        "application's admin client its four client-level metrics and each stream thread's main consumer its "
+        "thread-level metrics (KIP-1076, KIP-1091)",
         "standard metrics",
     ),
     "resource_labels": (
@@ -150,4 +133,8 @@ INSIGHTS: dict[str, str] = {
     "retries_errors": "a producer's record error or retry rate is high",
     "connection_churn": "the client keeps opening connections after start-up",
     "consumer_lag": "a consumer's lag grows past a bound, or its poll() is idle nearly all the time",
+    "streams_failed_threads": "stream threads of a Kafka Streams application failed",
+    "streams_not_running": "a Kafka Streams application reached ERROR, stayed out of RUNNING (rebalancing) most of "
+    "the time, or was left out of RUNNING",
+    "streams_thread_blocked": "a Kafka Streams thread is RUNNING but stopped polling, busy processing: stuck",
 }

@@ -35,7 +35,9 @@ class PrometheusExporter(BoundedQueueReceiver):
     logs the episode once, the push is still accepted), ``batch``
     (payloads decoded per call), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
     ``otel_scope_version``), ``max_buckets`` (per histogram point), ``background`` (False absorbs in the
-    caller, for tests and tools), ``clock`` (seconds, monotonic)."""
+    caller, for tests and tools), ``clock`` (seconds, monotonic), ``expired_retention_s`` (how long an
+    instance that went silent without a terminating push stays in
+    ``kip714_client_expired_timestamp_seconds``, 900)."""
 
     queue_name = "prometheus"
     dropped_metric = 'kip714_export_payloads_dropped_total{reason="queue-full"}'
@@ -52,6 +54,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         max_buckets: int = 160,
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        expired_retention_s: float = 900.0,
     ) -> None:
         require("prometheus", "PrometheusExporter")
         import numpy as np  # noqa: F401  (fail early: the absorb path is vectorised)
@@ -59,7 +62,14 @@ class PrometheusExporter(BoundedQueueReceiver):
 
         self.clock = clock
         self._store = SeriesStore(
-            parse_labels(labels), max_series, scope_labels, max_buckets, expiry_floor_s, clock, self._drop
+            parse_labels(labels),
+            max_series,
+            scope_labels,
+            max_buckets,
+            expiry_floor_s,
+            clock,
+            self._drop,
+            expired_retention_s,
         )
         self._lock = self._store.lock
         self._exposition = Exposition(self._store)
@@ -67,7 +77,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         self.push_codes: dict[str, int] = {}
         self.scrapes = 0
         self._extra: list[Callable[[], Iterable[Any]]] = []
-        self._queues: dict[str, Callable[[], int]] = {}
+        self._queues: dict[str, tuple[Callable[[], int], int | None]] = {}
         self._http: tuple | None = None
         self._next_expiry = clock() + 1.0
         super().__init__(max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus")
@@ -88,7 +98,8 @@ class PrometheusExporter(BoundedQueueReceiver):
     payloads_absorbed = property(lambda self: self._store.payloads_absorbed, doc="Payloads absorbed.")
     points_absorbed = property(lambda self: self._store.points_absorbed, doc="Data points absorbed.")
     series_refused = property(lambda self: self._store.series_refused, doc="New series refused at the cap.")
-    expired = property(lambda self: self._store.expired, doc="Instances dropped for silence.")
+    expired = property(lambda self: self._store.expired, doc="Instances dropped for silence (no terminating push).")
+    terminated = property(lambda self: self._store.terminated, doc="Instances dropped after their terminating push.")
     instances = property(lambda self: self._store.instances, doc="Client instances with series exposed.")
     _formats = property(lambda self: self._exposition.formats)  # tools/bench/groups/export.py: the first scrape
 
@@ -153,9 +164,10 @@ class PrometheusExporter(BoundedQueueReceiver):
 
     # ------------------------------------------------------------------ self-metrics
 
-    def watch_queue(self, name: str, depth: Callable[[], int]) -> None:
-        """Expose ``depth()`` as ``kip714_queue_depth{queue=name}`` (the recorder, the forwarder)."""
-        self._queues[name] = depth
+    def watch_queue(self, name: str, depth: Callable[[], int], capacity: int | None = None) -> None:
+        """Expose ``depth()`` as ``kip714_queue_depth{queue=name}`` (the recorder, the forwarder), and
+        ``capacity`` (items at most, when bounded) as ``kip714_queue_capacity{queue=name}``."""
+        self._queues[name] = (depth, capacity)
 
     def add_self_metrics(self, source: Callable[[], Iterable[Any]]) -> None:
         """Also yield the metric families ``source()`` returns on every scrape (another sink's counters)."""
@@ -202,12 +214,68 @@ class PrometheusExporter(BoundedQueueReceiver):
             pdropped.add_metric([reason], n)
         depth = GaugeMetricFamily("kip714_queue_depth", "Items waiting in a sink's queue", labels=["queue"])
         depth.add_metric(["prometheus"], self.queue_depth)
-        for name, fn in self._queues.items():
+        capacity = GaugeMetricFamily(
+            "kip714_queue_capacity", "Items a bounded sink queue holds at most (more are dropped)", labels=["queue"]
+        )
+        capacity.add_metric(["prometheus"], self.max_queue)
+        for name, (fn, cap) in self._queues.items():
             try:
                 depth.add_metric([name], fn())
             except Exception:
                 log.exception("queue depth of %s failed", name)
-        return [pushes, live, series, limit, refused, payloads, points, dropped, pdropped, depth]
+            if cap is not None:
+                capacity.add_metric([name], cap)
+        terminated = CounterMetricFamily(
+            "kip714_instances_terminated",
+            "Client instances whose series went away after their terminating push",
+            value=store.terminated,
+        )
+        expired = CounterMetricFamily(
+            "kip714_instances_expired",
+            "Client instances whose series went away because they stopped pushing without a terminating push",
+            value=store.expired,
+        )
+        names = list(store.labels)
+        last = GaugeMetricFamily(
+            "kip714_client_last_push_timestamp_seconds",
+            "When a live client instance last pushed (Unix time; the latest of the instances sharing these labels)",
+            labels=names,
+        )
+        for values, at in store.last_pushes().items():
+            last.add_metric(list(values), at)
+        gone = GaugeMetricFamily(
+            "kip714_client_expired_timestamp_seconds",
+            "When a client instance that stopped pushing without a terminating push was expired (Unix time; kept "
+            "for expired_retention_s or until an instance with these labels pushes again)",
+            labels=names,
+        )
+        for values, at in store.expired_recently.items():
+            gone.add_metric(list(values), at)
+        software = GaugeMetricFamily(
+            "kip714_client_instances",
+            "Live client instances by client software name and version (KIP-511)",
+            labels=["client_software_name", "client_software_version"],
+        )
+        for (name, version), n in sorted(store.software_counts().items()):
+            software.add_metric([name, version], n)
+        return [
+            pushes,
+            live,
+            series,
+            limit,
+            refused,
+            payloads,
+            points,
+            dropped,
+            pdropped,
+            depth,
+            capacity,
+            terminated,
+            expired,
+            last,
+            gone,
+            software,
+        ]
 
     def _scraped(self, started: float) -> None:
         """After a scrape (under the lock): count it, and drop the instances whose terminating push was

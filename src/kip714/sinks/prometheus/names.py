@@ -19,6 +19,14 @@ collapse, a leading digit gets ``key_`` and a leading ``_`` gets ``key`` (so no 
 ``__``, which Prometheus reserves). Names that sanitise to the same label are merged by the spec's rule:
 values joined with ``;`` in the lexicographic order of the original keys (:func:`merge_labels`).
 
+The broker a per-node client metric is about (:func:`broker_node_labels`): Java clients tag it
+``node_id="node-3"``, librdkafka ``node.id=3`` (exported as ``node_id="3"``), so one broker has two label
+values. Every series with such an attribute also gets ``kafka_node_id`` (the broker's id, the same for
+both) and ``kafka_node_role`` (``broker``; ``coordinator`` for Java's group-coordinator connection
+``node-<2147483647 - id>`` and librdkafka's logical coordinator ``-1``; ``bootstrap`` for Java's bootstrap
+connections ``node--1``, ``node--2``…); the client's own tag stays as it is. ``kafka_node_id`` is the broker
+the *client* talked to, not the broker that received the push (that is the broker-added ``node_id``).
+
 Only ASCII letters and digits are kept: the collector keeps any Unicode letter, which Prometheus' classic
 name rules (and Prometheus 2.x) refuse.
 
@@ -29,7 +37,9 @@ This is hand-written because no Python library implements the OpenTelemetry → 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 __all__ = [
     "UNIT_NAMES",
@@ -38,6 +48,10 @@ __all__ = [
     "merge_labels",
     "metric_name",
     "prometheus_unit",
+    "BROKER_NODE_LABEL",
+    "BROKER_ROLE_LABEL",
+    "broker_node",
+    "broker_node_labels",
 ]
 
 #: UCUM unit → Prometheus unit word (the collector's table).
@@ -150,7 +164,7 @@ def label_name(key: str) -> str:
     return out
 
 
-def merge_labels(pairs) -> tuple[dict[str, str], int]:
+def merge_labels(pairs: Iterable[tuple[str, str | None]]) -> tuple[dict[str, str], int]:
     """Label dict from ``(original key, value)`` pairs, sanitising the keys; keys that collide after
     sanitising get their values joined with ``;`` in the lexicographic order of the original keys.
     Returns the labels and how many pairs were dropped (keys that sanitise to nothing)."""
@@ -166,3 +180,38 @@ def merge_labels(pairs) -> tuple[dict[str, str], int]:
     for name, items in groups.items():
         out[name] = items[0][1] if len(items) == 1 else ";".join(v for _, v in sorted(items))
     return out, dropped
+
+
+#: The normalised label of the broker a per-node client metric is about, and its role.
+BROKER_NODE_LABEL = "kafka_node_id"
+BROKER_ROLE_LABEL = "kafka_node_role"
+_JAVA_INT_MAX = 2**31 - 1
+_NODE = re.compile(r"(node-)?(-?[0-9]{1,10})")
+
+
+@lru_cache(maxsize=4096)
+def broker_node(value: str) -> tuple[str, str] | None:
+    """``(kafka_node_id, kafka_node_role)`` for a client's per-node tag value (Java ``node-3``, librdkafka
+    ``3``), or None when it names no node: ``node-2147483646`` → ``("1", "coordinator")`` (Java's group
+    coordinator connection, ``Integer.MAX_VALUE - id``), ``node--1`` → ``("-1", "bootstrap")``, librdkafka's
+    ``-1`` → ``("-1", "coordinator")``."""
+    m = _NODE.fullmatch(value.strip())
+    if m is None:
+        return None
+    java, n = m.group(1) is not None, int(m.group(2))
+    if n < 0:
+        return str(n), "bootstrap" if java else "coordinator"
+    if java and n > _JAVA_INT_MAX // 2:  # broker ids are far below 2^30: Integer.MAX_VALUE - broker id
+        return str(_JAVA_INT_MAX - n), "coordinator"
+    return str(n), "broker"
+
+
+def broker_node_labels(attributes: Iterable[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """The ``kafka_node_id``/``kafka_node_role`` pairs for a data point's attributes (``(key, value)`` pairs):
+    none unless an attribute whose key sanitises to ``node_id`` names a node."""
+    for key, value in attributes:
+        if value is not None and label_name(key) == "node_id":
+            found = broker_node(str(value))
+            if found is not None:
+                return [(BROKER_NODE_LABEL, found[0]), (BROKER_ROLE_LABEL, found[1])]
+    return []

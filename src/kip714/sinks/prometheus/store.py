@@ -26,14 +26,17 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from ...client.catalog import NON_MONOTONIC_SUMS
 from .accumulators import ExpHistogram, Histogram, Summary
-from .names import label_name, merge_labels, metric_name, prometheus_unit
+from .names import broker_node_labels, label_name, merge_labels, metric_name, prometheus_unit
 
 __all__ = ["Family", "SeriesStore"]
 
+_MAX_EXPIRED = 10_000  # expiry markers kept at most (kip714_client_expired_timestamp_seconds)
 # how a source's points reach its exposed series
 _SET, _ADD_MONOTONIC, _ADD, _PY = 0, 1, 2, 3
 _KIND_TYPE = {"gauge": "gauge", "histogram": "histogram", "exponential_histogram": "histogram", "summary": "summary"}
@@ -85,12 +88,26 @@ class Family:
 
 
 class _Instance:
-    """What the store keeps per client instance: its sources and when it pushed."""
+    """What the store keeps per client instance: its sources, when it pushed (the store's clock, and the
+    wall clock for ``kip714_client_last_push_timestamp_seconds``) and its broker-added label values."""
 
-    __slots__ = ("expiry_s", "interval_s", "last_seen", "previous_seen", "sources", "terminated_at")
+    __slots__ = (
+        "broker_labels",
+        "expiry_s",
+        "interval_s",
+        "last_seen",
+        "last_wall",
+        "previous_seen",
+        "software",
+        "sources",
+        "terminated_at",
+    )
 
     def __init__(self, now: float) -> None:
         self.sources: list[int] = []
+        self.broker_labels: tuple[str, ...] = ()
+        self.software: tuple[str, str] = ("", "")
+        self.last_wall = 0.0
         self.last_seen = now
         self.previous_seen: float | None = None
         self.interval_s: float | None = None
@@ -115,6 +132,8 @@ class SeriesStore:
         expiry_floor_s: float,
         clock: Callable[[], float],
         count_payloads: Callable[[str, int], None],
+        expired_retention_s: float = 900.0,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.labels = labels
         self.max_series = int(max_series)
@@ -151,7 +170,13 @@ class SeriesStore:
         self.payloads_absorbed = 0
         self.points_absorbed = 0
         self.series_refused = 0
-        self.expired = 0
+        self.expired = 0  # instances dropped for silence, without a terminating push
+        self.terminated = 0  # instances dropped after their terminating push
+        self.wall_clock = wall_clock
+        #: instances that expired without a terminating push: broker-label values → when (wall clock), kept
+        #: for ``expired_retention_s`` or until an instance with those labels pushes again
+        self.expired_recently: dict[tuple[str, ...], float] = {}
+        self.expired_retention_s = float(expired_retention_s)
 
     def _count(self, reason: str, n: int = 1) -> None:
         """Count ``n`` points dropped under ``reason`` (the lock is held)."""
@@ -169,6 +194,7 @@ class SeriesStore:
         from ...otlp import decode_metrics_batch
 
         now = self.clock()
+        wall = self.wall_clock()
         seeds = []
         # instances are keyed by their 16 bytes (what the broker hands over: no uuid.UUID per push);
         # a uuid.UUID from a direct caller is keyed the same way
@@ -195,6 +221,16 @@ class SeriesStore:
                 inst.expiry_s = expiry_ms / 1000.0 if expiry_ms else None
                 if terminating:
                     inst.terminated_at = now
+                inst.last_wall = wall
+                if not inst.broker_labels:
+                    labels = items[i][1]
+                    inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
+                    inst.software = (
+                        labels.get("client_software_name", ""),
+                        labels.get("client_software_version", ""),
+                    )
+                if self.expired_recently:
+                    self.expired_recently.pop(inst.broker_labels, None)  # back: it no longer counts as gone
             self.payloads_absorbed += len(items) - len(bad)
             n = table.num_rows
             if not n:
@@ -405,6 +441,8 @@ class SeriesStore:
             self._count("series-limit")
             return -1
         kind, temporality, monotonic = row["kind"], row["temporality"], row["monotonic"]
+        if kind == "sum" and monotonic and row["metric"] in NON_MONOTONIC_SUMS:
+            monotonic = False  # a falling value pushed as a monotonic sum (kip714.client.catalog): a gauge
         if kind in ("sum", "histogram", "exponential_histogram") and temporality is None:
             self._count("unspecified-temporality")
             return -1
@@ -428,7 +466,8 @@ class SeriesStore:
             self._count("type-conflict")
             return -1
         # labels: point attributes, resource, scope, broker-added; collisions joined by the spec's rule
-        pairs = list(row["attributes"] or ()) + list(row["resource"] or ())
+        attributes = list(row["attributes"] or ())
+        pairs = attributes + broker_node_labels(attributes) + list(row["resource"] or ())
         if self.scope_labels:
             pairs += [("otel_scope_name", row["scope_name"] or ""), ("otel_scope_version", row["scope_version"] or "")]
         instance, blabels = item[0], item[1]
@@ -532,10 +571,41 @@ class SeriesStore:
                 for i, st in self._instances.items()
                 if now - st.last_seen > (st.expiry_s or max(floor, 3 * (st.interval_s or 0.0)))
             ]
+            wall = self.wall_clock()
             for i in gone:
+                inst = self._instances[i]
+                if inst.terminated_at is None:  # silent without a terminating push: a client gone wrong
+                    self.expired_recently[inst.broker_labels] = wall
+                    self.expired += 1
+                else:  # terminated, and no scrape came to expose its final values
+                    self.terminated += 1
                 self._drop_instance(i)
-            self.expired += len(gone)
+            self._prune_expired(wall)
         return len(gone)
+
+    def _prune_expired(self, wall: float) -> None:
+        """Forget expiry markers older than the retention, and the oldest beyond ``_MAX_EXPIRED``."""
+        marks = self.expired_recently
+        for key in [k for k, t in marks.items() if wall - t > self.expired_retention_s]:
+            del marks[key]
+        while len(marks) > _MAX_EXPIRED:
+            del marks[next(iter(marks))]
+
+    def software_counts(self) -> dict[tuple[str, str], int]:
+        """(client software name, version) → live instances. The lock is held."""
+        out: dict[tuple[str, str], int] = {}
+        for inst in self._instances.values():
+            out[inst.software] = out.get(inst.software, 0) + 1
+        return out
+
+    def last_pushes(self) -> dict[tuple[str, ...], float]:
+        """Broker-label values → the wall-clock time of the last push of a live instance with them (the
+        latest one's, when several instances share the values). The lock is held."""
+        out: dict[tuple[str, ...], float] = {}
+        for inst in self._instances.values():
+            if inst.last_wall > out.get(inst.broker_labels, 0.0):
+                out[inst.broker_labels] = inst.last_wall
+        return out
 
     @property
     def instances(self) -> int:
@@ -548,6 +618,7 @@ class SeriesStore:
             i for i, st in self._instances.items() if st.terminated_at is not None and st.terminated_at <= before
         ]:
             self._drop_instance(instance)
+            self.terminated += 1
 
 
 def _map_text(column):

@@ -1,6 +1,7 @@
 """The simulated clients: who they are (:class:`SimClient`: software, codec, ids, group membership) and
 the numbers behind their metrics (:class:`MetricModel`), published with the metric names, types and
-payload layout of the client each imitates (Apache Kafka's Java client or librdkafka 2.16)."""
+payload layout of the client each imitates (Apache Kafka's Java client or librdkafka 2.16); a Kafka Streams
+application's clients add the Streams metrics of :mod:`.streams`."""
 
 from __future__ import annotations
 
@@ -14,14 +15,20 @@ from typing import Any, Protocol
 
 from kip714._enums import COMPRESSION_NAMES, CompressionType
 from kip714.broker.subscriptions import ClientInfo
+from kip714.client.catalog import JAVA_ADMIN_METRICS as CATALOG_JAVA_ADMIN
+from kip714.client.catalog import JAVA_CONSUMER_METRICS as CATALOG_JAVA_CONSUMER
+from kip714.client.catalog import JAVA_PRODUCER_METRICS as CATALOG_JAVA_PRODUCER
+from kip714.client.catalog import LIBRDKAFKA_CONSUMER_METRICS, LIBRDKAFKA_DESCRIPTIONS, LIBRDKAFKA_PRODUCER_METRICS
 from kip714.client.naming import telemetry_metric_key
 from kip714.client.otlp_encode import MetricsCollector
 from kip714.client.telemetry import ALL_COMPRESSION_TYPES, ClientTelemetry
 
 from .stochastic import Bursts, Incidents, LogOU, lognormal, poisson, random_count
+from .streams import StreamsRole
 
 __all__ = [
     "CODECS",
+    "JAVA_ADMIN_METRICS",
     "JAVA_CONSUMER_METRICS",
     "JAVA_PRODUCER_METRICS",
     "RDK_CONSUMER_METRICS",
@@ -64,106 +71,59 @@ class FleetLayout(Protocol):
 
 # ------------------------------------------------------------------------------------------ metric models
 
-_RDK_DESCRIPTIONS = {
-    "connection.creation.rate": "The rate of connections established per second.",
-    "connection.creation.total": "The total number of connections established.",
-    "node.request.latency.avg": "The average request latency in ms for a node.",
-    "node.request.latency.max": "The maximum request latency in ms for a node.",
-    "produce.throttle.time.avg": "The average throttle time in ms for a node.",
-    "produce.throttle.time.max": "The maximum throttle time in ms for a node.",
-    "record.queue.time.avg": "The average time in ms a record spends in the producer queue.",
-    "record.queue.time.max": "The maximum time in ms a record spends in the producer queue.",
-    "request.latency.avg": "The average request latency in ms for produce requests.",
-    "request.latency.max": "The maximum request latency in ms for produce requests.",
-    "coordinator.assigned.partitions": "The number of partitions currently assigned to this consumer.",
-    "coordinator.rebalance.latency.avg": "The average rebalance latency in ms for the consumer coordinator.",
-    "coordinator.rebalance.latency.max": "The maximum rebalance latency in ms for the consumer coordinator.",
-    "coordinator.rebalance.latency.total": "The total rebalance latency in ms for the consumer coordinator.",
-    "fetch.manager.fetch.latency.avg": "The average fetch latency in ms for the fetch manager.",
-    "fetch.manager.fetch.latency.max": "The maximum fetch latency in ms for the fetch manager.",
-    "poll.idle.ratio.avg": "The average ratio of idle to poll for a consumer.",
-    "coordinator.commit.latency.avg": "The average commit latency in ms for the consumer coordinator.",
-    "coordinator.commit.latency.max": "The maximum commit latency in ms for the consumer coordinator.",
+#: librdkafka's metrics (name after the client-type prefix, type, value type), in its emission order
+#: (kip714.client.catalog, the one home of who sends what).
+RDK_PRODUCER_METRICS = LIBRDKAFKA_PRODUCER_METRICS
+RDK_CONSUMER_METRICS = LIBRDKAFKA_CONSUMER_METRICS
+_RDK_DESCRIPTIONS = LIBRDKAFKA_DESCRIPTIONS
+
+#: The sample key each simulated Java metric reads (the metric names are kip714.client.catalog's).
+_JAVA_KEYS = {
+    "connection-creation-rate": "conn_rate",
+    "connection-creation-total": "conn_total",
+    "connection-count": "conn_count",
+    "request-latency-avg": "req_lat_avg",
+    "request-latency-max": "req_lat_max",
+    "request-total": "request_total",
+    "record-queue-time-avg": "queue_avg",
+    "record-queue-time-max": "queue_max",
+    "produce-throttle-time-avg": "throttle_avg",
+    "produce-throttle-time-max": "throttle_max",
+    "record-send-rate": "send_rate",
+    "record-send-total": "send_total",
+    "record-error-rate": "error_rate",
+    "record-error-total": "error_total",
+    "record-retry-total": "retry_total",
+    "batch-size-avg": "batch_size_avg",
+    "compression-rate-avg": "compression_rate",
+    "buffer-available-bytes": "buffer_available",
+    "outgoing-byte-total": "out_bytes_total",
+    "incoming-byte-total": "in_bytes_total",
+    "count": "metrics_count",
+    "poll-idle-ratio-avg": "poll_idle",
+    "time-between-poll-avg": "poll_gap_avg",
+    "time-between-poll-max": "poll_gap_max",
+    "fetch-latency-avg": "fetch_avg",
+    "fetch-latency-max": "fetch_max",
+    "fetch-total": "fetch_total",
+    "fetch-throttle-time-avg": "fetch_throttle_avg",
+    "fetch-throttle-time-max": "fetch_throttle_max",
+    "records-consumed-total": "consumed_total",
+    "bytes-consumed-total": "consumed_bytes_total",
+    "records-lag-max": "lag_max",
+    "commit-latency-avg": "commit_avg",
+    "commit-latency-max": "commit_max",
+    "commit-total": "commit_total",
+    "assigned-partitions": "assigned",
+    "rebalance-latency-avg": "rebalance_avg",
+    "rebalance-latency-max": "rebalance_max",
+    "rebalance-latency-total": "rebalance_total",
+    "rebalance-total": "rebalance_count",
 }
-
-#: librdkafka 2.16's metrics (name after the client-type prefix, type, value type), in its emission order.
-RDK_PRODUCER_METRICS = (
-    ("connection.creation.rate", "gauge", "double"),
-    ("connection.creation.total", "sum", "int"),
-    ("node.request.latency.avg", "gauge", "double"),
-    ("node.request.latency.max", "gauge", "int"),
-    ("produce.throttle.time.avg", "gauge", "double"),
-    ("produce.throttle.time.max", "gauge", "int"),
-    ("record.queue.time.avg", "gauge", "double"),
-    ("record.queue.time.max", "gauge", "int"),
-    ("request.latency.avg", "gauge", "double"),
-    ("request.latency.max", "gauge", "int"),
-)
-RDK_CONSUMER_METRICS = (
-    ("connection.creation.rate", "gauge", "double"),
-    ("connection.creation.total", "sum", "int"),
-    ("node.request.latency.avg", "gauge", "double"),
-    ("node.request.latency.max", "gauge", "int"),
-    ("coordinator.assigned.partitions", "gauge", "int"),
-    ("coordinator.rebalance.latency.avg", "gauge", "double"),
-    ("coordinator.rebalance.latency.max", "gauge", "int"),
-    ("coordinator.rebalance.latency.total", "sum", "int"),
-    ("fetch.manager.fetch.latency.avg", "gauge", "double"),
-    ("fetch.manager.fetch.latency.max", "gauge", "int"),
-    ("poll.idle.ratio.avg", "gauge", "double"),
-    ("coordinator.commit.latency.avg", "gauge", "double"),
-    ("coordinator.commit.latency.max", "gauge", "int"),
-)
-
 #: Java client metrics (group, name, kind, sample key); per-node and per-topic ones are added separately.
-JAVA_PRODUCER_METRICS = (
-    ("producer-metrics", "connection-creation-rate", "gauge", "conn_rate"),
-    ("producer-metrics", "connection-creation-total", "sum", "conn_total"),
-    ("producer-metrics", "connection-count", "gauge", "conn_count"),
-    ("producer-metrics", "request-latency-avg", "gauge", "req_lat_avg"),
-    ("producer-metrics", "request-latency-max", "gauge", "req_lat_max"),
-    ("producer-metrics", "request-total", "sum", "request_total"),
-    ("producer-metrics", "record-queue-time-avg", "gauge", "queue_avg"),
-    ("producer-metrics", "record-queue-time-max", "gauge", "queue_max"),
-    ("producer-metrics", "produce-throttle-time-avg", "gauge", "throttle_avg"),
-    ("producer-metrics", "produce-throttle-time-max", "gauge", "throttle_max"),
-    ("producer-metrics", "record-send-rate", "gauge", "send_rate"),
-    ("producer-metrics", "record-send-total", "sum", "send_total"),
-    ("producer-metrics", "record-error-rate", "gauge", "error_rate"),
-    ("producer-metrics", "record-error-total", "sum", "error_total"),
-    ("producer-metrics", "record-retry-total", "sum", "retry_total"),
-    ("producer-metrics", "batch-size-avg", "gauge", "batch_size_avg"),
-    ("producer-metrics", "compression-rate-avg", "gauge", "compression_rate"),
-    ("producer-metrics", "buffer-available-bytes", "gauge", "buffer_available"),
-    ("producer-metrics", "outgoing-byte-total", "sum", "out_bytes_total"),
-    ("producer-metrics", "incoming-byte-total", "sum", "in_bytes_total"),
-    ("kafka-metrics-count", "count", "gauge", "metrics_count"),
-)
-JAVA_CONSUMER_METRICS = (
-    ("consumer-metrics", "connection-creation-rate", "gauge", "conn_rate"),
-    ("consumer-metrics", "connection-creation-total", "sum", "conn_total"),
-    ("consumer-metrics", "connection-count", "gauge", "conn_count"),
-    ("consumer-metrics", "poll-idle-ratio-avg", "gauge", "poll_idle"),
-    ("consumer-metrics", "time-between-poll-avg", "gauge", "poll_gap_avg"),
-    ("consumer-metrics", "time-between-poll-max", "gauge", "poll_gap_max"),
-    ("consumer-metrics", "request-total", "sum", "request_total"),
-    ("consumer-metrics", "incoming-byte-total", "sum", "in_bytes_total"),
-    ("consumer-fetch-manager-metrics", "fetch-latency-avg", "gauge", "fetch_avg"),
-    ("consumer-fetch-manager-metrics", "fetch-latency-max", "gauge", "fetch_max"),
-    ("consumer-fetch-manager-metrics", "fetch-total", "sum", "fetch_total"),
-    ("consumer-fetch-manager-metrics", "records-consumed-total", "sum", "consumed_total"),
-    ("consumer-fetch-manager-metrics", "bytes-consumed-total", "sum", "consumed_bytes_total"),
-    ("consumer-fetch-manager-metrics", "records-lag-max", "gauge", "lag_max"),
-    ("consumer-coordinator-metrics", "commit-latency-avg", "gauge", "commit_avg"),
-    ("consumer-coordinator-metrics", "commit-latency-max", "gauge", "commit_max"),
-    ("consumer-coordinator-metrics", "commit-total", "sum", "commit_total"),
-    ("consumer-coordinator-metrics", "assigned-partitions", "gauge", "assigned"),
-    ("consumer-coordinator-metrics", "rebalance-latency-avg", "gauge", "rebalance_avg"),
-    ("consumer-coordinator-metrics", "rebalance-latency-max", "gauge", "rebalance_max"),
-    ("consumer-coordinator-metrics", "rebalance-latency-total", "sum", "rebalance_total"),
-    ("consumer-coordinator-metrics", "rebalance-total", "sum", "rebalance_count"),
-    ("kafka-metrics-count", "count", "gauge", "metrics_count"),
-)
+JAVA_PRODUCER_METRICS = tuple((g, n, k, _JAVA_KEYS[n]) for g, n, k in CATALOG_JAVA_PRODUCER)
+JAVA_CONSUMER_METRICS = tuple((g, n, k, _JAVA_KEYS[n]) for g, n, k in CATALOG_JAVA_CONSUMER)
+JAVA_ADMIN_METRICS = tuple((g, n, k, _JAVA_KEYS[n]) for g, n, k in CATALOG_JAVA_ADMIN)
 
 
 class _SimCollector(MetricsCollector):
@@ -219,9 +179,13 @@ class MetricModel:
             self.s[("node_req_total", n)] = 0
         if consumer:
             self._init_consumer(rng)
+        elif client.kind == "admin":
+            self.coordinator = client.coordinator
         else:
             self._init_producer(rng)
         self._register()
+        if client.streams is not None:
+            client.streams.register(client.collector, now_ms, rng)
 
     # -- which connections the client has
     def node_keys(self) -> list[int]:
@@ -237,6 +201,7 @@ class MetricModel:
         self.send_rate = LogOU(rng, lognormal(rng, 300.0, 1.3), 0.35, 30 * 60_000)
         self.record_size = lognormal(rng, 600.0, 0.9)
         self.compression = rng.choice((0.25, 0.4, 0.55, 1.0))
+        self.error_probability = 2e-6  # per record sent (x100 during a latency spike); tests raise it
         self.topics = [
             f"{self.client.service}.{t}"
             for t in rng.sample(("events", "commands", "changes", "dlq", "audit"), rng.randint(1, 3))
@@ -255,6 +220,9 @@ class MetricModel:
         self.rebalance_gap_ms = lognormal(rng, 90 * 60_000, 0.5)
         self.lag = LogOU(rng, lognormal(rng, 50.0, 1.5), 0.8, 10 * 60_000)
         self.assigned = self.client.base_assignment
+        self.lag_growth = 0.0  # records/s the lag grows by (tests raise it: a consumer falling behind)
+        self.lag_extra = 0.0
+        self.fetch_throttle_level = 0.0  # ms of fetch throttling (tests raise it: a consumer over its quota)
         self.coordinator = self.client.coordinator
 
     # -- registration
@@ -306,7 +274,7 @@ class MetricModel:
                     c.gauge(prefix + name, description=desc, value_type=vtype, value_fn=self._reader(keys[name], conv))
             return
         # Java client
-        table = JAVA_CONSUMER_METRICS if client.kind == "consumer" else JAVA_PRODUCER_METRICS
+        table = {"consumer": JAVA_CONSUMER_METRICS, "admin": JAVA_ADMIN_METRICS}.get(client.kind, JAVA_PRODUCER_METRICS)
         kind_prefix = client.kind
         for group, name, kind, key in table:
             metric, attrs = telemetry_metric_key(group, name, {"client-id": client.client_id})
@@ -314,7 +282,7 @@ class MetricModel:
                 c.counter(metric, attrs, value_type="double", value_fn=self._reader(key, float))
             else:
                 c.gauge(metric, attrs, value_type="double", value_fn=self._reader(key, float))
-        node_group = f"{kind_prefix}-node-metrics"
+        node_group = f"{'admin-client' if kind_prefix == 'admin' else kind_prefix}-node-metrics"
         for stat in ("request-latency-avg", "request-latency-max", "request-total"):
             for n in self.node_keys():
                 node_tag = f"node-{_JAVA_INT_MAX - self.coordinator}" if n == -1 else f"node-{n}"
@@ -339,7 +307,7 @@ class MetricModel:
                     c.counter(metric, attrs, value_type="double", value_fn=self._reader((key, t), float))
         # Java's own "kafka-metrics-count": roughly what a client of this shape registers
         self.s["metrics_count"] = (
-            130.0 + 15.0 * len(self.node_keys()) + (0.0 if client.kind == "consumer" else 6.0 * len(self.topics))
+            130.0 + 15.0 * len(self.node_keys()) + (6.0 * len(self.topics) if client.kind == "producer" else 0.0)
         )
 
     # -- evolution
@@ -393,8 +361,10 @@ class MetricModel:
         self.new_requests = new_requests
         if self.client.kind == "consumer":
             self._update_consumer(rng, s, t0, now_ms, dt, base, spike)
-        else:
+        elif self.client.kind == "producer":
             self._update_producer(rng, s, t0, now_ms, dt, spike)
+        if self.client.streams is not None:
+            self.client.streams.update(rng, now_ms, dt)
         self.first = False
 
     def _update_producer(self, rng, s, t0, now_ms, dt, spike) -> None:
@@ -412,7 +382,7 @@ class MetricModel:
         sent = random_count(rng, rate * dt / 1000.0)
         s["send_rate"] = sent / (dt / 1000.0)
         s["send_total"] += sent
-        errors = poisson(rng, sent * (2e-6 if spike <= 1 else 2e-4))
+        errors = poisson(rng, sent * self.error_probability * (1 if spike <= 1 else 100))
         s["error_total"] += errors
         s["error_rate"] = errors / (dt / 1000.0)
         s["retry_total"] += errors + poisson(rng, sent * 1e-5 * spike)
@@ -449,7 +419,10 @@ class MetricModel:
         s["consumed_total"] += consumed
         s["consumed_bytes_total"] += int(consumed * self.record_size)
         s["in_bytes_total"] += int(consumed * self.record_size) + fetches * 120
-        s["lag_max"] = float(int(self.lag.step(rng, dt) * (spike if spike > 1 else 1.0)))
+        self.lag_extra += self.lag_growth * dt / 1000.0
+        s["lag_max"] = float(int(self.lag.step(rng, dt) * (spike if spike > 1 else 1.0) + self.lag_extra))
+        s["fetch_throttle_avg"] = self.fetch_throttle_level
+        s["fetch_throttle_max"] = self.fetch_throttle_level * 1.5
         commit = self.commit.step(rng, dt) + base * 0.5
         if spike > 1.0:
             commit *= 1.0 + (spike - 1.0) * 0.3
@@ -495,7 +468,7 @@ class SimClient:
     """One simulated client. ``telemetry`` / ``collector`` exist once the client has started."""
 
     index: int
-    kind: str  # "producer" or "consumer"
+    kind: str  # "producer", "consumer" or "admin" (a Kafka Streams application's admin client)
     client_id: str
     software_name: str
     software_version: str
@@ -516,6 +489,13 @@ class SimClient:
     close_offset_ms: int = 0
     #: called with the client's metric model when it starts (tests and demos make a client misbehave)
     tune: Callable[[Any], None] | None = None
+    #: its part in a Kafka Streams application (the admin client or a stream thread's main consumer)
+    streams: StreamsRole | None = None
+    #: leave this long after starting: with a terminating push (``leave_cleanly``) or silently, as a client
+    #: that crashed or hung (its series then expire at the endpoint)
+    leave_after_ms: int | None = None
+    leave_cleanly: bool = True
+    started_ms: int | None = None
     telemetry: ClientTelemetry | None = None
     collector: MetricsCollector | None = None
     model: MetricModel | None = None
@@ -564,13 +544,29 @@ class SimClient:
         for k, v in self.resource.items():
             self.collector.set_resource_attribute(k, v)
         self.model = MetricModel(self, fleet, now_ms)
+        if (
+            self.streams is not None and self.streams.thread is not None
+        ):  # a stream thread that dies: its consumer leaves
+            app = self.streams.app
+            fail_ms = app.fail_after_ms(self.streams.thread)
+            if fail_ms is not None and app.start_ms is not None:
+                self.leave_after_ms = max(0, fail_ms - (now_ms - app.start_ms))
         if self.tune is not None:
             self.tune(self.model)
         self._clock_ns = clock_ns
+        self.started_ms = now_ms
         self.telemetry = ClientTelemetry(
             self.collector, supported_compression=self.supported_compression, rng=self.jitter_rng
         )
         self.started = True
+
+    def leaving(self, now_ms: int) -> bool:
+        """Whether the client is due to leave (``leave_after_ms`` after it started)."""
+        return (
+            self.leave_after_ms is not None
+            and self.started_ms is not None
+            and now_ms - self.started_ms >= self.leave_after_ms
+        )
 
     def _before_collect(self) -> None:
         self.model.update(self._clock_ns() // 1_000_000)

@@ -8,6 +8,7 @@ import asyncio
 import heapq
 import math
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -26,6 +27,7 @@ from kip714.sinks.recorder import push_row
 from .clients import CODECS, SOFTWARE_JAVA, SOFTWARE_PRESETS, SimClient
 from .stats import FleetStats
 from .stochastic import Incidents, lognormal
+from .streams import StreamsApp, StreamsRole, new_app
 from .tcp import drive, is_loopback
 
 __all__ = ["Fleet", "parse_duration"]
@@ -100,7 +102,10 @@ class Fleet:
     ``slow_broker``: the node id with ``slow_factor`` × latency (``"auto"``: one chosen by the seed; ``None``:
     none). ``start_ms``: the simulated clock's Unix-epoch start (default: the wall clock when the first
     in-process run starts). Clients start spread over ``start_spread_ms`` and close spread over
-    ``close_spread_ms``. ``incidents``: fleet-wide broker slow-downs on/off.
+    ``close_spread_ms``. ``incidents``: fleet-wide broker slow-downs on/off. ``n_streams``: Kafka Streams
+    applications (``streams_version``, default 4.2.0), each an admin client and the main consumers of its
+    ``streams_threads`` stream threads, pushing the Streams metrics (:mod:`kip714.tools.simulate.streams`;
+    :attr:`streams_apps`).
     """
 
     def __init__(
@@ -123,9 +128,14 @@ class Fleet:
         static_member_fraction: float = 0.2,
         incidents: bool = True,
         client_id_prefix: str = "",
+        n_streams: int = 0,
+        streams_threads: int = 2,
+        streams_version: str = "4.2.0",
     ) -> None:
-        if n_producers < 0 or n_consumers < 0:
+        if n_producers < 0 or n_consumers < 0 or n_streams < 0:
             raise ValueError("client counts must not be negative")
+        if n_streams and streams_threads < 1:
+            raise ValueError("a Kafka Streams application has at least one stream thread")
         self.seed = seed
         rng = random.Random(f"{seed}:fleet")
         self.nodes: tuple[int, ...] = (
@@ -156,6 +166,7 @@ class Fleet:
         for cdc in codec_choices:
             if cdc is not None and cdc not in CODECS:
                 raise ValueError(f"codec must be one of {sorted(CODECS)}, 'mixed' or None, not {cdc!r}")
+        self._codec_choices = codec_choices
         n_groups = (
             consumer_groups if consumer_groups is not None else max(1, min(len(_SERVICES), math.ceil(n_consumers / 5)))
         )
@@ -238,6 +249,10 @@ class Fleet:
             for j, c in enumerate(group_members):
                 c.base_assignment = partitions // len(group_members) + (j < partitions % len(group_members))
         self.groups = groups
+        #: the Kafka Streams applications (their clients are in :attr:`clients`, after the others)
+        self.streams_apps: list[StreamsApp] = []
+        for a in range(n_streams):
+            self._add_streams_app(a, streams_threads, streams_version, client_id_prefix)
         self.stats = FleetStats(clients=len(self.clients))
         #: ``(client, payload)`` for every accepted payload of runs with ``collect_payloads=True``
         self.payloads: list[tuple[SimClient, TelemetryPayload]] = []
@@ -248,6 +263,54 @@ class Fleet:
         self._seq = 0
         self._closed = False
         self._mode: str | None = None
+
+    def _add_streams_app(self, a: int, threads: int, version: str, prefix: str) -> None:
+        """A Kafka Streams application: its admin client, then the main consumer of each stream thread
+        (:mod:`kip714.tools.simulate.streams`)."""
+        arng = random.Random(f"{self.seed}:streams:{a}")
+        service = _SERVICES[(a * 5 + 2) % len(_SERVICES)]
+        app = new_app(arng, a // len(_SERVICES), threads, version, prefix + service)
+        self.streams_apps.append(app)
+        software = ("apache-kafka-java", version)
+        for thread in [None, *range(1, threads + 1)]:
+            i = len(self.clients)
+            crng = random.Random(f"{self.seed}:client:{i}")
+            if thread is None:
+                kind, client_id, resource = "admin", f"{app.client_id}-admin", {}
+            else:
+                kind, client_id = "consumer", f"{app.thread_id(thread)}-consumer"
+                resource = {"group_id": app.application_id}
+            info = ClientInfo(
+                client_id=client_id,
+                client_software_name=software[0],
+                client_software_version=software[1],
+                client_source_address=f"10.{crng.randint(0, 31)}.{crng.randint(0, 255)}.{crng.randint(2, 254)}",
+                client_source_port=crng.randint(32768, 60999),
+                principal=f"User:{app.application_id}",
+            )
+            self.clients.append(
+                SimClient(
+                    index=i,
+                    kind=kind,
+                    client_id=client_id,
+                    software_name=software[0],
+                    software_version=software[1],
+                    layout="java",
+                    codec=crng.choice(self._codec_choices),
+                    service=service,
+                    client_info=info,
+                    rng=crng,
+                    jitter_rng=random.Random(f"{self.seed}:jitter:{i}"),
+                    resource=resource,
+                    group_id=resource.get("group_id"),
+                    coordinator=crng.choice(self.nodes),
+                    start_offset_ms=int(crng.random() * self.start_spread_ms),
+                    connect_delay_ms=int(lognormal(crng, 120.0, 0.5)) + 5,
+                    rtt_ms=max(1, round(lognormal(crng, 1.5, 0.6))),
+                    close_offset_ms=int(crng.random() * self.close_spread_ms),
+                    streams=StreamsRole(app, thread),
+                )
+            )
 
     # ---------------------------------------------------------------------------------- helpers
 
@@ -435,13 +498,15 @@ class Fleet:
         progress: Callable[[FleetStats], Any] | None = None,
         progress_every_s: float = 1.0,
         max_start_spread_s: float | None = None,
+        stop: threading.Event | None = None,
     ) -> FleetStats:
         """Drive every client over its own TCP connection to ``host:port`` in real time for ``duration_s``
         (:func:`kip714.tools.simulate.tcp.drive`): ApiVersions v3 (the client's software name and version),
         Metadata, then GetTelemetrySubscriptions / PushTelemetry as its :class:`~kip714.ClientTelemetry`
         schedules them, and at the end the terminating push. Client starts are spread over
         ``min(start_spread_ms, duration/4)``. Every connect, request and close is bounded by its timeout, and
-        the whole run by ``duration_s`` plus those timeouts. Only loopback hosts unless ``allow_remote``."""
+        the whole run by ``duration_s`` plus those timeouts. Only loopback hosts unless ``allow_remote``.
+        ``stop`` (a ``threading.Event``) ends the run early, every client closing as at the end."""
         if self._mode is not None:
             raise RuntimeError("this fleet has already run; create a new Fleet")
         self._mode = "tcp"
@@ -462,6 +527,7 @@ class Fleet:
                 progress=progress,
                 progress_every_s=progress_every_s,
                 max_start_spread_s=max_start_spread_s,
+                stop=stop,
             )
         finally:
             self._closed = True
@@ -519,7 +585,15 @@ class _RunContext:
 
     def poll(self, client: SimClient, now: int) -> None:
         tel = client.telemetry
-        if not tel.enabled:
+        assert tel is not None  # polls are scheduled for started clients only
+        if not tel.enabled or client.closed:
+            return
+        if client.leaving(now):
+            if client.leave_cleanly:
+                self.close_client(client)
+            else:  # gone without a word: a crash or a hang
+                tel.close()
+                client.closed = True
             return
         body = tel.create_request(now)
         if body is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -52,13 +53,15 @@ async def drive(
     progress: Callable[[FleetStats], Any] | None = None,
     progress_every_s: float = 1.0,
     max_start_spread_s: float | None = None,
+    stop: threading.Event | None = None,
 ) -> FleetStats:
     """Drive every client over its own TCP connection to ``host:port`` in real time for ``duration_s``:
     ApiVersions v3 (the client's software name and version), Metadata, then GetTelemetrySubscriptions /
     PushTelemetry as its :class:`~kip714.ClientTelemetry` schedules them, and at the end the terminating
     push. Client starts are spread over ``min(start_spread_ms, duration/4)``. Every connect, request and
     close is bounded by its timeout, and the whole run by ``duration_s`` plus those timeouts. Only
-    loopback hosts unless ``allow_remote``."""
+    loopback hosts unless ``allow_remote``. ``stop`` (a ``threading.Event``) ends the run early: every client
+    then closes as at the end (a terminating push, within one push interval)."""
     if not allow_remote and not is_loopback(host):
         raise ValueError(
             f"{host!r} is not a loopback address; pass allow_remote=True (--allow-remote) to simulate against it"
@@ -82,6 +85,7 @@ async def drive(
                 t_start + spread * (c.start_offset_ms / max(1, fleet.start_spread_ms)),
                 stop_at,
                 timeouts,
+                stop,
             )
         )
         for c in fleet.clients
@@ -125,6 +129,7 @@ async def _client(
     start_at: float,
     stop_at: float,
     timeouts: tuple[float, float, float],
+    stop: threading.Event | None = None,
 ) -> None:
     connect_timeout, request_timeout, close_timeout = timeouts
     loop = asyncio.get_running_loop()
@@ -156,10 +161,13 @@ async def _client(
         client.start(fleet, time.time_ns, now_ms())
         fleet.stats.started += 1
         tel = client.telemetry
+        assert tel is not None  # start() made it
         request_timeout_ms = int(request_timeout * 1000)
+        if client.leave_after_ms is not None:  # a client told to leave early
+            stop_at = min(stop_at, loop.time() + client.leave_after_ms / 1000.0)
         while True:
             remaining = stop_at - loop.time()
-            if remaining <= 0 or not tel.enabled:
+            if remaining <= 0 or not tel.enabled or (stop is not None and stop.is_set()):
                 break
             wait = tel.time_to_next_update(request_timeout_ms, now_ms())
             if wait > 0:
@@ -171,6 +179,10 @@ async def _client(
                 continue
             if not await _exchange(fleet, conn, client, body, request_timeout, now_ms):
                 break
+        if client.leave_after_ms is not None and not client.leave_cleanly and client.leaving(now_ms()):
+            tel.close()  # gone without a terminating push: a crash or a hang
+            client.closed = True
+            return
         if tel.enabled and tel.initiate_close(now_ms()):
             body = tel.create_request(now_ms())
             if body is not None:

@@ -1,0 +1,80 @@
+"""PromQL over what kip714 exports: the Prometheus name of a telemetry metric (the exporter's own mapping),
+and the client identity that dashboards and alert rules group by — the broker-added labels the exporter
+puts on every series (``--prometheus-labels``), so that both follow whatever an operator chose."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..client.catalog import metric_info
+from ..sinks.labels import DEFAULT_LABELS, parse_labels
+from ..sinks.prometheus.names import metric_name
+
+__all__ = ["Clients", "prom_name"]
+
+
+def prom_name(telemetry_name: str) -> str:
+    """The Prometheus name kip714's exporter gives a telemetry metric kip714 knows (monotonic sums end in
+    ``_total``; the sum :data:`~kip714.client.catalog.NON_MONOTONIC_SUMS` names is a gauge)."""
+    info = metric_info(telemetry_name)
+    if info is None:
+        raise KeyError(f"{telemetry_name} is not a metric kip714 knows (kip714.client.catalog)")
+    return metric_name(telemetry_name, "", info.kind, info.kind == "sum" and info.monotonic)
+
+
+class Clients:
+    """The labels that tell client instances apart on kip714's series: the broker-added labels chosen with
+    ``--prometheus-labels`` (default ``client_id,client_instance_id``).
+
+    ``by()`` groups by them (and extra labels), ``on()`` matches on them, ``legend()`` and ``name()`` say
+    which client a series or an alert is about, ``selector()`` filters by the dashboards' variables."""
+
+    def __init__(self, labels: str | Iterable[str] = DEFAULT_LABELS) -> None:
+        self.labels: tuple[str, ...] = parse_labels(labels)
+
+    def _join(self, extra: Sequence[str]) -> str:
+        return ", ".join(dict.fromkeys([*self.labels, *extra]))
+
+    def by(self, *extra: str) -> str:
+        """``by (client_id, client_instance_id, EXTRA…)``, or ``by ()`` when there is nothing to group by."""
+        return f"by ({self._join(extra)})"
+
+    def on(self, *extra: str) -> str:
+        """``on (client_id, client_instance_id, EXTRA…)``."""
+        return f"on ({self._join(extra)})"
+
+    def agg(self, op: str, expr: str, *extra: str) -> str:
+        """``OP by (identity, EXTRA…) (EXPR)``."""
+        return f"{op} {self.by(*extra)} ({expr})"
+
+    @property
+    def has_client_id(self) -> bool:
+        return "client_id" in self.labels
+
+    def legend(self, *extra: str) -> str:
+        """A Grafana legend naming the client (its id, else its instance id, else the first label) and the
+        extra labels."""
+        first = next((n for n in ("client_id", "client_instance_id", *self.labels) if n in self.labels), None)
+        parts = ([f"{{{{{first}}}}}"] if first else []) + [f"{{{{{e}}}}}" for e in extra]
+        return " ".join(parts) if parts else "{{job}}"
+
+    def name(self) -> str:
+        """An alert template naming the client: ``{{ $labels.client_id }} (instance {{ … }})``."""
+        parts = []
+        if "client_id" in self.labels:
+            parts.append("{{ $labels.client_id }}")
+        if "client_instance_id" in self.labels:
+            parts.append(
+                "(instance {{ $labels.client_instance_id }})" if parts else "instance {{ $labels.client_instance_id }}"
+            )
+        for n in self.labels:
+            if n not in ("client_id", "client_instance_id") and len(parts) < 1:
+                parts.append(f"{n} {{{{ $labels.{n} }}}}")
+        return " ".join(parts) if parts else "a client (kip714 exports no client labels: --prometheus-labels '')"
+
+    def selector(self, **extra: str) -> str:
+        """A label selector: ``client_id=~"$client_id"`` when the client id is a label, plus ``extra``
+        (already quoted matchers, e.g. ``kafka_node_role='="broker"'``)."""
+        parts = ['client_id=~"$client_id"'] if self.has_client_id else []
+        parts += [f"{k}{v}" for k, v in extra.items()]
+        return "{" + ", ".join(parts) + "}" if parts else ""
