@@ -53,7 +53,7 @@ def _recorded_switches() -> dict:
 
 def _record_switches(names) -> None:
     recorded = _recorded_switches()
-    recorded.update({name: SWITCHES for name in names})
+    recorded.update(dict.fromkeys(names, SWITCHES))
     SWITCHES_FILE.parent.mkdir(parents=True, exist_ok=True)
     SWITCHES_FILE.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
 
@@ -88,7 +88,8 @@ class BuildExt(build_ext):
         jobs = self.parallel or 0
         recorded = _recorded_switches()
         made = _cythonize([e for e in self.extensions if _stale(e, recorded)], True, jobs) + _cythonize(
-            [e for e in self.extensions if not _stale(e, recorded)], False, jobs)
+            [e for e in self.extensions if not _stale(e, recorded)], False, jobs
+        )
         by_name = {e.name: e for e in made}
         for ext in self.extensions:  # the C sources (and Cython's depends) onto the objects build_ext set up
             for key, value in vars(by_name[ext.name]).items():
@@ -141,8 +142,14 @@ def _stale(ext: Extension, recorded: dict) -> bool:
 def _cythonize(exts: list, force: bool, jobs: int) -> list:
     if not exts:
         return []
-    return cythonize(exts, include_path=[str(COMMON)], compiler_directives=directives, annotate=annotate,
-                     nthreads=jobs if jobs > 1 else 0, force=force)
+    return cythonize(
+        exts,
+        include_path=[str(COMMON)],
+        compiler_directives=directives,
+        annotate=annotate,
+        nthreads=jobs if jobs > 1 else 0,
+        force=force,
+    )
 
 
 # the .pyx modules; BuildExt cythonizes them when extensions are built

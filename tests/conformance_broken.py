@@ -24,9 +24,15 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-KP = {name: type(name, (ApiMessage,), {}, load_json=kp_schemas) for name in (
-    "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse", "PushTelemetryRequest",
-    "PushTelemetryResponse")}
+KP = {
+    name: type(name, (ApiMessage,), {}, load_json=kp_schemas)
+    for name in (
+        "GetTelemetrySubscriptionsRequest",
+        "GetTelemetrySubscriptionsResponse",
+        "PushTelemetryRequest",
+        "PushTelemetryResponse",
+    )
+}
 
 #: The defects, each the opposite of one KIP-714 duty, and the scenario that must catch it.
 DEFECTS = {
@@ -145,8 +151,11 @@ class BrokenClient:
         while time.monotonic() < end:
             if conn is None:
                 conn = _Conn(brokers[attempt % len(brokers)])
-                conn.call(ApiVersionsRequest(version=3, client_software_name="broken-client",
-                                             client_software_version="1.0"), None, 3)
+                conn.call(
+                    ApiVersionsRequest(version=3, client_software_name="broken-client", client_software_version="1.0"),
+                    None,
+                    3,
+                )
                 meta = conn.call(MetadataRequest(version=12, topics=[]), MetadataResponse, 12)
                 brokers = [(b.host, b.port) for b in meta.brokers] or brokers
                 if self.defect == "new_instance_id_per_connection" and iid != _ZERO:
@@ -160,8 +169,11 @@ class BrokenClient:
             now = time.monotonic()
             try:
                 if mode == "get":
-                    resp = conn.call(KP["GetTelemetrySubscriptionsRequest"](version=0, client_instance_id=iid),
-                                     KP["GetTelemetrySubscriptionsResponse"], 0)
+                    resp = conn.call(
+                        KP["GetTelemetrySubscriptionsRequest"](version=0, client_instance_id=iid),
+                        KP["GetTelemetrySubscriptionsResponse"],
+                        0,
+                    )
                     if resp.error_code:
                         next_at = now + (sub.push_interval_ms if sub else 30000) / 1000
                         continue
@@ -177,7 +189,7 @@ class BrokenClient:
                     pushes += 1
                     code = self._push(conn, iid, sub, pushes, terminating=False)
                     interval = sub.push_interval_ms / 1000
-                    if code == 0 or code == 117 and self.defect == "no_reget_after_unknown_subscription":
+                    if code == 0 or (code == 117 and self.defect == "no_reget_after_unknown_subscription"):
                         next_at = time.monotonic() + interval
                     elif code in (117, 76):
                         mode, next_at = "get", time.monotonic()
@@ -185,7 +197,7 @@ class BrokenClient:
                         next_at = time.monotonic() + interval
                     elif code in (42, 87):
                         mode = "stopped"
-                    else:   # 89, 118 and anything else: Get again after the interval
+                    else:  # 89, 118 and anything else: Get again after the interval
                         mode, next_at = "get", time.monotonic() + interval
             except (OSError, ConnectionError, ValueError):
                 conn.close()
@@ -198,8 +210,11 @@ class BrokenClient:
                 code = self._push(conn, iid, sub, pushes, terminating=True)
                 if code == 117 and self.on_terminating_117 != "abandon":
                     if self.on_terminating_117 == "resubscribe":
-                        sub = conn.call(KP["GetTelemetrySubscriptionsRequest"](version=0, client_instance_id=iid),
-                                        KP["GetTelemetrySubscriptionsResponse"], 0)
+                        sub = conn.call(
+                            KP["GetTelemetrySubscriptionsRequest"](version=0, client_instance_id=iid),
+                            KP["GetTelemetrySubscriptionsResponse"],
+                            0,
+                        )
                     self._push(conn, iid, sub, pushes + 1, terminating=True)
             except (OSError, ConnectionError, ValueError):
                 pass
@@ -218,8 +233,14 @@ class BrokenClient:
             if self.defect == "null_payload_when_nothing_matches":
                 blob = None
         if blob and len(blob) > sub.telemetry_max_bytes and self.defect != "ignores_max_bytes":
-            ctype, blob = _NONE, b""   # fit by dropping the metrics
-        request = KP["PushTelemetryRequest"](version=0, client_instance_id=iid, subscription_id=sub.subscription_id,
-                                             terminating=terminating, compression_type=ctype, metrics=blob)
+            ctype, blob = _NONE, b""  # fit by dropping the metrics
+        request = KP["PushTelemetryRequest"](
+            version=0,
+            client_instance_id=iid,
+            subscription_id=sub.subscription_id,
+            terminating=terminating,
+            compression_type=ctype,
+            metrics=blob,
+        )
         resp = conn.call(request, KP["PushTelemetryResponse"], 0)
         return int(resp.error_code)

@@ -123,8 +123,14 @@ SPARK_WORKER_MODULES = {"test_report"}
 #: test reads (test_prometheus_server), or module-scoped inputs that cost seconds to make (bombs, a bomb
 #: report from a child process, the conformance lab's runs against librdkafka and broken clients, the
 #: operations stack: a real Prometheus scraping kip714 serve and proxy for a minute)
-MODULE_GROUPS = {"test_prometheus_server", "test_codec", "test_limits", "test_conformance", "test_conformance_broken",
-                 "test_operations_prometheus"}
+MODULE_GROUPS = {
+    "test_prometheus_server",
+    "test_codec",
+    "test_limits",
+    "test_conformance",
+    "test_conformance_broken",
+    "test_operations_prometheus",
+}
 _GROUP = pytest.StashKey[str]()
 _GROUPS_FILE = pytest.StashKey[pathlib.Path]()
 
@@ -166,8 +172,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         item.add_marker(getattr(pytest.mark, tier))
         module = pathlib.Path(str(item.fspath)).stem
-        if ("spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark_session")
-                or module in SPARK_WORKER_MODULES):
+        if (
+            "spark" in getattr(item, "fixturenames", ())
+            or item.get_closest_marker("spark_session")
+            or module in SPARK_WORKER_MODULES
+        ):
             item.stash[_GROUP] = SPARK_GROUP
         elif module in MODULE_GROUPS:
             item.stash[_GROUP] = module
@@ -176,8 +185,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("kip714_untiered"):
-        pytest.fail(f"{pathlib.Path(str(item.fspath)).name} has no tier: add it to TIERS in tests/conftest.py "
-                    f"(one of {', '.join(TIER_NAMES)}), or mark its tests", pytrace=False)
+        pytest.fail(
+            f"{pathlib.Path(str(item.fspath)).name} has no tier: add it to TIERS in tests/conftest.py "
+            f"(one of {', '.join(TIER_NAMES)}), or mark its tests",
+            pytrace=False,
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -188,6 +200,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # ``--dist loadgroup`` runs the tests of a group on one worker, but with pytest 9.2 xdist's own grouping
 # (a suffix it writes into node ids) no longer takes effect (pytest-dev/pytest-xdist#1386). So the workers
 # write each test's group to a file the controller names, and the scheduler below reads it.
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:

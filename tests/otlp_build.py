@@ -69,8 +69,20 @@ def histogram(name, bounds, counts, total, attrs=None, unit="", temporality=DELT
     return m
 
 
-def exp_histogram(name, scale, offset, counts, zero=0, total=0.0, neg_offset=0, neg_counts=(), attrs=None,
-                  temporality=DELTA, start=1, time=2):
+def exp_histogram(
+    name,
+    scale,
+    offset,
+    counts,
+    zero=0,
+    total=0.0,
+    neg_offset=0,
+    neg_counts=(),
+    attrs=None,
+    temporality=DELTA,
+    start=1,
+    time=2,
+):
     m = metrics_pb2.Metric(name=name, unit="s", description="an exponential histogram")
     m.exponential_histogram.aggregation_temporality = temporality
     p = m.exponential_histogram.data_points.add()

@@ -57,7 +57,7 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return True
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 _names = itertools.count()
 
@@ -31,7 +31,7 @@ class AnsweredPushes:
         self.conf = {"debug": "telemetry", "logger": self.logger, "log_level": 7}
 
     class _Handler(logging.Handler):
-        def __init__(self, owner: "AnsweredPushes") -> None:
+        def __init__(self, owner: AnsweredPushes) -> None:
             super().__init__()
             self.owner = owner
 

@@ -37,8 +37,10 @@ class ServerThread:
 
     def call(self, fn):
         """``fn()`` run on the server's loop (to read its state without racing it)."""
+
         async def run():
             return fn()
+
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(self.call_timeout)
 
     def wait_for(self, predicate, timeout: float = 8.0) -> bool:

@@ -35,9 +35,14 @@ class KipProcess:
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         self.args = args
-        self.proc = subprocess.Popen([sys.executable, "-m", "kip714", *args], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **(env or {})})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kip714", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
         self.lines: list[str] = []
         self.out = ""
         self._cond = threading.Condition()
@@ -77,8 +82,10 @@ class KipProcess:
                     i += 1
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
-                    raise AssertionError(f"no log line matching {pattern!r} within {timeout}s "
-                                         f"(exit {self.proc.poll()}):\n" + "\n".join(self.lines[-40:]))
+                    raise AssertionError(
+                        f"no log line matching {pattern!r} within {timeout}s "
+                        f"(exit {self.proc.poll()}):\n" + "\n".join(self.lines[-40:])
+                    )
                 self._cond.wait(min(left, 0.5))
 
     def signal(self, sig: int) -> None:

@@ -9,7 +9,6 @@ import uuid
 import pytest
 
 import kip714
-from kip714._instances import LOOKUP_ABSENT, LOOKUP_LIVE
 from kip714 import (
     ClientInfo,
     ErrorCode,
@@ -18,11 +17,17 @@ from kip714 import (
     SubscriptionRegistry,
     TelemetryBroker,
 )
+from kip714._instances import LOOKUP_ABSENT, LOOKUP_LIVE
 
 E = ErrorCode
 DEFAULT_METRICS = "org.apache.kafka.client.producer.partition.queue.,org.apache.kafka.client.producer.partition.latency"
-CLIENT = ClientInfo(client_id="producer-1", client_software_name="apache-kafka-java",
-                    client_software_version="3.5.2", client_source_address="127.0.0.1", client_source_port=56078)
+CLIENT = ClientInfo(
+    client_id="producer-1",
+    client_software_name="apache-kafka-java",
+    client_software_version="3.5.2",
+    client_source_address="127.0.0.1",
+    client_source_port=56078,
+)
 
 
 class Recorder:
@@ -44,8 +49,14 @@ def make_broker(registry=None, **kw):
 
 def subscribed(interval=30000):
     r = SubscriptionRegistry()
-    r.set("sub-1", {"metrics": DEFAULT_METRICS, "interval.ms": str(interval),
-                    "match": "client_software_name=apache-kafka-java,client_software_version=3.5.*"})
+    r.set(
+        "sub-1",
+        {
+            "metrics": DEFAULT_METRICS,
+            "interval.ms": str(interval),
+            "match": "client_software_name=apache-kafka-java,client_software_version=3.5.*",
+        },
+    )
     return r
 
 
@@ -79,10 +90,13 @@ def test_get_with_a_matching_subscription():
     b = make_broker(subscribed())
     resp = get(b, now=1000)
     assert resp.push_interval_ms == 30000
-    assert resp.requested_metrics == ["org.apache.kafka.client.producer.partition.latency",
-                                      "org.apache.kafka.client.producer.partition.queue."]
-    assert resp.subscription_id == kip714.compute_subscription_id(resp.requested_metrics, 30000,
-                                                                  resp.client_instance_id)
+    assert resp.requested_metrics == [
+        "org.apache.kafka.client.producer.partition.latency",
+        "org.apache.kafka.client.producer.partition.queue.",
+    ]
+    assert resp.subscription_id == kip714.compute_subscription_id(
+        resp.requested_metrics, 30000, resp.client_instance_id
+    )
     other = get(b, now=1000, client=ClientInfo(client_software_name="librdkafka"))
     assert other.requested_metrics == [] and other.push_interval_ms == 300000
 
@@ -110,7 +124,7 @@ def test_get_push_push():
     b = make_broker(subscribed())
     resp = get(b, now=1000)
     inst, sid = resp.client_instance_id, resp.subscription_id
-    assert push(b, inst, sid, now=1000 + 24000)[0].error_code == 0   # early first push after a Get: accepted
+    assert push(b, inst, sid, now=1000 + 24000)[0].error_code == 0  # early first push after a Get: accepted
     assert push(b, inst, sid, now=1000 + 25000)[0].error_code == E.THROTTLING_QUOTA_EXCEEDED
     assert b.instances.get_state(inst.bytes)["last_known_error"] == E.THROTTLING_QUOTA_EXCEEDED
     assert push(b, inst, sid, now=1000 + 24000 + 30000)[0].error_code == 0
@@ -203,10 +217,15 @@ def test_accepted_push_decompresses_and_labels():
     assert r.error_code == 0
     assert payload.data == otlp and payload.content_type == "OTLP" and payload.terminating is False
     assert payload.labels == {
-        "client_instance_id": kip714.kafka_uuid_string(resp.client_instance_id), "client_id": "producer-1",
-        "client_software_name": "apache-kafka-java", "client_software_version": "3.5.2",
-        "client_source_address": "127.0.0.1", "client_source_port": "56078", "principal": "User:ANONYMOUS",
-        "node_id": "7"}
+        "client_instance_id": kip714.kafka_uuid_string(resp.client_instance_id),
+        "client_id": "producer-1",
+        "client_software_name": "apache-kafka-java",
+        "client_software_version": "3.5.2",
+        "client_source_address": "127.0.0.1",
+        "client_source_port": "56078",
+        "principal": "User:ANONYMOUS",
+        "node_id": "7",
+    }
     assert rec.payloads[0][1] is payload and b.metrics()["plugin-export-count"] == 1
 
 
@@ -234,7 +253,10 @@ def test_lru_capacity_bounds_instances():
     b = TelemetryBroker(SubscriptionRegistry(), max_instances=50)
     ids = [get(b, now=1000 + i).client_instance_id for i in range(200)]
     assert b.metrics()["instance-count"] == 50
-    assert b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != LOOKUP_ABSENT and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == LOOKUP_ABSENT
+    assert (
+        b.instances.lookup(ids[-1].bytes, T0 + 2000, 0) != LOOKUP_ABSENT
+        and b.instances.lookup(ids[0].bytes, T0 + 2000, 0) == LOOKUP_ABSENT
+    )
 
 
 def test_threads_share_a_broker():
@@ -290,18 +312,18 @@ def test_background_receiver_never_blocks_and_never_loses_silently(caplog):
     with caplog.at_level(logging.WARNING, logger="kip714.broker"):
         for i in range(6):
             codes.append(push(b, inst, sid, now=30000 * (i + 1), metrics=b"\x0a\x00" + bytes([i]))[0].error_code)
-            if i == 0:      # the worker holds the first payload: the next two fill the queue, three drop
+            if i == 0:  # the worker holds the first payload: the next two fill the queue, three drop
                 assert slow.busy.wait(5)
                 started = _time.perf_counter()
         elapsed = _time.perf_counter() - started
         assert elapsed < 0.1, "exporting must not wait for the slow receiver"
         full = [r.getMessage() for r in caplog.records if "queue is full" in r.getMessage()]
-        assert len(full) == 1, full                     # one line for the whole episode
+        assert len(full) == 1, full  # one line for the whole episode
         slow.gate.set()
         assert bg.flush(5)
         codes.append(push(b, inst, sid, now=30000 * 7, metrics=b"\x0a\x00\x07")[0].error_code)
         assert bg.flush(5)
-    assert codes == [0] * 7                             # never refused
+    assert codes == [0] * 7  # never refused
     dropped = bg.payloads_dropped["queue-full"]
     assert dropped == 3 and len(slow.seen) == 4 and bg.dropped == dropped
     again = [r.getMessage() for r in caplog.records if "takes payloads again" in r.getMessage()]
@@ -333,7 +355,7 @@ def test_bounded_queue_close_counts_what_it_could_not_process(caplog):
     q = Held()
     with caplog.at_level(logging.WARNING, logger="kip714.broker"):
         q.export_metrics(None, 0)
-        assert busy.wait(5)                 # the worker holds item 0: 3 are queued, 6 dropped
+        assert busy.wait(5)  # the worker holds item 0: 3 are queued, 6 dropped
         for i in range(1, 10):
             q.export_metrics(None, i)
         q.close(0.2)
@@ -347,6 +369,7 @@ def test_bounded_queue_close_counts_what_it_could_not_process(caplog):
 
 # ------------------------------------------------------------------- connections (Kafka 4.0+, KAFKA-17778)
 
+
 def test_closing_the_connection_drops_the_instance_created_on_it():
     b = make_broker(subscribed(), cache_expiry_ms=60000)
     resp = b.handle(GetTelemetrySubscriptionsRequest(None), CLIENT, T0, "conn-a")[0]
@@ -354,7 +377,7 @@ def test_closing_the_connection_drops_the_instance_created_on_it():
     assert b.metrics()["instance-count"] == 1
     assert b.connection_closed("conn-a") is True
     assert b.metrics()["instance-count"] == 0
-    assert b.connection_closed("conn-a") is False               # forgotten with the instance
+    assert b.connection_closed("conn-a") is False  # forgotten with the instance
     # the client reconnects and pushes with its old id: a fresh instance, subscription id unchanged,
     # no rate-limit history (a new instance's first push is never throttled)
     resp, _ = b.handle(PushTelemetryRequest(inst, sid, False, 0, b""), CLIENT, T0 + 10, "conn-b")
@@ -370,7 +393,7 @@ def test_an_instance_is_dropped_by_the_connection_that_created_it_even_after_mov
     resp, _ = b.handle(PushTelemetryRequest(inst, sid, False, 0, b""), CLIENT, T0 + 30000, "new")
     assert resp.error_code == 0
     assert b.connection_closed("new") is False
-    assert b.connection_closed("old") is True                     # Kafka's edge case, kept
+    assert b.connection_closed("old") is True  # Kafka's edge case, kept
     assert b.metrics()["instance-count"] == 0
 
 
@@ -379,12 +402,12 @@ def test_recreating_an_instance_on_another_connection_records_that_connection():
     b = make_broker(reg, cache_expiry_ms=60000)
     resp = b.handle(GetTelemetrySubscriptionsRequest(None), CLIENT, T0, "a")[0]
     inst = resp.client_instance_id
-    reg.set("sub-2", {"metrics": "org.apache.kafka.", "interval.ms": "1000"})   # stale: re-created on next use
+    reg.set("sub-2", {"metrics": "org.apache.kafka.", "interval.ms": "1000"})  # stale: re-created on next use
     resp = b.handle(GetTelemetrySubscriptionsRequest(inst), CLIENT, T0 + 10, "b")[0]
     assert resp.error_code == 0 and resp.client_instance_id == inst
     assert b.connection_closed("b") is True
     assert b.metrics()["instance-count"] == 0
-    assert b.connection_closed("a") is False                      # "a" still names inst, which is gone
+    assert b.connection_closed("a") is False  # "a" still names inst, which is gone
 
 
 def test_without_connection_ids_instances_only_expire():
@@ -425,8 +448,16 @@ def test_push_path_keeps_the_instance_id_as_16_bytes(monkeypatch):
     with pytest.raises(AttributeError):
         payload.terminating = True
     # same value whether built from the UUID or the bytes
-    again = type(payload)(inst, payload.terminating, payload.content_type, payload.data, payload.labels,
-                          payload.compression_type, payload.subscription_id, payload.received_at_ms)
+    again = type(payload)(
+        inst,
+        payload.terminating,
+        payload.content_type,
+        payload.data,
+        payload.labels,
+        payload.compression_type,
+        payload.subscription_id,
+        payload.received_at_ms,
+    )
     assert again == payload and hash(again) == hash(payload)
 
 
@@ -437,7 +468,7 @@ def test_an_instance_evicted_before_its_push_is_answered_as_an_unknown_instance(
     registry.set("all", {"metrics": "*", "interval.ms": "60000"})
     broker = make_broker(registry, max_instances=1, telemetry_max_bytes=1 << 20)
     sub, _ = broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 1000)
-    broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 1001)   # evicts the first
+    broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 1001)  # evicts the first
     assert broker.instances.get_state(sub.client_instance_id.bytes) is None
     push = PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, False, 0, b"\x0a\x00")
     assert broker.handle(push, CLIENT, T0 + 1002)[0].error_code == E.NONE
@@ -460,11 +491,12 @@ def test_an_instance_evicted_while_its_push_is_exported_keeps_the_answer():
             broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 2001)  # evicts it
             assert broker.instances.get_state(payload.client_instance_id_bytes) is None
             resp, _ = broker.handle(GetTelemetrySubscriptionsRequest(payload.client_instance_id), CLIENT, T0 + 2002)
-            assert resp.error_code == 0                                                          # back, anew
+            assert resp.error_code == 0  # back, anew
             raise RuntimeError("receiver failure")
 
-    broker = box["broker"] = make_broker(registry, max_instances=1, telemetry_max_bytes=1 << 20,
-                                         receivers=[EvictingThenFailing()])
+    broker = box["broker"] = make_broker(
+        registry, max_instances=1, telemetry_max_bytes=1 << 20, receivers=[EvictingThenFailing()]
+    )
     sub, _ = broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), CLIENT, T0 + 2000)
     push = PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, False, 0, b"\x0a\x00")
     resp, payload = broker.handle(push, CLIENT, T0 + 2000)

@@ -23,8 +23,11 @@ def tree(tmp_path):
     for name in ("setup.py", "pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, tmp_path / name)
     for folder in ("crc", "common"):
-        shutil.copytree(ROOT / "src" / "_native" / folder, tmp_path / "src" / "_native" / folder,
-                        ignore=shutil.ignore_patterns("*.c", "*.html"))
+        shutil.copytree(
+            ROOT / "src" / "_native" / folder,
+            tmp_path / "src" / "_native" / folder,
+            ignore=shutil.ignore_patterns("*.c", "*.html"),
+        )
     (tmp_path / "src" / "kip714").mkdir()
     (tmp_path / "src" / "kip714" / "__init__.py").write_text('__version__ = "0"\n')
     return tmp_path
@@ -33,8 +36,14 @@ def tree(tmp_path):
 def build(tree, **switches) -> pathlib.Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIP714_")}
     env.update({"KIP714_ONLY": "_crc", **switches})
-    proc = subprocess.run([sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (so,) = (tree / "src" / "kip714").glob("_crc*.so")
     return so
@@ -48,12 +57,12 @@ def state(so: pathlib.Path) -> tuple[int, bool]:
 def test_switches_rebuild_a_built_module_only_when_they_change(tree):
     first = state(build(tree))
     assert not first[1]
-    assert state(build(tree)) == first                     # nothing changed: nothing rebuilt
+    assert state(build(tree)) == first  # nothing changed: nothing rebuilt
     debug = state(build(tree, KIP714_DEBUG="1"))
-    assert debug[0] != first[0] and debug[1]               # the switch took effect on the built tree
-    assert state(build(tree, KIP714_DEBUG="1")) == debug   # same switches: no rebuild
+    assert debug[0] != first[0] and debug[1]  # the switch took effect on the built tree
+    assert state(build(tree, KIP714_DEBUG="1")) == debug  # same switches: no rebuild
     release = state(build(tree))
-    assert release[0] != debug[0] and not release[1]       # and back
+    assert release[0] != debug[0] and not release[1]  # and back
     html = tree / "src" / "_native" / "crc" / "_crc.html"
     assert not html.exists()
     build(tree, KIP714_ANNOTATE="1")

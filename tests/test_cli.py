@@ -53,8 +53,9 @@ def test_decode_reports_bad_frames_with_their_kafka_error_code(tmp_path):
     bad = bytearray(good)
     bad[-40:-30] = b"\x00" * 10  # corrupt the lz4 payload
     (tmp_path / "bad.bin").write_bytes(bytes(bad))
-    proc = kip714("decode", "--summary", str(tmp_path / "bad.bin"), str(DATA / "producer_lz4_push_01_lz4.bin"),
-                  check=False)
+    proc = kip714(
+        "decode", "--summary", str(tmp_path / "bad.bin"), str(DATA / "producer_lz4_push_01_lz4.bin"), check=False
+    )
     assert proc.returncode == 1
     assert "error code 87 INVALID_RECORD" in proc.stderr
     assert "producer_lz4_push_01_lz4.bin#0: PushTelemetry" in proc.stdout

@@ -21,8 +21,9 @@ FORBIDDEN = ("kip714.tools", "kip714.spark", "pyspark", "pandas", "matplotlib")
 
 def imported_modules(*argv: str, module: str = "kip714") -> tuple[subprocess.CompletedProcess, list[str]]:
     """Run ``python -X importtime -m MODULE ARGV``: the process and the modules it imported, in order."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *argv], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", module, *argv], capture_output=True, text=True, timeout=120
+    )
     names = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
     return proc, names[1:]  # the first line is the header ("self [us] | cumulative | imported package")
 
@@ -37,19 +38,41 @@ def test_help_imports_neither_tools_nor_spark(argv):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "kip714.cli" in names and forbidden_in(names) == []
     loaded = {n.rsplit(".", 1)[1] for n in names if n.startswith("kip714.cli.") and not n.startswith("kip714.cli._")}
-    wanted = {"--help": set(), "serve": {"serve"}, "proxy": {"proxy", "serve"}}   # proxy shares serve's options
+    wanted = {"--help": set(), "serve": {"serve"}, "proxy": {"proxy", "serve"}}  # proxy shares serve's options
     assert loaded == wanted[argv[0]]
 
 
 def test_serve_and_proxy_at_work_import_neither_tools_nor_spark(tmp_path):
     """serve for a tenth of a second with every core option (a recording, a subscription); the proxy up to
     its first upstream connection (refused: nothing listens on port 1)."""
-    proc, names = imported_modules("serve", "--port", "0", "--duration", "0.1", "--summary-interval", "0",
-                                   "--metrics", "*", "--record", str(tmp_path / "rec"))
+    proc, names = imported_modules(
+        "serve",
+        "--port",
+        "0",
+        "--duration",
+        "0.1",
+        "--summary-interval",
+        "0",
+        "--metrics",
+        "*",
+        "--record",
+        str(tmp_path / "rec"),
+    )
     assert proc.returncode == 0 and "event=stopped" in proc.stderr, proc.stderr[-2000:]
     assert "kip714.endpoint.server" in names and forbidden_in(names) == []
-    proc, names = imported_modules("proxy", "--upstream", "127.0.0.1:1", "--port", "0", "--duration", "0.1",
-                                   "--summary-interval", "0", "--metrics", "*")
+    proc, names = imported_modules(
+        "proxy",
+        "--upstream",
+        "127.0.0.1:1",
+        "--port",
+        "0",
+        "--duration",
+        "0.1",
+        "--summary-interval",
+        "0",
+        "--metrics",
+        "*",
+    )
     assert proc.returncode == 2 and "no upstream bootstrap server answered" in proc.stderr, proc.stderr[-2000:]
     assert "kip714.endpoint.proxy" in names and forbidden_in(names) == []
 
@@ -63,6 +86,7 @@ def test_spark_submit_does_not_go_through_the_command_line():
 
 
 # ------------------------------------------------------------------------------------------ the registry
+
 
 def _choices(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -78,7 +102,7 @@ def _output(argv: list[str]) -> str:
 
 
 def test_top_help_lists_every_command_with_its_help_and_the_exit_statuses():
-    text = " ".join(_output(["--help"]).split())            # argparse wraps the help lines
+    text = " ".join(_output(["--help"]).split())  # argparse wraps the help lines
     for command in cli.COMMANDS:
         assert f"{command.name} {command.help}" in text, command.name
     for code, meaning in cli.EXIT_STATUS.items():

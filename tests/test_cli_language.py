@@ -16,9 +16,9 @@ import uuid
 import pytest
 
 import kip714
-from kip714.cli import EXIT_STATUS, build_parser
 from kip714 import cli
 from kip714._units import duration, parse_duration, parse_size, size
+from kip714.cli import EXIT_STATUS, build_parser
 from kip714.sinks.recorder import OPEN_DIR, ParquetRecorder, read_recording
 
 DATA = pathlib.Path(__file__).parent / "data" / "captures"
@@ -27,8 +27,7 @@ PUSH = DATA / "producer_zstd_push_01_zstd.bin"
 
 def kip714_cli(*args, timeout=120):
     """``python -m kip714 ARGS`` in a process of its own (for what needs one: a run, a pipe, a socket)."""
-    return subprocess.run([sys.executable, "-m", "kip714", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "kip714", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def kip714_here(*args) -> subprocess.CompletedProcess:
@@ -38,7 +37,7 @@ def kip714_here(*args) -> subprocess.CompletedProcess:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             status = cli.main([str(a) for a in args])
-        except SystemExit as exc:       # argparse: usage errors
+        except SystemExit as exc:  # argparse: usage errors
             status = exc.code
     return subprocess.CompletedProcess(["kip714", *args], status, out.getvalue(), err.getvalue())
 
@@ -55,8 +54,20 @@ def one_line_error(proc, status, *needles):
 
 # ------------------------------------------------------------------------------------------ durations
 
-@pytest.mark.parametrize("text,ms", [("90s", 90_000), ("10m", 600_000), ("2h", 7_200_000), ("1h30m", 5_400_000),
-                                     ("500ms", 500), ("2.5", 2500), ("3", 3000), ("1d", 86_400_000)])
+
+@pytest.mark.parametrize(
+    "text,ms",
+    [
+        ("90s", 90_000),
+        ("10m", 600_000),
+        ("2h", 7_200_000),
+        ("1h30m", 5_400_000),
+        ("500ms", 500),
+        ("2.5", 2500),
+        ("3", 3000),
+        ("1d", 86_400_000),
+    ],
+)
 def test_one_duration_syntax(text, ms):
     assert parse_duration(text) == ms
     assert duration(text) == ms / 1000
@@ -77,16 +88,21 @@ def test_sizes():
 
 def test_every_duration_option_takes_the_same_syntax():
     parser = build_parser()
-    for argv, dest in [(["serve", "--duration", "2s"], "duration"), (["serve", "--idle-timeout", "10m"], "idle_timeout"),
-                       (["serve", "--summary-interval", "1.5"], "summary_interval"),
-                       (["serve", "--record-roll-interval", "1h"], "record_roll_interval"),
-                       (["simulate", "--duration", "2h"], "duration"), (["demo", "--duration", "3s"], "duration"),
-                       (["demo", "--seconds", "3"], "duration")]:
+    for argv, dest in [
+        (["serve", "--duration", "2s"], "duration"),
+        (["serve", "--idle-timeout", "10m"], "idle_timeout"),
+        (["serve", "--summary-interval", "1.5"], "summary_interval"),
+        (["serve", "--record-roll-interval", "1h"], "record_roll_interval"),
+        (["simulate", "--duration", "2h"], "duration"),
+        (["demo", "--duration", "3s"], "duration"),
+        (["demo", "--seconds", "3"], "duration"),
+    ]:
         got = getattr(parser.parse_args(argv), dest)
         assert got == duration(argv[-1]), argv
 
 
 # ------------------------------------------------------------------------------------------ --help
+
 
 def _subparsers(parser):
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -120,6 +136,7 @@ def test_pipeline_help_names_the_working_spark_submit_entry_point():
 
 # ------------------------------------------------------------------------------------------ errors
 
+
 def test_missing_file_is_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     proc = kip714_here("decode", "nonexist.bin")
@@ -140,9 +157,14 @@ def test_truncated_file_is_named(tmp_path):
 
 def test_closed_pipe_is_quiet(tmp_path):
     files = " ".join(str(p) for p in sorted(DATA.glob("*_push_*.bin")))
-    proc = subprocess.run(f"{sys.executable} -m kip714 decode --json {files} | head -2; "
-                          'echo "status=${PIPESTATUS[0]}"', shell=True, executable="/bin/bash",
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        f'{sys.executable} -m kip714 decode --json {files} | head -2; echo "status=${{PIPESTATUS[0]}}"',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = proc.stdout.splitlines()
     assert len(lines) == 3 and json.loads(lines[0])["api_key"] == 72
     assert lines[-1] == "status=141"
@@ -188,6 +210,7 @@ def test_decode_prints_kafka_instance_id_text():
 
 # ------------------------------------------------------------------------------------------ serve, simulate
 
+
 def test_serve_without_a_subscription_says_so():
     proc = kip714_cli("serve", "--port", "0", "--duration", "0.3s")
     assert proc.returncode == 0, proc.stderr
@@ -223,8 +246,9 @@ def test_simulate_connect_last_progress_line_matches_the_summary():
     assert ready.wait(10)
     lines = []
     try:
-        stats = Fleet(2, 2, seed=1).run_tcp("127.0.0.1", server.port, 1.5, progress=lambda st: lines.append(
-            st.progress_line()))
+        stats = Fleet(2, 2, seed=1).run_tcp(
+            "127.0.0.1", server.port, 1.5, progress=lambda st: lines.append(st.progress_line())
+        )
     finally:
         asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
@@ -235,9 +259,15 @@ def test_simulate_connect_last_progress_line_matches_the_summary():
 
 # ------------------------------------------------------------------------------------------ recordings
 
+
 def _row(i):
-    return {"received_at_ms": i, "client_instance_id": "x", "error_code": 0, "payload": b"p" * 100,
-            "compression_type": 0}
+    return {
+        "received_at_ms": i,
+        "client_instance_id": "x",
+        "error_code": 0,
+        "payload": b"p" * 100,
+        "compression_type": 0,
+    }
 
 
 def test_recorder_rolls_by_time_and_keeps_rows_durable(tmp_path):
@@ -293,6 +323,7 @@ def test_serve_rolls_recordings_once_per_interval(tmp_path):
 
 # ------------------------------------------------------------------------------------------ responses
 
+
 def test_decode_response_reads_what_encode_response_writes():
     resp = kip714.PushTelemetryResponse(throttle_time_ms=7, error_code=0)
     wire = kip714.encode_response(9, resp, 0)
@@ -305,11 +336,14 @@ def test_decode_response_reads_what_encode_response_writes():
         kip714.decode_response(wire[:-1], 72, 0, size_prefixed=True)
 
 
-@pytest.mark.parametrize("body", [
-    kip714.PushTelemetryRequest(client_instance_id=uuid.UUID(int=5), metrics=b"x" * 300),
-    kip714.GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)),
-    kip714.wire.ApiVersionsRequest(client_software_name="a", client_software_version="1"),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        kip714.PushTelemetryRequest(client_instance_id=uuid.UUID(int=5), metrics=b"x" * 300),
+        kip714.GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)),
+        kip714.wire.ApiVersionsRequest(client_software_name="a", client_software_version="1"),
+    ],
+)
 def test_decode_request_says_when_a_frame_still_has_its_size_prefix(body):
     wire = kip714.encode_request(body, 9, "client")
     assert kip714.decode_request(wire[4:]).body == body
@@ -326,19 +360,26 @@ def test_no_annotations_name_in_the_public_api():
     assert "annotations" not in kip714.__all__ and not hasattr(kip714, "annotations")
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["serve", "--port", "70000"], "argument --port: a port must be 0-65535, got 70000"),
-    (["serve", "--port", "-1"], "argument --port: a port must be 0-65535, got -1"),
-    (["serve", "--advertised-port", "0"], "argument --advertised-port: a port clients connect to must be 1-65535"),
-    (["serve", "--node-id", "-5"], "argument --node-id: a node id must be 0-2147483647, got -5"),
-    (["proxy", "--upstream", "127.0.0.1:1", "--broker-port-base", "65536"], "argument --broker-port-base"),
-    (["simulate", "--node-id", "x"], "argument --node-id: not a whole number: 'x'"),
-    (["proxy", "--upstream", "127.0.0.1:1", "--advertised-host", "proxy.example.com:9999"],
-     "argument --advertised-host: give the host only, without a port"),
-    (["serve", "--advertised-host", "bad host"], "argument --advertised-host: not a host name"),
-    (["proxy", "--upstream", "127.0.0.1:1", "--telemetry", "off", "--record", "rec"],
-     "--telemetry off forwards telemetry untouched: --record would receive nothing"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["serve", "--port", "70000"], "argument --port: a port must be 0-65535, got 70000"),
+        (["serve", "--port", "-1"], "argument --port: a port must be 0-65535, got -1"),
+        (["serve", "--advertised-port", "0"], "argument --advertised-port: a port clients connect to must be 1-65535"),
+        (["serve", "--node-id", "-5"], "argument --node-id: a node id must be 0-2147483647, got -5"),
+        (["proxy", "--upstream", "127.0.0.1:1", "--broker-port-base", "65536"], "argument --broker-port-base"),
+        (["simulate", "--node-id", "x"], "argument --node-id: not a whole number: 'x'"),
+        (
+            ["proxy", "--upstream", "127.0.0.1:1", "--advertised-host", "proxy.example.com:9999"],
+            "argument --advertised-host: give the host only, without a port",
+        ),
+        (["serve", "--advertised-host", "bad host"], "argument --advertised-host: not a host name"),
+        (
+            ["proxy", "--upstream", "127.0.0.1:1", "--telemetry", "off", "--record", "rec"],
+            "--telemetry off forwards telemetry untouched: --record would receive nothing",
+        ),
+    ],
+)
 def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):
     # uvloop took --port 70000 modulo 65536 and listened on 4464; asyncio raised OverflowError (status 1)
     proc = kip714_here(*args, "--duration", "1")
@@ -351,30 +392,72 @@ def test_tls_files_are_named_in_errors(tmp_path):
     cert, key = make_cert(tmp_path)
     (tmp_path / "cert-only.pem").write_text(pathlib.Path(cert).read_text())
     serve = ["serve", "--metrics", "*", "--port", "0", "--duration", "1"]
-    one_line_error(kip714_here(*serve, "--tls-cert", str(tmp_path / "nonexist.pem")), 2,
-                   "kip714 serve: --tls-cert", "nonexist.pem: no such file", "INVALID_CONFIG")
-    one_line_error(kip714_here(*serve, "--tls-cert", str(tmp_path / "cert-only.pem")), 2,
-                   "--tls-cert", "cert-only.pem", "cannot load a certificate chain and its private key",
-                   "without --tls-key")
-    one_line_error(kip714_here(*serve, "--tls-cert", cert, "--tls-key", str(tmp_path / "nokey.pem")), 2,
-                   "--tls-key", "nokey.pem: no such file")
+    one_line_error(
+        kip714_here(*serve, "--tls-cert", str(tmp_path / "nonexist.pem")),
+        2,
+        "kip714 serve: --tls-cert",
+        "nonexist.pem: no such file",
+        "INVALID_CONFIG",
+    )
+    one_line_error(
+        kip714_here(*serve, "--tls-cert", str(tmp_path / "cert-only.pem")),
+        2,
+        "--tls-cert",
+        "cert-only.pem",
+        "cannot load a certificate chain and its private key",
+        "without --tls-key",
+    )
+    one_line_error(
+        kip714_here(*serve, "--tls-cert", cert, "--tls-key", str(tmp_path / "nokey.pem")),
+        2,
+        "--tls-key",
+        "nokey.pem: no such file",
+    )
     # an option that would be ignored is refused instead
-    one_line_error(kip714_here(*serve, "--prometheus-tls-cert", cert, "--prometheus-tls-key", key), 2,
-                   "--prometheus-tls-cert needs --prometheus")
+    one_line_error(
+        kip714_here(*serve, "--prometheus-tls-cert", cert, "--prometheus-tls-key", key),
+        2,
+        "--prometheus-tls-cert needs --prometheus",
+    )
     # in a process of its own: the exporter has started when its certificate fails to load
-    one_line_error(kip714_cli(*serve, "--prometheus", "127.0.0.1:0", "--prometheus-tls-cert",
-                              str(tmp_path / "cert-only.pem")), 2,
-                   "--prometheus-tls-cert", "cert-only.pem", "without --prometheus-tls-key")
-    one_line_error(kip714_here("proxy", "--upstream", "127.0.0.1:1", "--port", "0", "--upstream-tls",
-                              "--upstream-ca", str(tmp_path / "ca.pem"), "--duration", "1"), 2,
-                   "--upstream-ca", "ca.pem: no such file")
+    one_line_error(
+        kip714_cli(*serve, "--prometheus", "127.0.0.1:0", "--prometheus-tls-cert", str(tmp_path / "cert-only.pem")),
+        2,
+        "--prometheus-tls-cert",
+        "cert-only.pem",
+        "without --prometheus-tls-key",
+    )
+    one_line_error(
+        kip714_here(
+            "proxy",
+            "--upstream",
+            "127.0.0.1:1",
+            "--port",
+            "0",
+            "--upstream-tls",
+            "--upstream-ca",
+            str(tmp_path / "ca.pem"),
+            "--duration",
+            "1",
+        ),
+        2,
+        "--upstream-ca",
+        "ca.pem: no such file",
+    )
 
 
 def test_a_busy_port_names_the_listener():
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        one_line_error(kip714_cli("serve", "--metrics", "*", "--port", str(port), "--duration", "1"), 2,
-                       f"kip714 serve: cannot listen on 127.0.0.1:{port}: address already in use")
-        one_line_error(kip714_cli("serve", "--metrics", "*", "--port", "0", "--prometheus", f"127.0.0.1:{port}",
-                                  "--duration", "1"), 2,
-                       f"kip714 serve: --prometheus 127.0.0.1:{port}: cannot listen: address already in use")
+        one_line_error(
+            kip714_cli("serve", "--metrics", "*", "--port", str(port), "--duration", "1"),
+            2,
+            f"kip714 serve: cannot listen on 127.0.0.1:{port}: address already in use",
+        )
+        one_line_error(
+            kip714_cli(
+                "serve", "--metrics", "*", "--port", "0", "--prometheus", f"127.0.0.1:{port}", "--duration", "1"
+            ),
+            2,
+            f"kip714 serve: --prometheus 127.0.0.1:{port}: cannot listen: address already in use",
+        )

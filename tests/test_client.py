@@ -23,6 +23,7 @@ from kip714 import (
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
+from kip714.client.otlp_encode import MetricsCollector, MetricSelector
 from kip714.client.telemetry import (
     ALL_COMPRESSION_TYPES,
     DEFAULT_PUSH_INTERVAL_MS,
@@ -37,7 +38,6 @@ from kip714.client.telemetry import (
     push_jitter_ms,
     validate_interval_ms,
 )
-from kip714.client.otlp_encode import MetricsCollector, MetricSelector
 from kip714.otlp.reference import flatten
 
 St = ClientTelemetryState
@@ -62,7 +62,7 @@ def test_choose_compression():
     assert choose_compression([4, 3, 1, 2], supported=[1, 2]) is CompressionType.GZIP
     assert choose_compression([4], supported=[0, 1, 2, 3]) is CompressionType.NONE
     assert accepted_compression_types([1, 3, 2, 4, 0, -1]) == (1, 3, 2, 4, 0)  # ClientTelemetryUtilsTest: 5 types
-    assert ALL_COMPRESSION_TYPES == tuple(CompressionType)
+    assert tuple(CompressionType) == ALL_COMPRESSION_TYPES
 
 
 PAYLOAD = (b"\x0a\x00" + bytes(range(256))) * 300  # ~77 KB: several snappy chunks and lz4 blocks
@@ -73,8 +73,8 @@ def _xerial_chunks(data: bytes) -> list[bytes]:
     assert struct.unpack(">ii", data[8:16]) == (1, 1)
     pos, chunks = 16, []
     while pos < len(data):
-        (n,) = struct.unpack(">i", data[pos:pos + 4])
-        chunks.append(data[pos + 4:pos + 4 + n])
+        (n,) = struct.unpack(">i", data[pos : pos + 4])
+        chunks.append(data[pos + 4 : pos + 4 + n])
         pos += 4 + n
     assert pos == len(data)
     return chunks
@@ -226,12 +226,29 @@ class Collector(MetricsCollector):
         super().reset()
 
 
-def get_response(error=0, *, instance=INSTANCE, interval=10_000, metrics=("*",), delta=True,
-                 accepted=(4, 3, 1, 2), sub_id=24301, max_bytes=1_048_576, throttle=0):
+def get_response(
+    error=0,
+    *,
+    instance=INSTANCE,
+    interval=10_000,
+    metrics=("*",),
+    delta=True,
+    accepted=(4, 3, 1, 2),
+    sub_id=24301,
+    max_bytes=1_048_576,
+    throttle=0,
+):
     return GetTelemetrySubscriptionsResponse(
-        throttle_time_ms=throttle, error_code=error, client_instance_id=instance, subscription_id=sub_id,
-        accepted_compression_types=list(accepted), push_interval_ms=interval, telemetry_max_bytes=max_bytes,
-        delta_temporality=delta, requested_metrics=list(metrics))
+        throttle_time_ms=throttle,
+        error_code=error,
+        client_instance_id=instance,
+        subscription_id=sub_id,
+        accepted_compression_types=list(accepted),
+        push_interval_ms=interval,
+        telemetry_max_bytes=max_bytes,
+        delta_temporality=delta,
+        requested_metrics=list(metrics),
+    )
 
 
 def new_client(**kw):
@@ -356,9 +373,16 @@ def test_delta_temporality_change_resets_the_collector():
 
 # error actions, for both responses, on a fake clock ------------------------------------------------------
 
-DISABLING = [ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_RECORD, ErrorCode.UNSUPPORTED_VERSION,
-             ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.CORRUPT_MESSAGE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-             ErrorCode.INVALID_CONFIG, 12345]
+DISABLING = [
+    ErrorCode.INVALID_REQUEST,
+    ErrorCode.INVALID_RECORD,
+    ErrorCode.UNSUPPORTED_VERSION,
+    ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ErrorCode.INVALID_CONFIG,
+    12345,
+]
 
 
 @pytest.mark.parametrize("code", DISABLING, ids=str)
@@ -507,8 +531,10 @@ def test_terminating_push_sequence():
     assert isinstance(push, PushTelemetryRequest) and push.terminating
     assert push.client_instance_id == INSTANCE and push.compression_type == CompressionType.ZSTD
     rows = flatten(kip714._codec.decompress(bytes(push.metrics), 4, 1 << 20))
-    assert {r["metric"] for r in rows} == {"org.apache.kafka.producer.connection.creation.total",
-                                          "org.apache.kafka.producer.record.queue.time.max"}  # a normal payload
+    assert {r["metric"] for r in rows} == {
+        "org.apache.kafka.producer.connection.creation.total",
+        "org.apache.kafka.producer.record.queue.time.max",
+    }  # a normal payload
     assert t.state is St.TERMINATING_PUSH_IN_PROGRESS
     assert t.time_to_next_update(TIMEOUT, due + 10) == LONG_MAX
     assert t.create_request(due + 10) is None
@@ -673,9 +699,15 @@ def test_random_driving_keeps_invariants(seed):
                 assert req is None
         elif op < 0.55:
             code = rng.choice([0, 0, 0, 117, 76, 118, 89, 42])
-            t.handle_response(get_response(error=code, interval=rng.choice([0, 1_000, 60_000]),
-                                           metrics=rng.choice([("*",), (), ("org.apache.kafka.producer.",)]),
-                                           delta=rng.random() < 0.5), now)
+            t.handle_response(
+                get_response(
+                    error=code,
+                    interval=rng.choice([0, 1_000, 60_000]),
+                    metrics=rng.choice([("*",), (), ("org.apache.kafka.producer.",)]),
+                    delta=rng.random() < 0.5,
+                ),
+                now,
+            )
         elif op < 0.8:
             t.handle_response(PushTelemetryResponse(error_code=rng.choice([0, 0, 0, 117, 118, 89, 87])), now)
         elif op < 0.87:

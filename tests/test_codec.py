@@ -25,11 +25,11 @@ import lz4.block
 import lz4.frame
 import pytest
 import zstandard
+from examples import examples
+from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from examples import examples
 from opentelemetry.proto.metrics.v1 import metrics_pb2
-from google.protobuf import json_format
 
 from kip714 import _codec
 from kip714._codec import compress, decompress, detect_framing, xxh32
@@ -124,7 +124,7 @@ def otlp_like(target: int, seed: int = 1) -> bytes:
     return b"".join(parts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mixed_bytes(n: int, seed: int = 0) -> bytes:
     """Half random, half repetitive: compressible but not trivially."""
     rnd = random.Random(seed)
@@ -394,7 +394,7 @@ def test_compress_levels():
     for level in (None, -5, 1, 3, 19, 22):
         assert decompress(compress(data, 4, level), 4, len(data)) == data
     for ctype, bad in ((1, 10), (1, -2), (3, 0), (3, 18), (4, 23), (0, 1), (2, 1)):
-        with pytest.raises(InvalidConfigError) as info:      # INVALID_CONFIG, as Kafka's config check
+        with pytest.raises(InvalidConfigError) as info:  # INVALID_CONFIG, as Kafka's config check
             compress(data, ctype, bad)
         assert info.value.error_code.name == "INVALID_CONFIG"
     with pytest.raises(TypeError):
@@ -484,6 +484,7 @@ def test_compress_output_is_readable_by_independent_decoders(size):
 
 
 # -------------------------------------------------------------------- payloads from independent encoders
+
 
 @pytest.fixture(scope="module")
 def payload():
@@ -605,12 +606,12 @@ def snappy_block_reference(block: bytes) -> bytes:
                 nb = ln - 59
                 if len(block) - i < nb:
                     raise ValueError("literal length truncated")
-                ln = int.from_bytes(block[i:i + nb], "little")
+                ln = int.from_bytes(block[i : i + nb], "little")
                 i += nb
             ln += 1
             if ln > len(block) - i or len(out) + ln > n:
                 raise ValueError("literal out of bounds")
-            out += block[i:i + ln]
+            out += block[i : i + ln]
             i += ln
             continue
         nb = {1: 1, 2: 2, 3: 4}[tag & 3]
@@ -619,7 +620,7 @@ def snappy_block_reference(block: bytes) -> bytes:
         if tag & 3 == 1:
             ln, off = 4 + ((tag >> 2) & 7), (tag >> 5) << 8 | block[i]
         else:
-            ln, off = (tag >> 2) + 1, int.from_bytes(block[i:i + nb], "little")
+            ln, off = (tag >> 2) + 1, int.from_bytes(block[i : i + nb], "little")
         i += nb
         if off == 0 or off > len(out) or len(out) + ln > n:
             raise ValueError("copy out of bounds")
@@ -641,7 +642,7 @@ def test_snappy_blocks_match_the_format_reference():
         for n in (1, 4, 8, 11, 16, 17, 64):
             seeds.append(bytes([20 + n]) + b"\x4c" + lit + bytes([(n - 1) << 2 | 2]) + struct.pack("<H", off))
             seeds.append(bytes([20 + n]) + b"\x4c" + lit + struct.pack("<BI", (n - 1) << 2 | 3, off))
-        seeds.append(b"\x18\x4c" + lit + bytes([(off >> 8) << 5 | 1]) + bytes([off]))    # 1-byte offset, 4 bytes
+        seeds.append(b"\x18\x4c" + lit + bytes([(off >> 8) << 5 | 1]) + bytes([off]))  # 1-byte offset, 4 bytes
     seeds += [b"\x01\xf0\x00x", b"\x03\xf4\x02\x00xyz", b"\x01\xfc\x00\x00\x00\x00x", b"\x14\xf0\x13" + lit]
     cases = list(seeds)
     for _ in range(3000):
@@ -654,7 +655,7 @@ def test_snappy_blocks_match_the_format_reference():
             elif op < 0.7 and i < len(b):
                 b[i] = rnd.randrange(256)
             elif op < 0.85:
-                del b[i:i + rnd.randint(1, 3)]
+                del b[i : i + rnd.randint(1, 3)]
             else:
                 b[i:i] = rnd.randbytes(rnd.randint(1, 3))
         cases.append(bytes(b))
@@ -687,7 +688,7 @@ def test_snappy_google_framing_is_rejected(payload):
         decompress(_codec.SNAPPY_FRAMING_MAGIC, 2, MiB)
 
 
-@pytest.mark.parametrize("linked", [False, True])   # one block is written independent even when linked
+@pytest.mark.parametrize("linked", [False, True])  # one block is written independent even when linked
 @pytest.mark.parametrize("content_checksum", [False, True])
 @pytest.mark.parametrize("block_checksum", [False, True])
 @pytest.mark.parametrize("store_size", [False, True])
@@ -745,12 +746,12 @@ def test_lz4_framing_errors(payload):
     # Kafka's reader stops at the end mark: whatever follows is never read
     for tail in (b"x", good[:5], bytes(3), good):
         assert decompress(good + tail, 3, MiB) == payload[:70_000]
-    for what, data in cases.items():
+    for _what, data in cases.items():
         with pytest.raises(CorruptPayloadError):
             decompress(data, 3, MiB)
     # a corrupt compressed block
-    header, blocks, _ = lz4_blocks(good)
-    stored, first = blocks[0]
+    _header, blocks, _ = lz4_blocks(good)
+    stored, _first = blocks[0]
     assert not stored
     corrupt = bytearray(good)
     corrupt[11 : 11 + 40] = b"\xf0" * 40
@@ -767,7 +768,7 @@ def test_lz4_descriptor_checks():
     body = b"\x05\x00\x00\x80hello\x00\x00\x00\x00"  # one stored block, then the end mark
     assert decompress(_lz4_header(0x60, 0x40) + body, 3, 5) == b"hello"
     assert decompress(_lz4_header(0x60, 0x70) + body, 3, 5) == b"hello"  # 4 MiB blocks
-    with pytest.raises(CorruptPayloadError, match="linked"):       # Kafka: "Dependent block stream is unsupported"
+    with pytest.raises(CorruptPayloadError, match="linked"):  # Kafka: "Dependent block stream is unsupported"
         decompress(_lz4_header(0x40, 0x40) + body, 3, 5)
     for flg, bd, extra in [
         (0xA0, 0x40, b""),  # version 2
@@ -786,7 +787,7 @@ def test_lz4_descriptor_checks():
         decompress(sized, 3, 4)
     for wrong in (0, 4, 6, 2**40, 2**64 - 1):
         assert decompress(_lz4_header(0x68, 0x40, struct.pack("<Q", wrong)) + body, 3, 5) == b"hello"
-    with pytest.raises(CorruptPayloadError):                       # but its 8 bytes must be there
+    with pytest.raises(CorruptPayloadError):  # but its 8 bytes must be there
         decompress(_lz4_header(0x68, 0x40, b"\x05\x00")[:-1], 3, MiB)
     # block larger than the maximum block size
     with pytest.raises(CorruptPayloadError):
@@ -822,7 +823,9 @@ def test_lz4_block_walk_agrees_with_the_lz4_library():
     checked = 0
     for _ in range(20_000):
         if rnd.random() < 0.7:
-            blk = bytearray(lz4.block.compress(mixed_bytes(rnd.randrange(0, 400), seed=rnd.randrange(50)), store_size=False))
+            blk = bytearray(
+                lz4.block.compress(mixed_bytes(rnd.randrange(0, 400), seed=rnd.randrange(50)), store_size=False)
+            )
             for _ in range(rnd.randrange(0, 3)):
                 blk[rnd.randrange(len(blk))] = rnd.randrange(256)
         else:
@@ -859,7 +862,7 @@ def test_lz4_checksums(payload):
     # Kafka reads the content checksum field but does not verify it ("TODO: verify this content checksum")
     bad_content = frame[:-1] + bytes([frame[-1] ^ 1])
     assert decompress(bad_content, 3, MiB) == data
-    with pytest.raises(CorruptPayloadError):                      # the field must be there, though
+    with pytest.raises(CorruptPayloadError):  # the field must be there, though
         decompress(frame[:-1], 3, MiB)
     _, blocks, _ = lz4_blocks(frame)
     first_len = len(blocks[0][1])
@@ -992,7 +995,10 @@ def make_bombs() -> dict[str, tuple[int, bytes]]:
     bombs["snappy-raw"] = (2, bytes(varint) + b"\x00\x00" + b"\xfe\x01\x00" * copies + tail)
     for linked in (False, True):
         comp = lz4.frame.LZ4FrameCompressor(block_linked=linked, block_size=lz4.frame.BLOCKSIZE_MAX64KB)
-        bombs[f"lz4-linked={linked}"] = (3, b"".join([comp.begin()] + [comp.compress(chunk) for _ in range(n)] + [comp.flush()]))
+        bombs[f"lz4-linked={linked}"] = (
+            3,
+            b"".join([comp.begin()] + [comp.compress(chunk) for _ in range(n)] + [comp.flush()]),
+        )
     comp = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False)
     bombs["lz4-4MB-blocks"] = (3, b"".join([comp.begin()] + [comp.compress(chunk) for _ in range(n)] + [comp.flush()]))
     zobj = zstandard.ZstdCompressor(level=3).compressobj()
@@ -1028,7 +1034,16 @@ def test_bombs_are_valid(bombs):
 
 @pytest.mark.parametrize(
     "kind",
-    ["gzip", "snappy-xerial", "snappy-raw", "lz4-linked=False", "lz4-linked=True", "lz4-4MB-blocks", "zstd-no-size", "zstd-sized"],
+    [
+        "gzip",
+        "snappy-xerial",
+        "snappy-raw",
+        "lz4-linked=False",
+        "lz4-linked=True",
+        "lz4-4MB-blocks",
+        "zstd-no-size",
+        "zstd-sized",
+    ],
 )
 def test_bomb_refused_with_small_peak_memory(bombs, kind):
     ctype, data = bombs[kind]
@@ -1159,7 +1174,9 @@ def test_arbitrary_bytes_raise_only_kip714_errors(data, ctype, limit):
 
 @settings(max_examples=examples(300), deadline=None)
 @given(
-    prefix=st.sampled_from([b"\x04\x22\x4d\x18", b"\x28\xb5\x2f\xfd", b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01", b"\x1f\x8b\x08"]),
+    prefix=st.sampled_from(
+        [b"\x04\x22\x4d\x18", b"\x28\xb5\x2f\xfd", b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01", b"\x1f\x8b\x08"]
+    ),
     rest=st.binary(max_size=300),
     limit=st.integers(0, 100_000),
 )
@@ -1215,7 +1232,7 @@ def test_threads_share_nothing_mutable(payload):
 
 
 def test_module_constants():
-    assert _codec.XERIAL_HEADER == bytes.fromhex("82534e41505059000000000100000001")
+    assert bytes.fromhex("82534e41505059000000000100000001") == _codec.XERIAL_HEADER
     assert _codec.XERIAL_BLOCK_SIZE == 32768
     assert (_codec.NONE, _codec.GZIP, _codec.SNAPPY, _codec.LZ4, _codec.ZSTD) == (0, 1, 2, 3, 4)
     assert _codec.LZ4_FRAME_MAGIC == b"\x04\x22\x4d\x18"
@@ -1224,6 +1241,7 @@ def test_module_constants():
 
 
 # ---- regressions found by the fuzzers (fuzz/corpus/*/regress-*) --------------------------------------
+
 
 def test_lz4_block_needing_slack_is_decoded_like_kafka():
     # A block that breaks LZ4's end-of-block rule: liblz4 decodes it only with room past its 651 bytes.

@@ -37,8 +37,13 @@ def _statuses(results):
 
 
 def _cli(*args, timeout=240):
-    return subprocess.run([sys.executable, "-m", "kip714", "conformance", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kip714", "conformance", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +67,10 @@ def consumer_and_kip714_results():
     def one(name, client, **kw):
         results[name] = conformance.run(client, jobs=len(ALL), **kw)
 
-    threads = [threading.Thread(target=one, args=("consumer", "confluent-consumer")),
-               threading.Thread(target=one, args=("kip714", run_kip714_client),
-                                kwargs={"startup_s": 1.0, "interval_ms": 400})]
+    threads = [
+        threading.Thread(target=one, args=("consumer", "confluent-consumer")),
+        threading.Thread(target=one, args=("kip714", run_kip714_client), kwargs={"startup_s": 1.0, "interval_ms": 400}),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -73,18 +79,22 @@ def consumer_and_kip714_results():
 
 
 def _expect(results, fails):
-    statuses = {r["scenario"] if isinstance(r, dict) else r.scenario: r["status"] if isinstance(r, dict) else r.status
-                for r in results}
+    statuses = {
+        r["scenario"] if isinstance(r, dict) else r.scenario: r["status"] if isinstance(r, dict) else r.status
+        for r in results
+    }
     assert list(statuses) == list(ALL)
     expected = {s: ("fail" if s in fails else "pass") for s in ALL}
-    why = {r["scenario"] if isinstance(r, dict) else r.scenario: r["why"] if isinstance(r, dict) else r.why
-           for r in results}
+    why = {
+        r["scenario"] if isinstance(r, dict) else r.scenario: r["why"] if isinstance(r, dict) else r.why
+        for r in results
+    }
     assert statuses == expected, {s: (statuses[s], why[s]) for s in ALL if statuses[s] != expected[s]}
 
 
 def test_librdkafka_producer_breaks_exactly_the_two_rules_it_breaks(producer_run):
     proc, _out, _junit, results, elapsed = producer_run
-    assert proc.returncode == 1, proc.stderr   # something failed
+    assert proc.returncode == 1, proc.stderr  # something failed
     _expect(results, RDKAFKA_FAILS)
     by = {r["scenario"]: r for r in results}
     assert all(r["client_software_name"] == "confluent-kafka-python" for r in results)
@@ -103,8 +113,11 @@ def _check_rdkafka_evidence(by):
     # 001:1829 "Reduce the size of the metrics payload": librdkafka re-sends the same size after 118
     too_large = by["telemetry_too_large"]
     assert "still exceeded TelemetryMaxBytes 64" in too_large["why"]
-    oversized = [f for f in too_large["evidence"]["frames"] if f.get("api") == "PushTelemetry"
-                 and f["request"]["metrics_bytes"] > 64 and f["answer"]["error_code"] == 118]
+    oversized = [
+        f
+        for f in too_large["evidence"]["frames"]
+        if f.get("api") == "PushTelemetry" and f["request"]["metrics_bytes"] > 64 and f["answer"]["error_code"] == 118
+    ]
     assert len(oversized) >= 2
     # connection_lost: telemetry back after the lab's close (confirmed for producer and consumer, issue 27 q. 8)
     lost = by["connection_lost"]["evidence"]["frames"]
@@ -133,11 +146,15 @@ def test_librdkafka_with_each_codec_first():
 
     def one(kind, first):
         order = ",".join([first] + [c for c in ("zstd", "lz4", "gzip", "snappy") if c != first])
-        results[kind, first] = conformance.run(kind, ["payload_valid", "unsupported_compression"],
-                                               compression=order, jobs=2)
+        results[kind, first] = conformance.run(
+            kind, ["payload_valid", "unsupported_compression"], compression=order, jobs=2
+        )
 
-    threads = [threading.Thread(target=one, args=(k, c)) for k in ("confluent-producer", "confluent-consumer")
-               for c in ("gzip", "snappy", "lz4")]
+    threads = [
+        threading.Thread(target=one, args=(k, c))
+        for k in ("confluent-producer", "confluent-consumer")
+        for c in ("gzip", "snappy", "lz4")
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -163,14 +180,16 @@ def test_kip714_client_telemetry_passes_what_it_claims(consumer_and_kip714_resul
     assert {r.client_software_name for r in results} == {"kip714-client"}
     # interval_ms=400 (--interval-ms): every scenario but the terminating ones (always 30 s) used it
     assert {s: r.evidence["push_interval_ms"] for s, r in by.items()} == {
-        s: 30000 if s.startswith("terminating") else 400 for s in ALL}
-    assert "every 4" in by["push_interval"].why   # "then every 40x ms–4xx ms"
+        s: 30000 if s.startswith("terminating") else 400 for s in ALL
+    }
+    assert "every 4" in by["push_interval"].why  # "then every 40x ms–4xx ms"
     # the lab's Metadata names two brokers: after the lab closes its connection to node 1 (the bootstrap),
     # this client opens one to the next broker Metadata named
     assert by["connection_lost"].why.endswith("(node 2)")
 
 
 # ------------------------------------------------------------------------------------------------- outputs
+
 
 def test_junit_counts_equal_results_json(producer_run):
     from junitparser import Error, Failure, JUnitXml, Skipped
@@ -187,12 +206,15 @@ def test_junit_counts_equal_results_json(producer_run):
         want = {"pass": set(), "fail": {Failure}, "error": {Error}, "n/a": {Skipped}}[r["status"]]
         assert kinds[r["scenario"]] == want
     counts = {s: sum(r["status"] == s for r in results) for s in ("fail", "error", "n/a")}
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (len(results), counts["fail"],
-                                                                          counts["error"], counts["n/a"])
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (
+        len(results),
+        counts["fail"],
+        counts["error"],
+        counts["n/a"],
+    )
     for r in results:
-        assert set(r) >= {"scenario", "status", "rule", "evidence", "client_software_name",
-                          "client_software_version"}
-        assert r["rule"].startswith("00") and '"' in r["rule"]      # the KIP's words, with their line
+        assert set(r) >= {"scenario", "status", "rule", "evidence", "client_software_name", "client_software_version"}
+        assert r["rule"].startswith("00") and '"' in r["rule"]  # the KIP's words, with their line
         assert r["evidence"]["frames"] and all("t_ms" in f for f in r["evidence"]["frames"])
 
 
@@ -205,24 +227,37 @@ def test_html_page_is_one_self_contained_page_that_renders(producer_run, tmp_pat
         pytest.fail("chromium is not installed (make chromium installs it)")
 
     def chrome(profile: str, *extra: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                 f"--user-data-dir={tmp_path / profile}", *extra, (out / "index.html").as_uri()],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return subprocess.Popen(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={tmp_path / profile}",
+                *extra,
+                (out / "index.html").as_uri(),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
 
     shot = tmp_path / "index.png"
     dumping, shooting = chrome("dom", "--dump-dom"), chrome("shot", "--window-size=1200,1400", f"--screenshot={shot}")
     dom, _ = dumping.communicate(timeout=60)
     shooting.communicate(timeout=60)
     assert dom.count("<table") >= len(results) + 1
-    assert all(f"id=\"{r['scenario']}\"" in dom for r in results)
+    assert all(f'id="{r["scenario"]}"' in dom for r in results)
     from PIL import Image
 
     colors = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)
-    fail_red, pass_green = (255, 214, 214), (216, 243, 220)   # the verdict cells of the stylesheet
+    fail_red, pass_green = (255, 214, 214), (216, 243, 220)  # the verdict cells of the stylesheet
     assert any(c == fail_red for _, c in colors) and any(c == pass_green for _, c in colors)
 
 
 # ------------------------------------------------------------------------------------------------- --listen
+
 
 def _free_port_pair() -> int:
     for _ in range(50):
@@ -242,10 +277,27 @@ def _free_port_pair() -> int:
 
 def test_listen_mode_says_what_it_expects_and_judges_a_client_it_did_not_start(tmp_path):
     port = _free_port_pair()
-    lab = subprocess.Popen([sys.executable, "-m", "kip714", "conformance", "--listen", f"127.0.0.1:{port}",
-                            "--scenario", "terminating_push", "--scenario", "terminating_resubscribe",
-                            "--startup", "1.5", "--out", str(tmp_path)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lab = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kip714",
+            "conformance",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--scenario",
+            "terminating_push",
+            "--scenario",
+            "terminating_resubscribe",
+            "--startup",
+            "1.5",
+            "--out",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:
@@ -267,9 +319,13 @@ def test_listen_mode_says_what_it_expects_and_judges_a_client_it_did_not_start(t
             if "start the client now" in line:
                 assert f"bootstrap 127.0.0.1:{port}" in line
                 seconds = line.split("let it run ")[1].split(" s,")[0]
-                started.append(subprocess.Popen([sys.executable, str(clients), "confluent-consumer",
-                                                 f"127.0.0.1:{port}", seconds], stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL))
+                started.append(
+                    subprocess.Popen(
+                        [sys.executable, str(clients), "confluent-consumer", f"127.0.0.1:{port}", seconds],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
         assert lab.wait(30) == 0, "".join(said)
     finally:
         for proc in [lab, *started]:
@@ -280,11 +336,14 @@ def test_listen_mode_says_what_it_expects_and_judges_a_client_it_did_not_start(t
     assert [p.split(":")[0] for p in prompts] == ["scenario terminating_push", "scenario terminating_resubscribe"]
     assert any(line.startswith("terminating_push: pass") for line in said)
     results = json.loads((tmp_path / "results.json").read_text())
-    assert [(r["scenario"], r["status"]) for r in results] == [("terminating_push", "pass"),
-                                                               ("terminating_resubscribe", "pass")]
+    assert [(r["scenario"], r["status"]) for r in results] == [
+        ("terminating_push", "pass"),
+        ("terminating_resubscribe", "pass"),
+    ]
 
 
 # ------------------------------------------------------------------------------------------------- errors
+
 
 def _silent_client(bootstrap: str, seconds: float) -> None:
     """Connects, asks ApiVersions, then stays silent: a client without KIP-714 (or with it turned off)."""

@@ -39,21 +39,23 @@ def verdicts():
 
 def test_the_correct_client_passes_everything(verdicts):
     results = verdicts[None]
-    assert {r.scenario: r.status for r in results} == dict.fromkeys(conformance.SCENARIO_IDS, "pass"), \
-        {r.scenario: r.why for r in results if r.status != "pass"}
+    assert {r.scenario: r.status for r in results} == dict.fromkeys(conformance.SCENARIO_IDS, "pass"), {
+        r.scenario: r.why for r in results if r.status != "pass"
+    }
     assert conformance.exit_status(results) == 0
 
 
 @pytest.mark.parametrize("defect", list(DEFECTS))
 def test_each_defect_fails_only_its_own_scenario(verdicts, defect):
     own = DEFECTS[defect]
-    expected = {s: "pass" for s in conformance.SCENARIO_IDS}
+    expected = dict.fromkeys(conformance.SCENARIO_IDS, "pass")
     expected[own] = "fail"
     for s in NOT_REACHED.get(defect, ()):
         expected[s] = "n/a"
     got = {r.scenario: r.status for r in verdicts[defect]}
-    assert got == expected, {r.scenario: (r.status, r.why) for r in verdicts[defect]
-                             if r.status != expected[r.scenario]}
+    assert got == expected, {
+        r.scenario: (r.status, r.why) for r in verdicts[defect] if r.status != expected[r.scenario]
+    }
     assert conformance.exit_status(verdicts[defect]) == 1
 
 
@@ -67,8 +69,9 @@ def test_the_verdicts_name_the_defect(verdicts):
     assert "zero (Null) instance id" in why["new_instance_id_per_connection"]
     assert "0.5–1.5 × PushIntervalMs" in why["first_push_at_once"]
     # the null push is in the evidence, raw, with the reason the lab (as Kafka) closed the connection
-    frames = next(r for r in verdicts["null_payload_when_nothing_matches"]
-                  if r.scenario == "unmatched_metrics").evidence["frames"]
+    frames = next(
+        r for r in verdicts["null_payload_when_nothing_matches"] if r.scenario == "unmatched_metrics"
+    ).evidence["frames"]
     null = [f for f in frames if f.get("request", {}).get("metrics_bytes", 0) is None]
     assert null and "serialized as null" in null[0]["problem"]
 
@@ -80,8 +83,9 @@ def test_terminating_resubscribe_takes_either_choice_of_the_kip_and_nothing_else
     results: dict[str, conformance.Result] = {}
 
     def one(choice: str) -> None:
-        [results[choice]] = conformance.run(BrokenClient(None, on_terminating_117=choice),
-                                            ["terminating_resubscribe"], startup_s=0.5)
+        [results[choice]] = conformance.run(
+            BrokenClient(None, on_terminating_117=choice), ["terminating_resubscribe"], startup_s=0.5
+        )
 
     threads = [threading.Thread(target=one, args=(c,)) for c in ("resubscribe", "repush")]
     for t in threads:

@@ -33,11 +33,14 @@ def test_instance_cache_defaults_have_one_home():
 
     table = InstanceTable()
     assert (table.max_instances, table.cache_expiry_ms) == (INSTANCE_CACHE_MAX_SIZE, INSTANCE_CACHE_EXPIRY_MS)
-    assert InstanceTable.__doc__.startswith(f"InstanceTable(max_instances={INSTANCE_CACHE_MAX_SIZE}, "
-                                            f"cache_expiry_ms={INSTANCE_CACHE_EXPIRY_MS})")
+    assert InstanceTable.__doc__.startswith(
+        f"InstanceTable(max_instances={INSTANCE_CACHE_MAX_SIZE}, cache_expiry_ms={INSTANCE_CACHE_EXPIRY_MS})"
+    )
     params = inspect.signature(TelemetryBroker).parameters
     assert params["max_instances"].default == INSTANCE_CACHE_MAX_SIZE
     assert params["cache_expiry_ms"].default == INSTANCE_CACHE_EXPIRY_MS
     broker = TelemetryBroker()
-    assert (broker.instances.max_instances, broker.instances.cache_expiry_ms) == (INSTANCE_CACHE_MAX_SIZE,
-                                                                                  INSTANCE_CACHE_EXPIRY_MS)
+    assert (broker.instances.max_instances, broker.instances.cache_expiry_ms) == (
+        INSTANCE_CACHE_MAX_SIZE,
+        INSTANCE_CACHE_EXPIRY_MS,
+    )

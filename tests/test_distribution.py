@@ -33,15 +33,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sdist_test = [
     pytest.mark.slow,
     pytest.mark.skipif(os.environ.get("KIP714_SKIP_SDIST") == "1", reason="KIP714_SKIP_SDIST=1"),
-    pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
-                       reason="needs the git checkout to know which files belong to the project"),
+    pytest.mark.skipif(
+        shutil.which("git") is None or not (ROOT / ".git").exists(),
+        reason="needs the git checkout to know which files belong to the project",
+    ),
 ]
 
 
 def _project_files(root: pathlib.Path) -> list[str]:
     """What a fresh clone holds: tracked files plus new files not ignored by .gitignore."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
-                         capture_output=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True, capture_output=True
+    ).stdout
     return [p for p in out.decode().split("\0") if p and (root / p).is_file()]
 
 
@@ -60,8 +63,10 @@ def _run(cmd, cwd, timeout, env=None):
 
 def build_sdist(src: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
     """``python -m build --sdist`` when the build frontend is installed, else ``setup.py sdist``."""
-    has_build = subprocess.run([sys.executable, "-c", "import build.__main__"], cwd=out.parent,
-                               capture_output=True).returncode == 0
+    has_build = (
+        subprocess.run([sys.executable, "-c", "import build.__main__"], cwd=out.parent, capture_output=True).returncode
+        == 0
+    )
     if has_build:
         cmd = [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out), str(src)]
     else:
@@ -75,8 +80,11 @@ def sdist_problems(sdist: pathlib.Path, src: pathlib.Path) -> list[str]:
     """Files a from-scratch build (or the test suite) needs that the sdist does not carry."""
     with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    wanted = [p.relative_to(src).as_posix() for p in (src / "src" / "_native").rglob("*")
-              if p.suffix in (".pyx", ".pxd", ".pxi", ".h")]
+    wanted = [
+        p.relative_to(src).as_posix()
+        for p in (src / "src" / "_native").rglob("*")
+        if p.suffix in (".pyx", ".pxd", ".pxi", ".h")
+    ]
     wanted += ["LICENSE", "README.md", "pyproject.toml", "setup.py", "src/kip714/py.typed"]
     wanted += [p.relative_to(src).as_posix() for p in (src / "src" / "kip714").glob("*.pyi")]
     wanted += [p.relative_to(src).as_posix() for p in (src / "src" / "kip714" / "samples").glob("*.bin")]
@@ -108,8 +116,15 @@ _SMOKE = textwrap.dedent("""
 
 
 #: the test modules that exercise the compiled core, run again against the installed wheel
-NATIVE_TESTS = ["tests/test_native.py", "tests/test_protocol.py", "tests/test_codec.py", "tests/test_crc.py",
-                "tests/test_instances.py", "tests/test_otlp_decode.py", "tests/test_fuzz_replay.py"]
+NATIVE_TESTS = [
+    "tests/test_native.py",
+    "tests/test_protocol.py",
+    "tests/test_codec.py",
+    "tests/test_crc.py",
+    "tests/test_instances.py",
+    "tests/test_otlp_decode.py",
+    "tests/test_fuzz_replay.py",
+]
 #: ... but for the OTLP decoder's generated-payload property runs (hypothesis: 800 payloads generated in
 #: Python, ~40 % of those modules' time), which the suite runs against the same sources; the decoder's other
 #: tests (captures, every point kind, hostile input, mutations, limits) run against the wheel
@@ -127,9 +142,12 @@ def build_wheel_from_sdist(sdist: pathlib.Path, out: pathlib.Path) -> pathlib.Pa
     """The wheel pip would build from the sdist (isolated build environment, build requirements from PyPI)."""
     # build_ext's parallel jobs (one per core; setuptools reads this extra configuration file)
     (out.parent / "build-jobs.cfg").write_text(f"[build_ext]\nparallel = {os.cpu_count() or 1}\n")
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(sdist)],
-         out.parent, 600, dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1",
-                               DIST_EXTRA_CONFIG=str(out.parent / "build-jobs.cfg")))
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(sdist)],
+        out.parent,
+        600,
+        dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", DIST_EXTRA_CONFIG=str(out.parent / "build-jobs.cfg")),
+    )
     (wheel,) = out.glob("kip714-*.whl")
     return wheel
 
@@ -166,13 +184,20 @@ def wheel_problems(wheel: pathlib.Path, natives: list[str]) -> list[str]:
             problems.append(f"missing {need}")
     if not any(n.startswith("kip714/samples/") and n.endswith(".bin") for n in names):
         problems.append("no bundled sample frames (kip714 demo --captures needs them)")
-    problems += [f"build-only file in the wheel: {n}" for n in sorted(names)
-                 if n.endswith((".pyx", ".pxd", ".pxi", ".c", ".h"))]
-    if not any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names):
+    problems += [
+        f"build-only file in the wheel: {n}" for n in sorted(names) if n.endswith((".pyx", ".pxd", ".pxi", ".c", ".h"))
+    ]
+    if not any(n.endswith((".dist-info/licenses/LICENSE", ".dist-info/LICENSE")) for n in names):
         problems.append("no LICENSE in the .dist-info")
-    for field in (f"Version: {kip714.__version__}", "License-Expression: Apache-2.0", "Requires-Python: >=3.10",
-                  "Requires-Dist: pyarrow", "Requires-Dist: zstandard", "Provides-Extra: spark",
-                  "Provides-Extra: test"):
+    for field in (
+        f"Version: {kip714.__version__}",
+        "License-Expression: Apache-2.0",
+        "Requires-Python: >=3.10",
+        "Requires-Dist: pyarrow",
+        "Requires-Dist: zstandard",
+        "Provides-Extra: spark",
+        "Provides-Extra: test",
+    ):
         if field not in meta:
             problems.append(f"METADATA lacks {field!r}")
     return problems
@@ -194,16 +219,21 @@ def check_distribution_from_scratch(root: pathlib.Path, tmp_path: pathlib.Path) 
     problems += wheel_problems(wheel, natives)
 
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False, clear=True).create(env_dir)   # this interpreter's pip installs into it
+    venv.EnvBuilder(with_pip=False, clear=True).create(env_dir)  # this interpreter's pip installs into it
     py = env_dir / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONNOUSERSITE="1")
     env.pop("PYTHONPATH", None)
     _run([sys.executable, "-m", "pip", "--python", py, "install", "--quiet", str(wheel)], tmp_path, 600, env)
 
-    proc = subprocess.run([py, "-c", _SMOKE, ",".join(natives)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, env=env)                           # cwd outside any source tree
-    assert proc.returncode == 0, ("the installed wheel does not import:\n" + proc.stderr[-3000:]
-                                  + "\ndistribution problems:\n" + "\n".join(problems))
+    proc = subprocess.run(
+        [py, "-c", _SMOKE, ",".join(natives)], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+    )  # cwd outside any source tree
+    assert proc.returncode == 0, (
+        "the installed wheel does not import:\n"
+        + proc.stderr[-3000:]
+        + "\ndistribution problems:\n"
+        + "\n".join(problems)
+    )
     import json
 
     info = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -220,12 +250,34 @@ def check_distribution_from_scratch(root: pathlib.Path, tmp_path: pathlib.Path) 
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(unpacked)
     test_env = dict(os.environ, PYTHONPATH=str(unpacked), KIP714_SKIP_SDIST="1")
-    where = subprocess.run([sys.executable, "-c", "import kip714._otlp as m; print(m.__file__)"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60, env=test_env)
+    where = subprocess.run(
+        [sys.executable, "-c", "import kip714._otlp as m; print(m.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=test_env,
+    )
     assert pathlib.Path(where.stdout.strip()).is_relative_to(unpacked), where.stdout + where.stderr
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                          "-k", NATIVE_TESTS_NOT_AGAIN, *NATIVE_TESTS],
-                         cwd=root, capture_output=True, text=True, timeout=900, env=test_env)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "-k",
+            NATIVE_TESTS_NOT_AGAIN,
+            *NATIVE_TESTS,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=test_env,
+    )
     assert run.returncode == 0, "the native tests failed against the wheel:\n" + run.stdout[-6000:]
 
 
@@ -242,11 +294,25 @@ def test_cibuildwheel_configuration():
     }
     env = dict(os.environ)
     for key in [k for k in env if k.startswith("CIBW_")]:
-        del env[key]                                           # only pyproject.toml decides here
+        del env[key]  # only pyproject.toml decides here
     for (platform, arch), platforms in expected.items():
-        proc = subprocess.run([sys.executable, "-m", "cibuildwheel", "--print-build-identifiers",
-                               "--platform", platform, "--archs", arch], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120, env=env)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cibuildwheel",
+                "--print-build-identifiers",
+                "--platform",
+                platform,
+                "--archs",
+                arch,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         got = set(proc.stdout.split())
         want = {f"{py}-{plat}" for py in pythons for plat in platforms}
@@ -262,7 +328,7 @@ def test_version_agrees_everywhere():
 
     text = (ROOT / "pyproject.toml").read_text()
     m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
-    declared = m.group(1) if m else None                  # None: dynamic, read from the package
+    declared = m.group(1) if m else None  # None: dynamic, read from the package
     assert declared in (None, kip714.__version__)
     changelog = (ROOT / "CHANGELOG.md").read_text()
     newest = re.search(r"^## \[?([0-9][^\]\s]*)", changelog, re.M)
@@ -274,13 +340,26 @@ def check_without_extras(env_dir: pathlib.Path, tmp_path: pathlib.Path, env: dic
     naming it."""
     kip714 = env_dir / ("Scripts/kip714.exe" if sys.platform == "win32" else "bin/kip714")
     sample = ROOT / "tests" / "data" / "captures" / "producer_zstd_push_01_zstd.bin"
-    hints = {("serve", "--port", "0", "--otlp-endpoint", "http://127.0.0.1:1", "--duration", "0.1"):
-             "kip714 serve: --otlp-endpoint needs the export extra: pip install 'kip714[export]'",
-             ("pipeline", str(sample), str(tmp_path / "out")):
-             "kip714 pipeline: this command needs the spark extra: pip install 'kip714[spark]'"}
+    hints = {
+        (
+            "serve",
+            "--port",
+            "0",
+            "--otlp-endpoint",
+            "http://127.0.0.1:1",
+            "--duration",
+            "0.1",
+        ): "kip714 serve: --otlp-endpoint needs the export extra: pip install 'kip714[export]'",
+        (
+            "pipeline",
+            str(sample),
+            str(tmp_path / "out"),
+        ): "kip714 pipeline: this command needs the spark extra: pip install 'kip714[spark]'",
+    }
     for argv, hint in hints.items():
         proc = subprocess.run([kip714, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
         assert (proc.returncode, proc.stderr.splitlines()) == (2, [hint]), proc.stderr[-3000:]
-    proc = subprocess.run([kip714, "decode", "--summary", str(sample)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [kip714, "decode", "--summary", str(sample)], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+    )
     assert proc.returncode == 0 and "PushTelemetry" in proc.stdout, proc.stderr[-3000:]

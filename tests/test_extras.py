@@ -22,10 +22,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 @pytest.fixture
 def without(monkeypatch):
     """``without("urllib3", ...)``: from now on find_spec reports those modules as not installed."""
+
     def hide(*modules: str) -> None:
         real = importlib.util.find_spec
-        monkeypatch.setattr(importlib.util, "find_spec",
-                            lambda name, package=None: None if name in modules else real(name, package))
+        monkeypatch.setattr(
+            importlib.util, "find_spec", lambda name, package=None: None if name in modules else real(name, package)
+        )
+
     return hide
 
 
@@ -34,21 +37,37 @@ def hint(what: str, extra: str) -> str:
 
 
 COMMANDS_WITHOUT = [  # (missing module, argv, the one line)
-    ("urllib3", ["serve", "--otlp-endpoint", "http://127.0.0.1:1"],
-     "kip714 serve: " + hint("--otlp-endpoint", "export")),
+    (
+        "urllib3",
+        ["serve", "--otlp-endpoint", "http://127.0.0.1:1"],
+        "kip714 serve: " + hint("--otlp-endpoint", "export"),
+    ),
     ("prometheus_client", ["serve", "--prometheus", "127.0.0.1:0"], "kip714 serve: " + hint("--prometheus", "export")),
     ("numpy", ["serve", "--prometheus", "127.0.0.1:0"], "kip714 serve: " + hint("--prometheus", "export")),
     ("uvloop", ["serve", "--loop", "uvloop"], "kip714 serve: " + hint("--loop uvloop", "fast")),
-    ("urllib3", ["proxy", "--upstream", "127.0.0.1:1", "--otlp-endpoint", "http://127.0.0.1:1"],
-     "kip714 proxy: " + hint("--otlp-endpoint", "export")),
-    ("prometheus_client", ["proxy", "--upstream", "127.0.0.1:1", "--prometheus", "127.0.0.1:0"],
-     "kip714 proxy: " + hint("--prometheus", "export")),
-    ("uvloop", ["proxy", "--upstream", "127.0.0.1:1", "--loop", "uvloop"], "kip714 proxy: " + hint("--loop uvloop", "fast")),
+    (
+        "urllib3",
+        ["proxy", "--upstream", "127.0.0.1:1", "--otlp-endpoint", "http://127.0.0.1:1"],
+        "kip714 proxy: " + hint("--otlp-endpoint", "export"),
+    ),
+    (
+        "prometheus_client",
+        ["proxy", "--upstream", "127.0.0.1:1", "--prometheus", "127.0.0.1:0"],
+        "kip714 proxy: " + hint("--prometheus", "export"),
+    ),
+    (
+        "uvloop",
+        ["proxy", "--upstream", "127.0.0.1:1", "--loop", "uvloop"],
+        "kip714 proxy: " + hint("--loop uvloop", "fast"),
+    ),
     ("pyspark", ["pipeline", "in", "out"], "kip714 pipeline: " + hint("this command", "spark")),
     ("pandas", ["pipeline", "in", "out", "--follow"], "kip714 pipeline: " + hint("this command", "spark")),
     ("pyspark", ["report", "recording"], "kip714 report: " + hint("this command", "spark")),
-    ("grafana_foundation_sdk", ["dashboards", "--out", "never-written"],
-     "kip714 dashboards: " + hint("this command (or --only rules)", "dashboards")),
+    (
+        "grafana_foundation_sdk",
+        ["dashboards", "--out", "never-written"],
+        "kip714 dashboards: " + hint("this command (or --only rules)", "dashboards"),
+    ),
 ]
 
 
@@ -56,7 +75,9 @@ COMMANDS_WITHOUT = [  # (missing module, argv, the one line)
 def test_a_command_names_the_extra_it_needs(without, capsys, tmp_path, missing, argv, line):
     """Checked before anything starts: the --record folder is not even created."""
     without(missing)
-    record = ["--record", str(tmp_path / "rec"), "--port", "0", "--duration", "0.1"] if argv[0] in ("serve", "proxy") else []
+    record = (
+        ["--record", str(tmp_path / "rec"), "--port", "0", "--duration", "0.1"] if argv[0] in ("serve", "proxy") else []
+    )
     assert cli.main([*argv, *record]) == 2
     out, err = capsys.readouterr()
     assert err.splitlines() == [line] and out == ""
@@ -85,9 +106,15 @@ def test_library_classes_raise_the_same_hint(without):
     assert info.value.name == "urllib3"
 
 
-SPARK_CALLS = [("local_session", ()), ("register", (None,)), ("decode_payloads", (None,)), ("decode_frames", (None,)),
-               ("report", ("recording",)), ("pipeline.run_pipeline", ("in", "out")),
-               ("pipeline.follow_pipeline", ("in", "out"))]
+SPARK_CALLS = [
+    ("local_session", ()),
+    ("register", (None,)),
+    ("decode_payloads", (None,)),
+    ("decode_frames", (None,)),
+    ("report", ("recording",)),
+    ("pipeline.run_pipeline", ("in", "out")),
+    ("pipeline.follow_pipeline", ("in", "out")),
+]
 
 
 @pytest.mark.parametrize("path,args", SPARK_CALLS, ids=[path for path, _ in SPARK_CALLS])
@@ -95,7 +122,7 @@ def test_spark_functions_raise_the_hint(without, path, args):
     import functools
 
     import kip714.spark
-    import kip714.spark.pipeline  # noqa: F401
+    import kip714.spark.pipeline
 
     function = functools.reduce(getattr, path.split("."), kip714.spark)
     without("pyspark")
@@ -104,7 +131,7 @@ def test_spark_functions_raise_the_hint(without, path, args):
 
 
 def test_require_and_available():
-    assert available("spark") and available("otlp")     # the test environment has every extra
+    assert available("spark") and available("otlp")  # the test environment has every extra
     require("prometheus", "anything")
     with pytest.raises(KeyError):
         require("nonexistent", "anything")

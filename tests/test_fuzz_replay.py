@@ -18,7 +18,7 @@ import sys
 import pytest
 
 FUZZ = pathlib.Path(__file__).resolve().parents[1] / "fuzz"
-if not (FUZZ / "targets.py").exists():   # e.g. cibuildwheel copies only tests/ next to the wheel
+if not (FUZZ / "targets.py").exists():  # e.g. cibuildwheel copies only tests/ next to the wheel
     pytest.skip("fuzz/ is not next to tests/", allow_module_level=True)
 sys.path.insert(0, str(FUZZ))
 
@@ -72,7 +72,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
         elif op == 1 and b:
             b[rng.randrange(len(b))] = rng.choice((0, 0x7F, 0x80, 0xFF))
         elif op == 2:
-            del b[rng.randrange(len(b) + 1):]
+            del b[rng.randrange(len(b) + 1) :]
         elif op == 3 and b:
             i = rng.randrange(len(b))
             b[i:i] = bytes(rng.choice((b"\xff\xff\xff\xff\x0f", b"\x7f\xff\xff\xff", b"\x00" * 4)))

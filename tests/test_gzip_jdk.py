@@ -31,8 +31,16 @@ LIMIT = 1 << 24
 pytestmark = [pytest.mark.java]
 
 
-def member(data: bytes, level: int = 6, flags: int = 0, extra: bytes | None = None, name: bytes | None = None,
-           comment: bytes | None = None, hcrc: str | None = None, method: int = 8) -> bytes:
+def member(
+    data: bytes,
+    level: int = 6,
+    flags: int = 0,
+    extra: bytes | None = None,
+    name: bytes | None = None,
+    comment: bytes | None = None,
+    hcrc: str | None = None,
+    method: int = 8,
+) -> bytes:
     """One gzip member with the header fields chosen (hcrc: None, "good" or "bad")."""
     flg = flags
     if extra is not None:
@@ -87,29 +95,46 @@ def generate(seed: int = 714) -> list[bytes]:
     #    after the 10-byte header, so boundaries are at 10 + 8192 k), followed by every tail, cut short
     for boundary in (10 + 8192, 10 + 2 * 8192):
         for d in (-27, -19, -18, -10, -9, -8, -1, 0, 1, 8, 9, 18, 19, 27):
-            length = boundary + d - 15                 # header 10 + stored block 5 + data
+            length = boundary + d - 15  # header 10 + stored block 5 + data
             base = member(rng.randbytes(length), level=0)
             assert len(base) - 8 == boundary + d
-            for kind, t in tail.items():
+            for _kind, t in tail.items():
                 for cut in CUTS:
                     cases.append(base + t[:cut])
     # 2. compressed members of several sizes, every tail and cut
     for size in (0, 1, 100, 5000, 20000):
         base = member(bytes(rng.choice(b"abcdefgh ") for _ in range(size)))
-        for kind, t in tail.items():
+        for _kind, t in tail.items():
             for cut in CUTS:
                 cases.append(base + t[:cut])
     # 3. first-member header variants and corruptions
     data = b"kip714 telemetry " * 50
     good = member(data)
     cases += [
-        member(data, flags=0x20), member(data, flags=0xE0), member(data, extra=b"abc"), member(data, extra=b""),
-        member(data, name=b"metrics.pb"), member(data, comment=b"c"), member(data, hcrc="good"),
-        member(data, hcrc="bad"), member(data, name=b"n", comment=b"c", extra=b"x", hcrc="good", flags=0x40),
-        member(data, method=7), good[:-1], good[:-8], good[:10], good[:3], b"", b"\x1f", b"\x1f\x8b",
-        good[:-4] + b"\0\0\0\0", good[:-8] + b"\0\0\0\0" + good[-4:], gzip.compress(data),
-        gzip.compress(data) + gzip.compress(data, compresslevel=0), zlib.compress(data),
-        member(data, flags=0xE0)[:-1], member(data, flags=0xE0)[:-5] + b"\0" * 5,
+        member(data, flags=0x20),
+        member(data, flags=0xE0),
+        member(data, extra=b"abc"),
+        member(data, extra=b""),
+        member(data, name=b"metrics.pb"),
+        member(data, comment=b"c"),
+        member(data, hcrc="good"),
+        member(data, hcrc="bad"),
+        member(data, name=b"n", comment=b"c", extra=b"x", hcrc="good", flags=0x40),
+        member(data, method=7),
+        good[:-1],
+        good[:-8],
+        good[:10],
+        good[:3],
+        b"",
+        b"\x1f",
+        b"\x1f\x8b",
+        good[:-4] + b"\0\0\0\0",
+        good[:-8] + b"\0\0\0\0" + good[-4:],
+        gzip.compress(data),
+        gzip.compress(data) + gzip.compress(data, compresslevel=0),
+        zlib.compress(data),
+        member(data, flags=0xE0)[:-1],
+        member(data, flags=0xE0)[:-5] + b"\0" * 5,
     ]
     # 4. random mutations of small multi-member payloads
     bases = [good + member(b"tail"), member(b"x" * 3000, level=1) + b"\0" * 12, member(b"", flags=0xE0) + good]
@@ -144,14 +169,14 @@ def java_oracle(tmp_path_factory):
     if javac is None or java is None:
         pytest.skip("javac/java not found: the gzip differential test needs a JDK (17+) on PATH")
     out = tmp_path_factory.mktemp("gzip-oracle")
-    proc = subprocess.run([javac, "--release", "17", "-d", str(out), str(JAVA_SOURCE)], capture_output=True,
-                          text=True, timeout=180)
+    proc = subprocess.run(
+        [javac, "--release", "17", "-d", str(out), str(JAVA_SOURCE)], capture_output=True, text=True, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr
 
     def run(cases: list[bytes]) -> list[str]:
         stdin = b"".join(struct.pack(">i", len(c)) + c for c in cases) + struct.pack(">i", -1)
-        res = subprocess.run([java, "-cp", str(out), "GzipOracle"], input=stdin, capture_output=True,
-                             timeout=300)
+        res = subprocess.run([java, "-cp", str(out), "GzipOracle"], input=stdin, capture_output=True, timeout=300)
         assert res.returncode == 0, res.stderr.decode()[-2000:]
         lines = res.stdout.decode().splitlines()
         assert len(lines) == len(cases)
@@ -174,8 +199,8 @@ def test_the_jdk_buffer_quirk_is_modelled():
     """The same 15-byte tail (a gzip header prefix) is ignored when it sits in the reader's buffer and
     read as a truncated member when it starts in the next one."""
     tail = bytes([0x1F, 0x8B, 8, 0]) + b"\0" * 11
-    inside = member(b"a" * (8202 - 15 - 40), level=0) + tail     # member and tail end before 10 + 8192
-    across = member(b"a" * (8202 - 15), level=0) + tail          # deflate data ends at the boundary
+    inside = member(b"a" * (8202 - 15 - 40), level=0) + tail  # member and tail end before 10 + 8192
+    across = member(b"a" * (8202 - 15), level=0) + tail  # deflate data ends at the boundary
     assert kip714.decompress(inside, 1, LIMIT) == b"a" * (8202 - 55)
     with pytest.raises(CorruptPayloadError):
         kip714.decompress(across, 1, LIMIT)

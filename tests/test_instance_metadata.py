@@ -22,13 +22,23 @@ import uuid
 import pytest
 
 import kip714
-from kip714 import (ClientInfo, GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry,
-                    TelemetryBroker)
+from kip714 import (
+    ClientInfo,
+    GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest,
+    SubscriptionRegistry,
+    TelemetryBroker,
+)
 
 T0 = 1_763_700_000_000
-FIRST = ClientInfo(client_id="c", client_software_name="apache-kafka-java", client_software_version="3.9.0",
-                   client_source_address="127.0.0.1", client_source_port=40001)
-SECOND = dataclasses.replace(FIRST, client_source_port=40002)       # the same client after reconnecting
+FIRST = ClientInfo(
+    client_id="c",
+    client_software_name="apache-kafka-java",
+    client_software_version="3.9.0",
+    client_source_address="127.0.0.1",
+    client_source_port=40001,
+)
+SECOND = dataclasses.replace(FIRST, client_source_port=40002)  # the same client after reconnecting
 
 
 class Recorder:
@@ -41,8 +51,10 @@ class Recorder:
 
 def port_registry(port, interval=1000):
     r = SubscriptionRegistry()
-    r.set("by-port", {"metrics": "org.apache.kafka.by.port", "interval.ms": str(interval),
-                      "match": f"client_source_port={port}"})
+    r.set(
+        "by-port",
+        {"metrics": "org.apache.kafka.by.port", "interval.ms": str(interval), "match": f"client_source_port={port}"},
+    )
     return r
 
 
@@ -70,8 +82,8 @@ def test_a_live_instance_keeps_the_attributes_it_was_created_with():
 def test_the_reverse_a_subscription_for_the_new_port_does_not_match_a_live_instance():
     b = TelemetryBroker(port_registry(40002), cache_expiry_ms=60000)
     first = get(b, None, FIRST, 0)
-    assert first.requested_metrics == []                   # nothing matches port 40001
-    again = get(b, first.client_instance_id, SECOND, 300_000)   # nothing matched: the default interval
+    assert first.requested_metrics == []  # nothing matches port 40001
+    again = get(b, first.client_instance_id, SECOND, 300_000)  # nothing matched: the default interval
     assert again.requested_metrics == [] and again.subscription_id == first.subscription_id
 
 
@@ -80,8 +92,8 @@ def test_a_subscription_change_rebuilds_the_instance_with_its_old_attributes():
     b = TelemetryBroker(registry, cache_expiry_ms=60000)
     first = get(b, None, FIRST, 0)
     inst = first.client_instance_id
-    registry.set("other", {"metrics": "org.apache.kafka.other", "interval.ms": "1000"})   # stale now
-    rebuilt = get(b, inst, SECOND, 500)      # a Get right after a change is not throttled (new instance)
+    registry.set("other", {"metrics": "org.apache.kafka.other", "interval.ms": "1000"})  # stale now
+    rebuilt = get(b, inst, SECOND, 500)  # a Get right after a change is not throttled (new instance)
     assert sorted(rebuilt.requested_metrics) == ["org.apache.kafka.by.port", "org.apache.kafka.other"]
     assert b.client_metadata(inst).client_source_port == 40001
 
@@ -111,8 +123,9 @@ def test_receivers_see_the_attributes_of_the_push_itself():
     rec = Recorder()
     b = TelemetryBroker(port_registry(40001), cache_expiry_ms=60000, receivers=[rec])
     first = get(b, None, FIRST, 0)
-    resp, payload = b.handle(PushTelemetryRequest(first.client_instance_id, first.subscription_id, False, 0,
-                                                  b"\x0a\x00"), SECOND, T0 + 1000)
+    resp, payload = b.handle(
+        PushTelemetryRequest(first.client_instance_id, first.subscription_id, False, 0, b"\x0a\x00"), SECOND, T0 + 1000
+    )
     assert resp.error_code == 0
     assert payload.labels["client_source_port"] == "40002"
     assert rec.calls[0][0].client_info.client_source_port == 40002
@@ -128,11 +141,13 @@ def test_captured_metadata_stays_bounded_by_the_live_instances():
 
 # --------------------------------------------------------------------------------------- over serve
 
+
 @pytest.mark.integration
 def test_serve_matches_the_port_of_the_connection_that_created_the_instance():
     """Two live connections of one client: the Get on the second connection is matched against the source
     port of the first (the subscription selects on it), as a Kafka broker does."""
     import server_thread
+
     from kip714.endpoint.server import TelemetryServer
 
     registry = SubscriptionRegistry()
@@ -142,11 +157,19 @@ def test_serve_matches_the_port_of_the_connection_that_created_the_instance():
         b = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         with a, b:
             port_a = a.getsockname()[1]
-            srv.call(lambda: registry.set("by-port", {"metrics": "org.apache.kafka.by.port", "interval.ms": "100",
-                                                      "match": f"client_source_port={port_a}"}))
+            srv.call(
+                lambda: registry.set(
+                    "by-port",
+                    {
+                        "metrics": "org.apache.kafka.by.port",
+                        "interval.ms": "100",
+                        "match": f"client_source_port={port_a}",
+                    },
+                )
+            )
             first = _call(a, GetTelemetrySubscriptionsRequest(), 1)
             assert first.error_code == 0 and first.requested_metrics == ["org.apache.kafka.by.port"]
-            time.sleep(0.15)                  # one push interval: the next Get is not throttled
+            time.sleep(0.15)  # one push interval: the next Get is not throttled
             second = _call(b, GetTelemetrySubscriptionsRequest(first.client_instance_id), 2)
             assert second.error_code == 0
             assert second.requested_metrics == ["org.apache.kafka.by.port"]

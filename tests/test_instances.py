@@ -16,12 +16,19 @@ import uuid
 from collections import OrderedDict
 
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from examples import examples
 
-from kip714._instances import (LOOKUP_ABSENT, LOOKUP_LIVE, LOOKUP_STALE, TICKET_BASE, InstanceTable, Outcome,
-                               java_uuid_hash)
+from kip714._instances import (
+    LOOKUP_ABSENT,
+    LOOKUP_LIVE,
+    LOOKUP_STALE,
+    TICKET_BASE,
+    InstanceTable,
+    Outcome,
+    java_uuid_hash,
+)
 
 NONE = 0
 INVALID_REQUEST = 42
@@ -658,9 +665,7 @@ def test_decide_pushes_creates_with_the_kafka_subscription_id():
     t = InstanceTable()
     crc_base = i32(0xD4C75BDE)  # crc32c("[]300000"): no subscription matched
     cid = uuid.UUID(int=(1 << 64) | 2).bytes  # vector 9: hash 3
-    accepted, out = _push_batch(
-        t, cid, T0, crc_base=crc_base, interval=300_000, sids=array.array("i", [-725132323])
-    )
+    accepted, out = _push_batch(t, cid, T0, crc_base=crc_base, interval=300_000, sids=array.array("i", [-725132323]))
     assert accepted == 1 and list(out) == [0]
     state = t.get_state(cid)
     assert state["subscription_id"] == -725132323 and state["push_interval_ms"] == 300_000
@@ -682,16 +687,39 @@ def test_decide_gets_batch():
     assert t.get_state(a)["subscription_id"] == i32(7 ^ java_uuid_hash(a))
     # a newer subscription version recreates the instance: the Get passes at once
     out1 = array.array("h", [0])
-    assert t.decide_gets(a, array.array("q", [T0 + INTERVAL + 1]), out1, subscription_version=1, crc_base=7,
-                         push_interval_ms=INTERVAL) == 1
+    assert (
+        t.decide_gets(
+            a,
+            array.array("q", [T0 + INTERVAL + 1]),
+            out1,
+            subscription_version=1,
+            crc_base=7,
+            push_interval_ms=INTERVAL,
+        )
+        == 1
+    )
 
 
 def test_empty_batches():
     t = InstanceTable()
     e = array.array("q")
     assert t.decide_gets(b"", e, array.array("h"), subscription_version=0, crc_base=0, push_interval_ms=1) == 0
-    assert t.decide_pushes(b"", e, array.array("i"), b"", array.array("b"), array.array("i"), array.array("h"),
-                           subscription_version=0, crc_base=0, push_interval_ms=1, telemetry_max_bytes=1) == 0
+    assert (
+        t.decide_pushes(
+            b"",
+            e,
+            array.array("i"),
+            b"",
+            array.array("b"),
+            array.array("i"),
+            array.array("h"),
+            subscription_version=0,
+            crc_base=0,
+            push_interval_ms=1,
+            telemetry_max_bytes=1,
+        )
+        == 0
+    )
 
 
 class Model:
@@ -732,8 +760,17 @@ class Model:
                 self.d.popitem(last=False)
                 self.evictions += 1
         ttl = max(self.ce, 3 * interval)
-        self.d[cid] = dict(last_get=0, last_push=0, interval=interval, sid=sid, version=version,
-                           terminating=False, error=0, ttl=ttl, deadline=self.clock + ttl)
+        self.d[cid] = {
+            "last_get": 0,
+            "last_push": 0,
+            "interval": interval,
+            "sid": sid,
+            "version": version,
+            "terminating": False,
+            "error": 0,
+            "ttl": ttl,
+            "deadline": self.clock + ttl,
+        }
         self.d.move_to_end(cid)
 
     def touch(self, cid, now):
@@ -795,27 +832,51 @@ class Model:
         s = self.live(cid) if self.clock is not None else None
         if s is None:
             return None
-        return (s["last_get"], s["last_push"], s["interval"], s["sid"], s["version"], s["terminating"],
-                s["error"], s["deadline"])
+        return (
+            s["last_get"],
+            s["last_push"],
+            s["interval"],
+            s["sid"],
+            s["version"],
+            s["terminating"],
+            s["error"],
+            s["deadline"],
+        )
 
 
 def table_state(t: InstanceTable, cid: bytes):
     s = t.get_state(cid)
     if s is None:
         return None
-    return (s["last_get_ms"], s["last_push_ms"], s["push_interval_ms"], s["subscription_id"],
-            s["subscription_version"], s["terminating"], s["last_known_error"], s["expires_at_ms"])
+    return (
+        s["last_get_ms"],
+        s["last_push_ms"],
+        s["push_interval_ms"],
+        s["subscription_id"],
+        s["subscription_version"],
+        s["terminating"],
+        s["last_known_error"],
+        s["expires_at_ms"],
+    )
 
 
 POOL = [uid(1000 + k) for k in range(6)]
 INTERVALS = [100, 10_000, 25_000, 40_000]
 
 op = st.one_of(
-    st.tuples(st.just("push"), st.integers(0, 5), st.integers(-2_000, 50_000), st.booleans(),
-              st.sampled_from([0, 4, 100]), st.sampled_from([10, 200]), st.booleans()),
+    st.tuples(
+        st.just("push"),
+        st.integers(0, 5),
+        st.integers(-2_000, 50_000),
+        st.booleans(),
+        st.sampled_from([0, 4, 100]),
+        st.sampled_from([10, 200]),
+        st.booleans(),
+    ),
     st.tuples(st.just("get"), st.integers(0, 5), st.integers(-2_000, 50_000)),
-    st.tuples(st.just("create"), st.integers(0, 5), st.integers(0, 50_000), st.integers(0, 3),
-              st.sampled_from(INTERVALS)),
+    st.tuples(
+        st.just("create"), st.integers(0, 5), st.integers(0, 50_000), st.integers(0, 3), st.sampled_from(INTERVALS)
+    ),
     st.tuples(st.just("expire"), st.integers(0, 120_000)),
     st.tuples(st.just("remove"), st.integers(0, 5)),
     st.tuples(st.just("error"), st.integers(0, 5), st.sampled_from([0, 76, 87, 117])),
@@ -890,7 +951,7 @@ def test_table_matches_the_model(ops, max_instances):
             assert table_state(t, cid) == m.state(cid)
     assert len(t) == m.length()
     assert (t.evictions, t.expirations) == (m.evictions, m.expirations)
-    live_order = [c for c in m.d]
+    live_order = list(m.d)
     assert t._lru_ids() == live_order
     t._check()
 
@@ -909,8 +970,12 @@ batch_item = st.tuples(
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batches=st.lists(
-        st.tuples(st.lists(batch_item, max_size=25), st.integers(0, 3), st.sampled_from(INTERVALS),
-                  st.sampled_from([0, -1, 0x7FFFFFFF, 12345])),
+        st.tuples(
+            st.lists(batch_item, max_size=25),
+            st.integers(0, 3),
+            st.sampled_from(INTERVALS),
+            st.sampled_from([0, -1, 0x7FFFFFFF, 12345]),
+        ),
         max_size=6,
     ),
     max_instances=st.integers(1, 8),
@@ -934,14 +999,23 @@ def test_batch_agrees_with_single_requests(batches, max_instances):
             times = array.array("q", [t_ for _, t_ in run])
             out = array.array("h", [-1] * len(run))
             if is_get:
-                acc = a.decide_gets(ids, times, out, subscription_version=version, crc_base=crc_base,
-                                    push_interval_ms=interval)
+                acc = a.decide_gets(
+                    ids, times, out, subscription_version=version, crc_base=crc_base, push_interval_ms=interval
+                )
             else:
                 sids = array.array("i", [i32(crc_base ^ java_uuid_hash(POOL[it[0]])) if it[2] else 0 for it, _ in run])
                 acc = a.decide_pushes(
-                    ids, times, sids, bytes(int(it[3]) for it, _ in run), array.array("b", [it[4] for it, _ in run]),
-                    array.array("i", [it[5] for it, _ in run]), out, subscription_version=version,
-                    crc_base=crc_base, push_interval_ms=interval, telemetry_max_bytes=100,
+                    ids,
+                    times,
+                    sids,
+                    bytes(int(it[3]) for it, _ in run),
+                    array.array("b", [it[4] for it, _ in run]),
+                    array.array("i", [it[5] for it, _ in run]),
+                    out,
+                    subscription_version=version,
+                    crc_base=crc_base,
+                    push_interval_ms=interval,
+                    telemetry_max_bytes=100,
                 )
             want = []
             for it, t_ in run:
@@ -989,8 +1063,19 @@ def _run_batches(t: InstanceTable, batches):
     results = []
     for ids, now, sids, term, ctypes, sizes in batches:
         out = array.array("h", [-1] * len(now))
-        acc = t.decide_pushes(ids, now, sids, term, ctypes, sizes, out, subscription_version=0, crc_base=99,
-                              push_interval_ms=1_000, telemetry_max_bytes=100)
+        acc = t.decide_pushes(
+            ids,
+            now,
+            sids,
+            term,
+            ctypes,
+            sizes,
+            out,
+            subscription_version=0,
+            crc_base=99,
+            push_interval_ms=1_000,
+            telemetry_max_bytes=100,
+        )
         results.append((acc, out))
     return results
 
@@ -1029,8 +1114,14 @@ def test_threads_share_one_table(overlap):
     for th in threads:
         th.join()
     assert not errors, errors
-    allowed = {NONE, INVALID_REQUEST, UNSUPPORTED_COMPRESSION_TYPE, THROTTLING_QUOTA_EXCEEDED,
-               UNKNOWN_SUBSCRIPTION_ID, TELEMETRY_TOO_LARGE}
+    allowed = {
+        NONE,
+        INVALID_REQUEST,
+        UNSUPPORTED_COMPRESSION_TYPE,
+        THROTTLING_QUOTA_EXCEEDED,
+        UNKNOWN_SUBSCRIPTION_ID,
+        TELEMETRY_TOO_LARGE,
+    }
     total = accepted = rejected = 0
     for res in results:
         for acc, out in res:
@@ -1094,17 +1185,28 @@ def test_bad_arguments():
 
     n = 3
     ids = b"".join(uid(80 + k) for k in range(n))
-    good = dict(
-        now_ms=array.array("q", [T0] * n), subscription_ids=array.array("i", [0] * n), terminating=bytes(n),
-        compression_types=array.array("b", [0] * n), wire_sizes=array.array("i", [1] * n),
-        out=array.array("h", [0] * n),
-    )
-    kw = dict(subscription_version=0, crc_base=0, push_interval_ms=INTERVAL, telemetry_max_bytes=10)
+    good = {
+        "now_ms": array.array("q", [T0] * n),
+        "subscription_ids": array.array("i", [0] * n),
+        "terminating": bytes(n),
+        "compression_types": array.array("b", [0] * n),
+        "wire_sizes": array.array("i", [1] * n),
+        "out": array.array("h", [0] * n),
+    }
+    kw = {"subscription_version": 0, "crc_base": 0, "push_interval_ms": INTERVAL, "telemetry_max_bytes": 10}
 
     def call(ids_=ids, **over):
         args = {**good, **over}
-        return t.decide_pushes(ids_, args["now_ms"], args["subscription_ids"], args["terminating"],
-                               args["compression_types"], args["wire_sizes"], args["out"], **kw)
+        return t.decide_pushes(
+            ids_,
+            args["now_ms"],
+            args["subscription_ids"],
+            args["terminating"],
+            args["compression_types"],
+            args["wire_sizes"],
+            args["out"],
+            **kw,
+        )
 
     assert call() == 0
     with pytest.raises(ValueError):
@@ -1132,14 +1234,33 @@ def test_bad_arguments():
     with pytest.raises(TypeError):
         call(now_ms=[T0] * n)  # not a buffer
     with pytest.raises(TypeError):
-        t.decide_pushes(ids, good["now_ms"], good["subscription_ids"], good["terminating"],
-                        good["compression_types"], good["wire_sizes"], good["out"])  # keywords are required
+        t.decide_pushes(
+            ids,
+            good["now_ms"],
+            good["subscription_ids"],
+            good["terminating"],
+            good["compression_types"],
+            good["wire_sizes"],
+            good["out"],
+        )  # keywords are required
     with pytest.raises(ValueError):
-        t.decide_gets(ids, array.array("q", [T0] * n), array.array("h", [0] * (n - 1)), subscription_version=0,
-                      crc_base=0, push_interval_ms=INTERVAL)
+        t.decide_gets(
+            ids,
+            array.array("q", [T0] * n),
+            array.array("h", [0] * (n - 1)),
+            subscription_version=0,
+            crc_base=0,
+            push_interval_ms=INTERVAL,
+        )
     with pytest.raises(ValueError):
-        t.decide_gets(ids, array.array("q", [T0] * n), array.array("h", [0] * n), subscription_version=0,
-                      crc_base=0, push_interval_ms=-5)
+        t.decide_gets(
+            ids,
+            array.array("q", [T0] * n),
+            array.array("h", [0] * n),
+            subscription_version=0,
+            crc_base=0,
+            push_interval_ms=-5,
+        )
     t._check()
 
 
@@ -1201,9 +1322,18 @@ def test_try_push_request_answers_as_try_push_on_decoded_requests():
         seen.add(want if want is not ErrorCode.NONE or not payload else None)
         assert a.get_state(cid) == b.get_state(cid)
     assert a.decision_counts() == b.decision_counts()
-    assert {Outcome.RESERVED, Outcome.ABSENT, Outcome.STALE, ErrorCode.NONE, None, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-            ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, ErrorCode.TELEMETRY_TOO_LARGE,
-            ErrorCode.INVALID_REQUEST} <= seen
+    assert {
+        Outcome.RESERVED,
+        Outcome.ABSENT,
+        Outcome.STALE,
+        ErrorCode.NONE,
+        None,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+        ErrorCode.UNKNOWN_SUBSCRIPTION_ID,
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+        ErrorCode.TELEMETRY_TOO_LARGE,
+        ErrorCode.INVALID_REQUEST,
+    } <= seen
     with pytest.raises(TypeError):
         b.try_push_request(kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(bytes=ids[0])), now, 1, MAX_BYTES)
     with pytest.raises(TypeError):
@@ -1243,8 +1373,10 @@ def test_create_push_request_keeps_what_another_thread_created():
     cid = uid(1)
     assert t.create_get(cid, T0, 5, SID, INTERVAL) == NONE
     # a push resolved at an older version (4) finds it current: decided as it is, so the Get counts
-    assert t.create_push_request(_push_body(cid, sid=SID + 9), T0 + 1, 4, SID + 9, 100, MAX_BYTES) == \
-        UNKNOWN_SUBSCRIPTION_ID
+    assert (
+        t.create_push_request(_push_body(cid, sid=SID + 9), T0 + 1, 4, SID + 9, 100, MAX_BYTES)
+        == UNKNOWN_SUBSCRIPTION_ID
+    )
     assert t.get_state(cid)["subscription_id"] == SID
     # one resolved at a newer version (6) rebuilds it
     assert t.create_push_request(_push_body(cid, sid=SID + 9), T0 + 2, 6, SID + 9, 100, MAX_BYTES) >= TICKET_BASE
@@ -1257,7 +1389,7 @@ def test_create_get_creates_and_decides_in_one_call():
     assert t.create_get(cid, T0, 0, SID, INTERVAL) == NONE
     assert t.get_state(cid)["last_get_ms"] == T0
     assert t.create_get(cid, T0 + 1, 0, SID, INTERVAL) == THROTTLING_QUOTA_EXCEEDED  # live: decided as is
-    assert t.create_get(cid, T0 + 2, 1, SID + 1, INTERVAL) == NONE                   # stale: rebuilt
+    assert t.create_get(cid, T0 + 2, 1, SID + 1, INTERVAL) == NONE  # stale: rebuilt
     assert t.get_state(cid)["subscription_id"] == SID + 1
 
 
@@ -1268,7 +1400,7 @@ def test_finish_push_leaves_a_later_incarnation_alone():
     cid = uid(1)
     ticket = t.create_push_request(_push_body(cid), T0, 0, SID, INTERVAL, MAX_BYTES)
     assert t.try_push(uid(2), T0, 0, SID, False, 0, 0, MAX_BYTES) is Outcome.ABSENT
-    t.create(uid(2), T0, 0, SID, INTERVAL)              # evicts cid
+    t.create(uid(2), T0, 0, SID, INTERVAL)  # evicts cid
     assert t.finish_push(cid, ticket, INVALID_RECORD) is False
     assert t.get_state(cid) is None
     again = t.create_push_request(_push_body(cid), T0, 0, SID, INTERVAL, MAX_BYTES)  # back, a new incarnation
@@ -1279,6 +1411,6 @@ def test_finish_push_leaves_a_later_incarnation_alone():
     t.remove(cid)
     assert t.finish_push(cid, again, NONE) is False
     with pytest.raises(ValueError):
-        t.finish_push(cid, 5, NONE)      # an ErrorCode is not a ticket
+        t.finish_push(cid, 5, NONE)  # an ErrorCode is not a ticket
     with pytest.raises(ValueError):
         t.finish_push(cid, again, 1 << 20)

@@ -56,17 +56,24 @@ def configure(subs: list[tuple[str, list[str], int]], jdk: int = 17) -> JavaConc
 
 # ------------------------------------------------------------------------------ vectors (no JDK)
 
-GREEK = "lambda epsilon nu phi beta gamma sigma delta mu kappa alpha iota".split()
+GREEK = ["lambda", "epsilon", "nu", "phi", "beta", "gamma", "sigma", "delta", "mu", "kappa", "alpha", "iota"]
 KIP13 = [
     P + m
-    for m in (
-        "producer.connection.creation.rate producer.connection.creation.total "
-        "producer.node.request.latency.avg producer.node.request.latency.max "
-        "producer.produce.throttle.time.avg producer.produce.throttle.time.max "
-        "producer.record.queue.time.avg producer.record.queue.time.max "
-        "consumer.connection.creation.rate consumer.connection.creation.total "
-        "consumer.node.request.latency.avg consumer.node.request.latency.max consumer.poll.idle.ratio.avg"
-    ).split()
+    for m in [
+        "producer.connection.creation.rate",
+        "producer.connection.creation.total",
+        "producer.node.request.latency.avg",
+        "producer.node.request.latency.max",
+        "producer.produce.throttle.time.avg",
+        "producer.produce.throttle.time.max",
+        "producer.record.queue.time.avg",
+        "producer.record.queue.time.max",
+        "consumer.connection.creation.rate",
+        "consumer.connection.creation.total",
+        "consumer.node.request.latency.avg",
+        "consumer.node.request.latency.max",
+        "consumer.poll.idle.ratio.avg",
+    ]
 ]
 TWO = [P + "client.producer.partition.queue.", P + "client.producer.partition.latency"]
 
@@ -79,31 +86,87 @@ TWO = [P + "client.producer.partition.queue.", P + "client.producer.partition.la
         pytest.param([("sub-1", TWO, 30000), ("sub-2", ["*"], 300000)], 17, ["*"], 30000, -1387469480, id="3"),
         pytest.param(
             [("a", [P + "producer.", P + "consumer."], 60000), ("b", [P + "consumer.", P + "producer.node."], 10000)],
-            17, [P + "producer.", P + "consumer.", P + "producer.node."], 10000, 881785404, id="4",
+            17,
+            [P + "producer.", P + "consumer.", P + "producer.node."],
+            10000,
+            881785404,
+            id="4",
         ),
         pytest.param([("a", [P + "producer."], 600000)], 17, [P + "producer."], 300000, -1446181002, id="5"),
         pytest.param([("a", [P + "producer.", ""], 1000)], 17, [P + "producer.", ""], 1000, 38142455, id="6"),
         pytest.param([("a", [""], 5000)], 17, [""], 5000, 1691415660, id="7"),
         pytest.param(
-            [("a", KIP13, 100)], 17,
-            [P + m for m in (
-                "producer.record.queue.time.avg producer.node.request.latency.max "
-                "consumer.node.request.latency.max producer.produce.throttle.time.avg consumer.poll.idle.ratio.avg "
-                "producer.connection.creation.total producer.connection.creation.rate "
-                "producer.produce.throttle.time.max producer.record.queue.time.max "
-                "consumer.node.request.latency.avg producer.node.request.latency.avg "
-                "consumer.connection.creation.total consumer.connection.creation.rate").split()],
-            100, 1179564880, id="8",
+            [("a", KIP13, 100)],
+            17,
+            [
+                P + m
+                for m in [
+                    "producer.record.queue.time.avg",
+                    "producer.node.request.latency.max",
+                    "consumer.node.request.latency.max",
+                    "producer.produce.throttle.time.avg",
+                    "consumer.poll.idle.ratio.avg",
+                    "producer.connection.creation.total",
+                    "producer.connection.creation.rate",
+                    "producer.produce.throttle.time.max",
+                    "producer.record.queue.time.max",
+                    "consumer.node.request.latency.avg",
+                    "producer.node.request.latency.avg",
+                    "consumer.connection.creation.total",
+                    "consumer.connection.creation.rate",
+                ]
+            ],
+            100,
+            1179564880,
+            id="8",
         ),
         pytest.param(
-            [("a", [P + "producer." + g for g in GREEK], 60000)], 17,
-            [P + "producer." + g for g in "alpha kappa gamma lambda iota epsilon beta sigma phi delta mu nu".split()],
-            60000, -1939838256, id="11-jdk17",
+            [("a", [P + "producer." + g for g in GREEK], 60000)],
+            17,
+            [
+                P + "producer." + g
+                for g in [
+                    "alpha",
+                    "kappa",
+                    "gamma",
+                    "lambda",
+                    "iota",
+                    "epsilon",
+                    "beta",
+                    "sigma",
+                    "phi",
+                    "delta",
+                    "mu",
+                    "nu",
+                ]
+            ],
+            60000,
+            -1939838256,
+            id="11-jdk17",
         ),
         pytest.param(
-            [("a", [P + "producer." + g for g in GREEK], 60000)], 19,
-            [P + "producer." + g for g in "alpha kappa gamma lambda epsilon beta iota phi sigma delta mu nu".split()],
-            60000, -836231277, id="11-jdk19",
+            [("a", [P + "producer." + g for g in GREEK], 60000)],
+            19,
+            [
+                P + "producer." + g
+                for g in [
+                    "alpha",
+                    "kappa",
+                    "gamma",
+                    "lambda",
+                    "epsilon",
+                    "beta",
+                    "iota",
+                    "phi",
+                    "sigma",
+                    "delta",
+                    "mu",
+                    "nu",
+                ]
+            ],
+            60000,
+            -836231277,
+            id="11-jdk19",
         ),
     ],
 )
@@ -123,9 +186,9 @@ def test_java_string_hash():
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("polygenelubricants") == -2**31
-    assert java_string_hash("\U0001F600") == 31 * 0xD83D + 0xDE00  # two UTF-16 code units
-    assert java_string_hash("\ud83d\ude00") == java_string_hash("\U0001F600")
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert java_string_hash("\U0001f600") == 31 * 0xD83D + 0xDE00  # two UTF-16 code units
+    assert java_string_hash("\ud83d\ude00") == java_string_hash("\U0001f600")
 
 
 def test_hashset_capacity_rules():
@@ -140,7 +203,7 @@ def test_hashset_capacity_rules():
 def test_hashset_basics():
     s = JavaHashSet.from_collection(["b", "a", "b", "\ud83d\ude00"])
     assert len(s) == 3
-    assert "a" in s and "\U0001F600" in s and "c" not in s and 3 not in s
+    assert "a" in s and "\U0001f600" in s and "c" not in s and 3 not in s
     assert not s.add("a")
     assert list(s) == ["a", "b", "\ud83d\ude00"]
     assert s.java_to_string() == "[a, b, \ud83d\ude00]"
@@ -174,15 +237,37 @@ def test_resolve_order_star_and_empty():
 
 # ------------------------------------------------------------------------------- case generator
 
-WORDS = (
-    "connection.creation node.request.latency produce.throttle.time record.queue.time poll.idle.ratio "
-    "request.rate io.wait.time bytes.consumed fetch.size commit.latency partition.queue partition.latency "
-    "coordinator.rebalance heartbeat.response.time buffer.available.bytes batch.size compression.rate "
-    "records.lag request.size select.rate"
-).split()
+WORDS = [
+    "connection.creation",
+    "node.request.latency",
+    "produce.throttle.time",
+    "record.queue.time",
+    "poll.idle.ratio",
+    "request.rate",
+    "io.wait.time",
+    "bytes.consumed",
+    "fetch.size",
+    "commit.latency",
+    "partition.queue",
+    "partition.latency",
+    "coordinator.rebalance",
+    "heartbeat.response.time",
+    "buffer.available.bytes",
+    "batch.size",
+    "compression.rate",
+    "records.lag",
+    "request.size",
+    "select.rate",
+]
 PREFIXES = [
-    P + "producer.", P + "consumer.", P + "admin.", P + "client.producer.", P + "client.consumer.",
-    P + "consumer.coordinator.", P + "producer.topic.", P + "consumer.fetch.manager.",
+    P + "producer.",
+    P + "consumer.",
+    P + "admin.",
+    P + "client.producer.",
+    P + "client.consumer.",
+    P + "consumer.coordinator.",
+    P + "producer.topic.",
+    P + "consumer.fetch.manager.",
 ]
 SUFFIXES = ["", ".avg", ".max", ".rate", ".total", ".count"]
 
@@ -394,7 +479,8 @@ def describe(case: Case, limit: int = 30) -> str:
 @pytest.mark.java
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "java, major", JVMS or [pytest.param(None, 0, marks=pytest.mark.skip(reason="no javac/java on PATH"))],
+    "java, major",
+    JVMS or [pytest.param(None, 0, marks=pytest.mark.skip(reason="no javac/java on PATH"))],
     ids=[f"jdk{m}" for _, m in JVMS] or ["no-jdk"],
 )
 def test_against_real_jdk(oracle_classes, java, major):
@@ -403,7 +489,10 @@ def test_against_real_jdk(oracle_classes, java, major):
     stdin = "\n".join(line for case in cases for line in case.lines) + "\n"
     proc = subprocess.run(
         [java, "-Xss8m", "-cp", str(oracle_classes), "SubscriptionOrder"],
-        input=stdin, capture_output=True, text=True, timeout=120,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = proc.stdout.splitlines()

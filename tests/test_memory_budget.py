@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import gc
-import os
 import re
 import selectors
 import signal
@@ -37,9 +36,26 @@ class Serve:
     """``kip714 serve --port 0`` in a child process; its log lines are collected as they come."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "kip714", "serve", "--port", "0", "--metrics", "*",
-                                      "--summary-interval", "0", "--duration", "300", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kip714",
+                "serve",
+                "--port",
+                "0",
+                "--metrics",
+                "*",
+                "--summary-interval",
+                "0",
+                "--duration",
+                "300",
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         listening = threading.Event()
 
@@ -95,9 +111,11 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 def well_behaved_client(port: int, timeout: float = 30.0) -> None:
     """A client's first requests — ApiVersions v3, Metadata, GetTelemetrySubscriptions — each answered."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        requests = ((kip714.wire.ApiVersionsRequest("kip714-test", "1.0"), 18, 3),
-                    (kip714.wire.MetadataRequest([]), 3, 12),
-                    (kip714.GetTelemetrySubscriptionsRequest(bytes(16)), 71, 0))
+        requests = (
+            (kip714.wire.ApiVersionsRequest("kip714-test", "1.0"), 18, 3),
+            (kip714.wire.MetadataRequest([]), 3, 12),
+            (kip714.GetTelemetrySubscriptionsRequest(bytes(16)), 71, 0),
+        )
         for corr, (body, key, version) in enumerate(requests, 1):
             s.sendall(kip714.encode_request(body, corr, "well-behaved", version))
             size = struct.unpack(">i", _recv_exact(s, 4))[0]
@@ -132,23 +150,26 @@ class Attack:
         open_socks = sending = len(socks)
         deadline = time.monotonic() + deadline_s
         try:
-            while (open_socks and not (sending == 0 and self.closed >= self.until_closed)
-                   and time.monotonic() < deadline and not (stop and stop.is_set())):
+            while (
+                open_socks
+                and not (sending == 0 and self.closed >= self.until_closed)
+                and time.monotonic() < deadline
+                and not (stop and stop.is_set())
+            ):
                 for key, events in sel.select(0.2):
                     s, state = key.fileobj, key.data
                     try:
-                        if events & selectors.EVENT_READ:
-                            if s.recv(4096) == b"":
-                                raise ConnectionResetError(errno.ECONNRESET, "closed")
+                        if events & selectors.EVENT_READ and s.recv(4096) == b"":
+                            raise ConnectionResetError(errno.ECONNRESET, "closed")
                         if events & selectors.EVENT_WRITE:
                             if state["head"]:
                                 n = s.send(state["head"])
                                 state["head"] = state["head"][n:]
                             elif state["left"] > 0:
-                                n = s.send(chunk[:state["left"]])
+                                n = s.send(chunk[: state["left"]])
                                 state["left"] -= n
                                 self.sent += n
-                            else:       # all sent: wait for the server to close it (or the end)
+                            else:  # all sent: wait for the server to close it (or the end)
                                 sel.modify(s, selectors.EVENT_READ, state)
                                 state["done"] = True
                                 sending -= 1
@@ -187,7 +208,7 @@ def attack_while_answering(serve: Serve, attack: Attack, while_held=None) -> int
     def run() -> None:
         try:
             attack.run(stop=done, while_held=run_while_held)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             done.set()
@@ -204,7 +225,7 @@ def attack_while_answering(serve: Serve, attack: Attack, while_held=None) -> int
     t.join(30)
     assert not errors, errors
     assert len(held) == (1 if attack.held_open else 0)
-    well_behaved_client(serve.port)     # and after the attack
+    well_behaved_client(serve.port)  # and after the attack
     return answered + len(held) + 1
 
 
@@ -265,12 +286,18 @@ def librdkafka_producer(port: int, seconds: float = 2.5) -> None:
     terminating push)."""
     import confluent_kafka
 
-    p = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "enable.sparse.connections": False,
-                                  "client.id": "kip714-budget-test", "log_level": 0})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "enable.sparse.connections": False,
+            "client.id": "kip714-budget-test",
+            "log_level": 0,
+        }
+    )
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         p.poll(0.05)
-    del p       # rd_kafka_destroy: the terminating push
+    del p  # rd_kafka_destroy: the terminating push
     gc.collect()
 
 
@@ -296,11 +323,13 @@ def test_many_slow_connections_over_the_budget_drop_the_largest(serve_factory):
     assert peak - base < budget * 5 // 4 + 32 * MiB, (base, peak)
 
 
-if __name__ == "__main__":   # before/after measurement: python tests/test_memory_budget.py [serve args]
+if __name__ == "__main__":  # before/after measurement: python tests/test_memory_budget.py [serve args]
     s = Serve(*sys.argv[1:])
     b = baseline(s)
     a = Attack(s.port, 12, 100 * MiB, 95 * MiB)
     n = attack_while_answering(s, a)
-    print(f"baseline VmRSS {b / MiB:.1f} MiB, peak VmHWM {s.status('VmHWM') / MiB:.1f} MiB, "
-          f"closed {a.closed}/12, sent {a.sent / MiB:.0f} MiB, client answered {n} times")
+    print(
+        f"baseline VmRSS {b / MiB:.1f} MiB, peak VmHWM {s.status('VmHWM') / MiB:.1f} MiB, "
+        f"closed {a.closed}/12, sent {a.sent / MiB:.0f} MiB, client answered {n} times"
+    )
     print(s.stop())

@@ -24,8 +24,11 @@ from kip714.client.naming import (
 KAFKA_VECTORS = [
     ("connection-creation-rate", "producer-metrics", "org.apache.kafka.producer.connection.creation.rate"),
     ("commit-latency-avg", "consumer-coordinator-metrics", "org.apache.kafka.consumer.coordinator.commit.latency.avg"),
-    ("fetch-latency-max", "consumer-fetch-manager-metrics",
-     "org.apache.kafka.consumer.fetch.manager.fetch.latency.max"),
+    (
+        "fetch-latency-max",
+        "consumer-fetch-manager-metrics",
+        "org.apache.kafka.consumer.fetch.manager.fetch.latency.max",
+    ),
     ("name-metrics", "group-metrics-metrics", "org.apache.kafka.group.name.metrics"),
     ("test-Name-1.$", "grouP-name-AB_&", "org.apache.kafka.group.name.ab_&.test.name.1.$"),
     ("", "group-1A", "org.apache.kafka.group.1a."),
@@ -39,12 +42,18 @@ def test_kafka_vectors(name, group, expected):
 
 def test_argument_order_is_group_then_name():
     # Swapping the arguments gives a different (wrong) name: the order matters and is (group, name).
-    assert telemetry_metric_name("producer-metrics", "connection-creation-rate") == \
-        "org.apache.kafka.producer.connection.creation.rate"
-    assert telemetry_metric_name("connection-creation-rate", "producer-metrics") == \
-        "org.apache.kafka.connection.creation.rate.producer.metrics"
-    assert telemetry_metric_name(group="producer-metrics", name="record-queue-time-max") == \
-        "org.apache.kafka.producer.record.queue.time.max"
+    assert (
+        telemetry_metric_name("producer-metrics", "connection-creation-rate")
+        == "org.apache.kafka.producer.connection.creation.rate"
+    )
+    assert (
+        telemetry_metric_name("connection-creation-rate", "producer-metrics")
+        == "org.apache.kafka.connection.creation.rate.producer.metrics"
+    )
+    assert (
+        telemetry_metric_name(group="producer-metrics", name="record-queue-time-max")
+        == "org.apache.kafka.producer.record.queue.time.max"
+    )
 
 
 # Computed with OpenJDK 17 running Kafka's rule (toLowerCase(Locale.ROOT), replaceAll) on these inputs.
@@ -107,14 +116,19 @@ def test_clean_helpers_and_prefix():
 # seeds/004: consumer record latency in consumer-fetch-manager-metrics (client level and per partition)
 def test_consumer_record_latency_metrics():
     group = "consumer-fetch-manager-metrics"
-    assert telemetry_metric_name(group, "records-latency-max") == \
-        "org.apache.kafka.consumer.fetch.manager.records.latency.max"
+    assert (
+        telemetry_metric_name(group, "records-latency-max")
+        == "org.apache.kafka.consumer.fetch.manager.records.latency.max"
+    )
     assert telemetry_metric_name(group, "records-latency") == "org.apache.kafka.consumer.fetch.manager.records.latency"
-    assert telemetry_metric_name(group, "records-latency-avg") == \
-        "org.apache.kafka.consumer.fetch.manager.records.latency.avg"
+    assert (
+        telemetry_metric_name(group, "records-latency-avg")
+        == "org.apache.kafka.consumer.fetch.manager.records.latency.avg"
+    )
     # the per-partition metrics carry topic and partition; client-id is dropped
-    name, attrs = telemetry_metric_key(group, "records-latency",
-                                       {"client-id": "consumer-1", "topic": "orders", "partition": "3"})
+    name, attrs = telemetry_metric_key(
+        group, "records-latency", {"client-id": "consumer-1", "topic": "orders", "partition": "3"}
+    )
     assert name == "org.apache.kafka.consumer.fetch.manager.records.latency"
     assert attrs == {"topic": "orders", "partition": "3"}
     name, attrs = telemetry_metric_key(group, "records-latency-max", {"client-id": "consumer-1"})
@@ -137,15 +151,36 @@ LIBRDKAFKA_NAMES = [
     ("consumer-metrics", "connection-creation-total", "org.apache.kafka.consumer.connection.creation.total"),
     ("consumer-node-metrics", "request-latency-avg", "org.apache.kafka.consumer.node.request.latency.avg"),
     ("consumer-node-metrics", "request-latency-max", "org.apache.kafka.consumer.node.request.latency.max"),
-    ("consumer-coordinator-metrics", "assigned-partitions", "org.apache.kafka.consumer.coordinator.assigned.partitions"),
-    ("consumer-coordinator-metrics", "rebalance-latency-avg",
-     "org.apache.kafka.consumer.coordinator.rebalance.latency.avg"),
-    ("consumer-coordinator-metrics", "rebalance-latency-max",
-     "org.apache.kafka.consumer.coordinator.rebalance.latency.max"),
-    ("consumer-coordinator-metrics", "rebalance-latency-total",
-     "org.apache.kafka.consumer.coordinator.rebalance.latency.total"),
-    ("consumer-fetch-manager-metrics", "fetch-latency-avg", "org.apache.kafka.consumer.fetch.manager.fetch.latency.avg"),
-    ("consumer-fetch-manager-metrics", "fetch-latency-max", "org.apache.kafka.consumer.fetch.manager.fetch.latency.max"),
+    (
+        "consumer-coordinator-metrics",
+        "assigned-partitions",
+        "org.apache.kafka.consumer.coordinator.assigned.partitions",
+    ),
+    (
+        "consumer-coordinator-metrics",
+        "rebalance-latency-avg",
+        "org.apache.kafka.consumer.coordinator.rebalance.latency.avg",
+    ),
+    (
+        "consumer-coordinator-metrics",
+        "rebalance-latency-max",
+        "org.apache.kafka.consumer.coordinator.rebalance.latency.max",
+    ),
+    (
+        "consumer-coordinator-metrics",
+        "rebalance-latency-total",
+        "org.apache.kafka.consumer.coordinator.rebalance.latency.total",
+    ),
+    (
+        "consumer-fetch-manager-metrics",
+        "fetch-latency-avg",
+        "org.apache.kafka.consumer.fetch.manager.fetch.latency.avg",
+    ),
+    (
+        "consumer-fetch-manager-metrics",
+        "fetch-latency-max",
+        "org.apache.kafka.consumer.fetch.manager.fetch.latency.max",
+    ),
     ("consumer-metrics", "poll-idle-ratio-avg", "org.apache.kafka.consumer.poll.idle.ratio.avg"),
     ("consumer-coordinator-metrics", "commit-latency-avg", "org.apache.kafka.consumer.coordinator.commit.latency.avg"),
     ("consumer-coordinator-metrics", "commit-latency-max", "org.apache.kafka.consumer.coordinator.commit.latency.max"),
@@ -160,12 +195,18 @@ def test_librdkafka_names(group, name, expected):
 def test_kip_standard_names_from_subscription_vector_8():
     # The 13 KIP standard metric names used in docs/reference/kafka-java-behaviour.md §6 vector 8 are all derivable.
     standard = {
-        "org.apache.kafka.producer.connection.creation.rate", "org.apache.kafka.producer.connection.creation.total",
-        "org.apache.kafka.producer.node.request.latency.avg", "org.apache.kafka.producer.node.request.latency.max",
-        "org.apache.kafka.producer.produce.throttle.time.avg", "org.apache.kafka.producer.produce.throttle.time.max",
-        "org.apache.kafka.producer.record.queue.time.avg", "org.apache.kafka.producer.record.queue.time.max",
-        "org.apache.kafka.consumer.connection.creation.rate", "org.apache.kafka.consumer.connection.creation.total",
-        "org.apache.kafka.consumer.node.request.latency.avg", "org.apache.kafka.consumer.node.request.latency.max",
+        "org.apache.kafka.producer.connection.creation.rate",
+        "org.apache.kafka.producer.connection.creation.total",
+        "org.apache.kafka.producer.node.request.latency.avg",
+        "org.apache.kafka.producer.node.request.latency.max",
+        "org.apache.kafka.producer.produce.throttle.time.avg",
+        "org.apache.kafka.producer.produce.throttle.time.max",
+        "org.apache.kafka.producer.record.queue.time.avg",
+        "org.apache.kafka.producer.record.queue.time.max",
+        "org.apache.kafka.consumer.connection.creation.rate",
+        "org.apache.kafka.consumer.connection.creation.total",
+        "org.apache.kafka.consumer.node.request.latency.avg",
+        "org.apache.kafka.consumer.node.request.latency.max",
         "org.apache.kafka.consumer.poll.idle.ratio.avg",
     }
     derived = {telemetry_metric_name(g, n) for g, n, _ in LIBRDKAFKA_NAMES}
@@ -176,7 +217,7 @@ def test_attribute_keys_and_exclusion():
     assert telemetry_attribute_key("node-id") == "node_id"
     assert telemetry_attribute_key("Client-ID") == "client_id"
     assert telemetry_attribute_key("topic.name") == "topic.name"  # only "-" changes
-    assert EXCLUDE_LABELS == frozenset({"client_id"})
+    assert frozenset({"client_id"}) == EXCLUDE_LABELS
     tags = {"client-id": "p-1", "Node-Id": "node-1", "topic": "T-1"}
     assert telemetry_attributes(tags) == {"node_id": "node-1", "topic": "T-1"}  # values unchanged
     assert list(telemetry_attributes([("b", 1), ("a", 2)])) == ["b", "a"]  # order kept
@@ -189,6 +230,6 @@ def test_attribute_keys_and_exclusion():
 
 
 def test_metric_key():
-    assert telemetry_metric_key("producer-node-metrics", "request-latency-avg",
-                                {"client-id": "p-1", "node-id": "node-1"}) == \
-        ("org.apache.kafka.producer.node.request.latency.avg", {"node_id": "node-1"})
+    assert telemetry_metric_key(
+        "producer-node-metrics", "request-latency-avg", {"client-id": "p-1", "node-id": "node-1"}
+    ) == ("org.apache.kafka.producer.node.request.latency.avg", {"node_id": "node-1"})

@@ -76,17 +76,17 @@ from kio.schema.errors import ErrorCode as KioErrorCode  # noqa: E402
 
 # kip714 message class -> (kio package, kind, versions)
 MESSAGES = {
-    "ApiVersionsRequest": ("api_versions", "request", range(0, 5)),
-    "ApiVersionsResponse": ("api_versions", "response", range(0, 5)),
-    "MetadataRequest": ("metadata", "request", range(0, 14)),
-    "MetadataResponse": ("metadata", "response", range(0, 14)),
-    "GetTelemetrySubscriptionsRequest": ("get_telemetry_subscriptions", "request", range(0, 1)),
-    "GetTelemetrySubscriptionsResponse": ("get_telemetry_subscriptions", "response", range(0, 1)),
-    "PushTelemetryRequest": ("push_telemetry", "request", range(0, 1)),
-    "PushTelemetryResponse": ("push_telemetry", "response", range(0, 1)),
+    "ApiVersionsRequest": ("api_versions", "request", range(5)),
+    "ApiVersionsResponse": ("api_versions", "response", range(5)),
+    "MetadataRequest": ("metadata", "request", range(14)),
+    "MetadataResponse": ("metadata", "response", range(14)),
+    "GetTelemetrySubscriptionsRequest": ("get_telemetry_subscriptions", "request", range(1)),
+    "GetTelemetrySubscriptionsResponse": ("get_telemetry_subscriptions", "response", range(1)),
+    "PushTelemetryRequest": ("push_telemetry", "request", range(1)),
+    "PushTelemetryResponse": ("push_telemetry", "response", range(1)),
 }
 FLEXIBLE_FROM = {"ApiVersions": 3, "Metadata": 9}
-TAGGED = {"supported_features": 0, "finalized_features": 2}   # ApiVersionsResponse tagged arrays
+TAGGED = {"supported_features": 0, "finalized_features": 2}  # ApiVersionsResponse tagged arrays
 
 # Kafka's camelCase field names (what its exception text carries) for kip714's snake_case ones
 CAMEL = {"requested_metrics[]": "requestedMetrics element"}
@@ -169,13 +169,14 @@ def test_the_documented_audit_is_what_kafkas_definitions_say():
 
 # ------------------------------------------------------------------------ frames with a null injected
 
+
 def _fill(cls, path: list[str], value):
     """A kio instance of ``cls`` with every field set to something small and valid; the field at
     ``path`` (and the structs leading to it, one element each) set to ``value``."""
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
-        inner, nullable = _unwrap(hints[f.name])
+        inner, _nullable = _unwrap(hints[f.name])
         kafka_type = f.metadata.get("kafka_type")
         if path and f.name == path[0]:
             if len(path) == 1:
@@ -205,6 +206,7 @@ def _fill(cls, path: list[str], value):
 
 def _encode(obj) -> bytes:
     import io
+
     buf = io.BytesIO()
     kio_serial.entity_writer(type(obj))(buf, obj)
     return buf.getvalue()
@@ -223,7 +225,7 @@ def _values(ftype: str, path: str):
         return "", "zz"
     if ftype == "bytes":
         return b"", b"zz"
-    return (), None   # arrays: the non-empty value is built by the caller
+    return (), None  # arrays: the non-empty value is built by the caller
 
 
 def null_frame(name: str, path: str, ftype: str, version: int, null: bytes | None = None) -> bytes:
@@ -235,10 +237,10 @@ def null_frame(name: str, path: str, ftype: str, version: int, null: bytes | Non
     if name == "ApiVersionsResponse" and path.split(".")[0] in TAGGED:
         return _tagged_null_frame(path, version, null)
     cls = kio_cls(name, version)
-    if path.endswith("[]"):                                   # an element of an array of strings
+    if path.endswith("[]"):  # an element of an array of strings
         parts = path[:-2].split(".")
         empty, full = ("",), ("zz",)
-        width = 1                                             # GTS is flexible: compact lengths
+        width = 1  # GTS is flexible: compact lengths
         ftype = "string"
     else:
         parts = path.split(".")
@@ -254,10 +256,10 @@ def null_frame(name: str, path: str, ftype: str, version: int, null: bytes | Non
     if path.endswith("[]"):
         # the difference is in the element's own length (the array count is 2 in both)
         expected_empty = b"\x01"
-    assert e_empty[pos:pos + width] == expected_empty, (name, path, version, e_empty.hex(), pos)
+    assert e_empty[pos : pos + width] == expected_empty, (name, path, version, e_empty.hex(), pos)
     if null is None:
         null = b"\x00" if width == 1 else b"\xff" * width
-    return e_empty[:pos] + null + e_empty[pos + width:]
+    return e_empty[:pos] + null + e_empty[pos + width :]
 
 
 def _element_type(cls, parts):
@@ -284,7 +286,7 @@ def _tagged_null_frame(path: str, version: int, null: bytes | None) -> bytes:
     fields are written by hand: kio leaves an empty tagged array out altogether."""
     null = null or b"\x00"
     array, _, member = path.partition(".")
-    if member:     # one element: name (null), min/max (int16 each), no tagged fields
+    if member:  # one element: name (null), min/max (int16 each), no tagged fields
         content = b"\x02" + null + struct.pack(">hh", 0, 1) + b"\x00"
     else:
         content = null
@@ -308,49 +310,59 @@ def _get(msg, path: str):
     return value
 
 
-NULL_CASES = [(m, f, t, v, v in nullable)
-              for m, f, t, present, nullable in AUDIT if m != "RequestHeader" for v in sorted(present)]
+NULL_CASES = [
+    (m, f, t, v, v in nullable) for m, f, t, present, nullable in AUDIT if m != "RequestHeader" for v in sorted(present)
+]
 
 
-@pytest.mark.parametrize("name,path,ftype,version,nullable", NULL_CASES,
-                         ids=[f"{c[0]}-v{c[3]}-{c[1]}" for c in NULL_CASES])
+@pytest.mark.parametrize(
+    "name,path,ftype,version,nullable", NULL_CASES, ids=[f"{c[0]}-v{c[3]}-{c[1]}" for c in NULL_CASES]
+)
 def test_null_in_every_field_at_every_version(name, path, ftype, version, nullable):
     body = null_frame(name, path, ftype, version)
     if nullable:
         assert _get(_decode(name, body, version), path) is None
     else:
-        with pytest.raises(MalformedFrameError,
-                           match=f"^non-nullable field {re.escape(camel(path))} was serialized as null") as e:
+        with pytest.raises(
+            MalformedFrameError, match=f"^non-nullable field {re.escape(camel(path))} was serialized as null"
+        ) as e:
             _decode(name, body, version)
         assert e.value.error_code == kip714.ErrorCode.INVALID_REQUEST
 
 
 def _other_negative(name: str, ftype: str, version: int, path: str) -> bytes:
     """A negative length other than -1: Kafka's readers take it as null too."""
-    if _flexible(name, version) or name == "ApiVersionsResponse" and path.split(".")[0] in TAGGED:
-        return _uv(0xFFFFFFFF)          # readUnsignedVarint() - 1 == -2 in Java int arithmetic
+    if _flexible(name, version) or (name == "ApiVersionsResponse" and path.split(".")[0] in TAGGED):
+        return _uv(0xFFFFFFFF)  # readUnsignedVarint() - 1 == -2 in Java int arithmetic
     return struct.pack(">h", -2) if ftype == "string" else struct.pack(">i", -7)
 
 
 OTHER_NEGATIVE_CASES = [c for c in NULL_CASES if c[3] in (0, 1, 9, 12, 13, 3)]
 
 
-@pytest.mark.parametrize("name,path,ftype,version,nullable", OTHER_NEGATIVE_CASES,
-                         ids=[f"{c[0]}-v{c[3]}-{c[1]}" for c in OTHER_NEGATIVE_CASES])
+@pytest.mark.parametrize(
+    "name,path,ftype,version,nullable",
+    OTHER_NEGATIVE_CASES,
+    ids=[f"{c[0]}-v{c[3]}-{c[1]}" for c in OTHER_NEGATIVE_CASES],
+)
 def test_any_negative_length_is_null_as_in_kafka(name, path, ftype, version, nullable):
     body = null_frame(name, path, ftype, version, null=_other_negative(name, ftype, version, path))
     if nullable:
         assert _get(_decode(name, body, version), path) is None
     else:
-        with pytest.raises(MalformedFrameError, match="^non-nullable field .* was serialized as null"):
+        with pytest.raises(MalformedFrameError, match=r"^non-nullable field .* was serialized as null"):
             _decode(name, body, version)
 
 
 @pytest.mark.parametrize("length", [b"\xff\xff", b"\xff\xfe", b"\x80\x00"])
 def test_a_null_client_id_in_the_request_header(length):
     # RequestHeader.ClientId is nullable (1+) and never flexible: any negative int16 is null
-    frame = struct.pack(">hhi", 72, 0, 7) + length + b"\x00" + kip714.PushTelemetryRequest(
-        client_instance_id=uuid.uuid4(), metrics=b"x").encode()
+    frame = (
+        struct.pack(">hhi", 72, 0, 7)
+        + length
+        + b"\x00"
+        + kip714.PushTelemetryRequest(client_instance_id=uuid.uuid4(), metrics=b"x").encode()
+    )
     req = kip714.decode_request(frame)
     assert req.client_id is None and req.correlation_id == 7 and bytes(req.body.metrics) == b"x"
 
@@ -371,10 +383,12 @@ def test_null_metrics_message_and_offset():
 def test_compact_string_longer_than_0x7fff_is_refused_like_kafka():
     name = b"a" * 0x8000
     body = _uv(len(name) + 1) + name + b"\x02v\x00"
-    with pytest.raises(MalformedFrameError, match="^string field clientSoftwareName had invalid length 32768"):
+    with pytest.raises(MalformedFrameError, match=r"^string field clientSoftwareName had invalid length 32768"):
         kip714.wire.ApiVersionsRequest.decode(body, 3)
-    assert kip714.wire.ApiVersionsRequest.decode(_uv(0x8000) + name[:0x7fff] + b"\x02v\x00", 3) \
-        .client_software_name == "a" * 0x7fff
+    assert (
+        kip714.wire.ApiVersionsRequest.decode(_uv(0x8000) + name[:0x7FFF] + b"\x02v\x00", 3).client_software_name
+        == "a" * 0x7FFF
+    )
     with pytest.raises(ValueError, match="32767"):
         kip714.wire.ApiVersionsRequest("a" * 0x8000, "1").encode(3)
 
@@ -382,6 +396,7 @@ def test_compact_string_longer_than_0x7fff_is_refused_like_kafka():
 @pytest.mark.integration
 def test_serve_closes_the_connection_on_a_null_metrics_push():
     import server_thread
+
     from kip714 import SubscriptionRegistry, TelemetryBroker
     from kip714.endpoint.server import TelemetryServer
 
@@ -398,9 +413,9 @@ def test_serve_closes_the_connection_on_a_null_metrics_push():
             good = kip714.PushTelemetryRequest(resp.client_instance_id, resp.subscription_id, False, 0, b"")
             frame = kip714.encode_request(good, 2, "c")
             assert frame[-2:] == b"\x01\x00"
-            s.sendall(frame[:-2] + b"\x00\x00")      # the same push with Metrics null
+            s.sendall(frame[:-2] + b"\x00\x00")  # the same push with Metrics null
             try:
-                assert s.recv(100) == b""            # closed, nothing answered
+                assert s.recv(100) == b""  # closed, nothing answered
             except ConnectionResetError:
                 pass
         assert srv.call(lambda: srv.server.stats["protocol_errors"]) == 1
@@ -426,13 +441,16 @@ def _read_frame(s) -> bytes:
 
 # ------------------------------------------------------------------------------- random mutation
 
+
 def _non_nullable_paths(name: str, version: int):
-    return [(f, t) for m, f, t, present, nullable in AUDIT
-            if m == name and version in present and version not in nullable]
+    return [
+        (f, t) for m, f, t, present, nullable in AUDIT if m == name and version in present and version not in nullable
+    ]
 
 
 def _assert_no_null(msg, path: str):
     """No ``None`` anywhere along a non-nullable path of a decoded message (every array element)."""
+
     def walk(value, parts):
         if not parts:
             assert value is not None
@@ -449,11 +467,16 @@ def _assert_no_null(msg, path: str):
             assert child is not None, path
             return
         if child is None:
-            return     # a nullable parent (checked as its own path when it is not nullable)
+            return  # a nullable parent (checked as its own path when it is not nullable)
         for item in child:
             walk(item, parts[1:])
-    walk(msg, path.replace("[]", "").split(".") if not path.endswith("[]") else
-         path[:-2].split(".")[:-1] + [path.split(".")[-1]])
+
+    walk(
+        msg,
+        path.replace("[]", "").split(".")
+        if not path.endswith("[]")
+        else path[:-2].split(".")[:-1] + [path.split(".")[-1]],
+    )
 
 
 def _seed_bodies():
@@ -484,7 +507,7 @@ def _full(cls):
 
 def test_random_mutations_never_decode_a_null_into_a_non_nullable_field():
     rng = random.Random(714)
-    seeds = [seed for seed in _seed_bodies() if seed[2]]      # ApiVersions v0-2 requests are empty
+    seeds = [seed for seed in _seed_bodies() if seed[2]]  # ApiVersions v0-2 requests are empty
     decoded = refused = 0
     deadline = time.monotonic() + 20
     for i in range(20000):
@@ -496,9 +519,9 @@ def test_random_mutations_never_decode_a_null_into_a_non_nullable_field():
             pos = rng.randrange(len(data))
             op = rng.random()
             if op < 0.4:
-                data[pos] = 0                                    # compact null / zero length
+                data[pos] = 0  # compact null / zero length
             elif op < 0.6:
-                data[pos:pos + 2] = b"\xff\xff"                  # classic -1 (string) / start of -1
+                data[pos : pos + 2] = b"\xff\xff"  # classic -1 (string) / start of -1
             elif op < 0.8:
                 data[pos] = rng.randrange(256)
             elif op < 0.9:

@@ -26,14 +26,14 @@ import threading
 
 import pyarrow as pa
 import pytest
+from examples import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from examples import examples
 
 import kip714
 from kip714 import _otlp
-from kip714.otlp import reference as otlp_pb
 from kip714.errors import CorruptPayloadError, Kip714Error
+from kip714.otlp import reference as otlp_pb
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "data", "captures")
 
@@ -41,6 +41,7 @@ U64 = (1 << 64) - 1
 
 
 # ----------------------------------------------------------------------------------------- helpers
+
 
 def same(a, b) -> bool:
     """Equality with doubles compared bit for bit (NaN == NaN, 0.0 != -0.0)."""
@@ -142,6 +143,7 @@ CAPTURE_PAYLOADS = capture_payloads()
 
 # ----------------------------------------------------------------------------- wire encoding helpers
 
+
 def varint(v: int) -> bytes:
     v &= U64
     out = bytearray()
@@ -182,9 +184,21 @@ def zigzag(v: int) -> int:
 # -------------------------------------------------------------------------------- realistic payloads
 
 GROUPS = ["producer", "consumer", "producer.node", "consumer.node", "producer.topic", "consumer.coordinator"]
-NAMES = ["request.rate", "request.total", "request.latency.avg", "request.latency.max", "record.send.rate",
-         "record.send.total", "outgoing.byte.rate", "incoming.byte.total", "connection.creation.rate",
-         "io.wait.time.ns.total", "commit.latency.avg", "fetch.size.avg", "bufferpool.wait.ratio"]
+NAMES = [
+    "request.rate",
+    "request.total",
+    "request.latency.avg",
+    "request.latency.max",
+    "record.send.rate",
+    "record.send.total",
+    "outgoing.byte.rate",
+    "incoming.byte.total",
+    "connection.creation.rate",
+    "io.wait.time.ns.total",
+    "commit.latency.avg",
+    "fetch.size.avg",
+    "bufferpool.wait.ratio",
+]
 
 
 def kafka_payload(target_bytes: int, seed: int = 1) -> bytes:
@@ -234,7 +248,6 @@ def kafka_payload(target_bytes: int, seed: int = 1) -> bytes:
 
 def every_kind_payload() -> bytes:
     """One payload with every point type, every AnyValue type and the optional fields set/unset."""
-    from opentelemetry.proto.common.v1 import common_pb2 as cp
     from opentelemetry.proto.metrics.v1 import metrics_pb2 as mp
 
     def attrs(target, n=0):
@@ -296,7 +309,7 @@ def every_kind_payload() -> bytes:
     m.name = "h"
     m.histogram.aggregation_temporality = 2
     hp = m.histogram.data_points.add()
-    hp.count = 2**63 - 1          # the largest count the int64 column holds
+    hp.count = 2**63 - 1  # the largest count the int64 column holds
     hp.sum = float("inf")
     hp.bucket_counts.extend([1, 2, 3])
     hp.explicit_bounds.extend([0.5, 1e300])
@@ -333,20 +346,39 @@ def every_kind_payload() -> bytes:
 
 # ------------------------------------------------------------------------------------ basic contract
 
-EXPECTED_SCHEMA = pa.schema([
-    ("metric", pa.string()), ("description", pa.string()), ("unit", pa.string()), ("kind", pa.string()),
-    ("temporality", pa.string()), ("monotonic", pa.bool_()),
-    ("attributes", pa.map_(pa.string(), pa.string())), ("resource", pa.map_(pa.string(), pa.string())),
-    ("scope_name", pa.string()), ("scope_version", pa.string()),
-    ("start_time_unix_nano", pa.int64()), ("time_unix_nano", pa.int64()), ("value", pa.float64()),
-    ("value_int", pa.int64()), ("count", pa.int64()), ("sum", pa.float64()), ("min", pa.float64()),
-    ("max", pa.float64()), ("bucket_counts", pa.list_(pa.int64())), ("explicit_bounds", pa.list_(pa.float64())),
-    ("scale", pa.int32()), ("zero_count", pa.int64()), ("positive_offset", pa.int32()),
-    ("positive_bucket_counts", pa.list_(pa.int64())), ("negative_offset", pa.int32()),
-    ("negative_bucket_counts", pa.list_(pa.int64())),
-    ("quantiles", pa.list_(pa.struct([("quantile", pa.float64()), ("value", pa.float64())]))),
-    ("flags", pa.int64()), ("exemplar_count", pa.int32()),
-])
+EXPECTED_SCHEMA = pa.schema(
+    [
+        ("metric", pa.string()),
+        ("description", pa.string()),
+        ("unit", pa.string()),
+        ("kind", pa.string()),
+        ("temporality", pa.string()),
+        ("monotonic", pa.bool_()),
+        ("attributes", pa.map_(pa.string(), pa.string())),
+        ("resource", pa.map_(pa.string(), pa.string())),
+        ("scope_name", pa.string()),
+        ("scope_version", pa.string()),
+        ("start_time_unix_nano", pa.int64()),
+        ("time_unix_nano", pa.int64()),
+        ("value", pa.float64()),
+        ("value_int", pa.int64()),
+        ("count", pa.int64()),
+        ("sum", pa.float64()),
+        ("min", pa.float64()),
+        ("max", pa.float64()),
+        ("bucket_counts", pa.list_(pa.int64())),
+        ("explicit_bounds", pa.list_(pa.float64())),
+        ("scale", pa.int32()),
+        ("zero_count", pa.int64()),
+        ("positive_offset", pa.int32()),
+        ("positive_bucket_counts", pa.list_(pa.int64())),
+        ("negative_offset", pa.int32()),
+        ("negative_bucket_counts", pa.list_(pa.int64())),
+        ("quantiles", pa.list_(pa.struct([("quantile", pa.float64()), ("value", pa.float64())]))),
+        ("flags", pa.int64()),
+        ("exemplar_count", pa.int32()),
+    ]
+)
 
 
 def test_columns_match_reference():
@@ -377,10 +409,19 @@ def test_field_numbers_match_installed_descriptors():
     from opentelemetry.proto.resource.v1 import resource_pb2 as rp
 
     types = {
-        "message": FD.TYPE_MESSAGE, "string": FD.TYPE_STRING, "bytes": FD.TYPE_BYTES,
-        "fixed64": FD.TYPE_FIXED64, "sfixed64": FD.TYPE_SFIXED64, "double": FD.TYPE_DOUBLE,
-        "uint32": FD.TYPE_UINT32, "uint64": FD.TYPE_UINT64, "int32": FD.TYPE_INT32, "int64": FD.TYPE_INT64,
-        "sint32": FD.TYPE_SINT32, "enum": FD.TYPE_ENUM, "bool": FD.TYPE_BOOL,
+        "message": FD.TYPE_MESSAGE,
+        "string": FD.TYPE_STRING,
+        "bytes": FD.TYPE_BYTES,
+        "fixed64": FD.TYPE_FIXED64,
+        "sfixed64": FD.TYPE_SFIXED64,
+        "double": FD.TYPE_DOUBLE,
+        "uint32": FD.TYPE_UINT32,
+        "uint64": FD.TYPE_UINT64,
+        "int32": FD.TYPE_INT32,
+        "int64": FD.TYPE_INT64,
+        "sint32": FD.TYPE_SINT32,
+        "enum": FD.TYPE_ENUM,
+        "bool": FD.TYPE_BOOL,
     }
     messages = {
         mp.MetricsData: {1: "message"},
@@ -389,42 +430,112 @@ def test_field_numbers_match_installed_descriptors():
         cp.EntityRef: {1: "string", 2: "string", 3: "string", 4: "string"},
         mp.ScopeMetrics: {1: "message", 2: "message", 3: "string"},
         cp.InstrumentationScope: {1: "string", 2: "string", 3: "message", 4: "uint32"},
-        mp.Metric: {1: "string", 2: "string", 3: "string", 5: "message", 7: "message", 9: "message",
-                    10: "message", 11: "message", 12: "message"},
-        mp.Gauge: {1: "message"}, mp.Summary: {1: "message"},
+        mp.Metric: {
+            1: "string",
+            2: "string",
+            3: "string",
+            5: "message",
+            7: "message",
+            9: "message",
+            10: "message",
+            11: "message",
+            12: "message",
+        },
+        mp.Gauge: {1: "message"},
+        mp.Summary: {1: "message"},
         mp.Sum: {1: "message", 2: "enum", 3: "bool"},
-        mp.Histogram: {1: "message", 2: "enum"}, mp.ExponentialHistogram: {1: "message", 2: "enum"},
-        mp.NumberDataPoint: {2: "fixed64", 3: "fixed64", 4: "double", 5: "message", 6: "sfixed64",
-                             7: "message", 8: "uint32"},
-        mp.HistogramDataPoint: {2: "fixed64", 3: "fixed64", 4: "fixed64", 5: "double", 6: "fixed64",
-                                7: "double", 8: "message", 9: "message", 10: "uint32", 11: "double",
-                                12: "double"},
-        mp.ExponentialHistogramDataPoint: {1: "message", 2: "fixed64", 3: "fixed64", 4: "fixed64",
-                                           5: "double", 6: "sint32", 7: "fixed64", 8: "message",
-                                           9: "message", 10: "uint32", 11: "message", 12: "double",
-                                           13: "double", 14: "double"},
+        mp.Histogram: {1: "message", 2: "enum"},
+        mp.ExponentialHistogram: {1: "message", 2: "enum"},
+        mp.NumberDataPoint: {
+            2: "fixed64",
+            3: "fixed64",
+            4: "double",
+            5: "message",
+            6: "sfixed64",
+            7: "message",
+            8: "uint32",
+        },
+        mp.HistogramDataPoint: {
+            2: "fixed64",
+            3: "fixed64",
+            4: "fixed64",
+            5: "double",
+            6: "fixed64",
+            7: "double",
+            8: "message",
+            9: "message",
+            10: "uint32",
+            11: "double",
+            12: "double",
+        },
+        mp.ExponentialHistogramDataPoint: {
+            1: "message",
+            2: "fixed64",
+            3: "fixed64",
+            4: "fixed64",
+            5: "double",
+            6: "sint32",
+            7: "fixed64",
+            8: "message",
+            9: "message",
+            10: "uint32",
+            11: "message",
+            12: "double",
+            13: "double",
+            14: "double",
+        },
         mp.ExponentialHistogramDataPoint.Buckets: {1: "sint32", 2: "uint64"},
-        mp.SummaryDataPoint: {2: "fixed64", 3: "fixed64", 4: "fixed64", 5: "double", 6: "message",
-                              7: "message", 8: "uint32"},
+        mp.SummaryDataPoint: {
+            2: "fixed64",
+            3: "fixed64",
+            4: "fixed64",
+            5: "double",
+            6: "message",
+            7: "message",
+            8: "uint32",
+        },
         mp.SummaryDataPoint.ValueAtQuantile: {1: "double", 2: "double"},
         mp.Exemplar: {2: "fixed64", 3: "double", 4: "bytes", 5: "bytes", 6: "sfixed64", 7: "message"},
         cp.KeyValue: {1: "string", 2: "message", 3: "int32"},
-        cp.AnyValue: {1: "string", 2: "bool", 3: "int64", 4: "double", 5: "message", 6: "message",
-                      7: "bytes", 8: "int32"},
-        cp.ArrayValue: {1: "message"}, cp.KeyValueList: {1: "message"},
+        cp.AnyValue: {
+            1: "string",
+            2: "bool",
+            3: "int64",
+            4: "double",
+            5: "message",
+            6: "message",
+            7: "bytes",
+            8: "int32",
+        },
+        cp.ArrayValue: {1: "message"},
+        cp.KeyValueList: {1: "message"},
     }
     for cls, fields in messages.items():
         got = {f.number: f.type for f in cls.DESCRIPTOR.fields}
         assert got == {n: types[t] for n, t in fields.items()}, cls.DESCRIPTOR.full_name
     assert [f.name for f in cp.AnyValue.DESCRIPTOR.oneofs_by_name["value"].fields] == [
-        "string_value", "bool_value", "int_value", "double_value", "array_value", "kvlist_value",
-        "bytes_value", "string_value_strindex"]
+        "string_value",
+        "bool_value",
+        "int_value",
+        "double_value",
+        "array_value",
+        "kvlist_value",
+        "bytes_value",
+        "string_value_strindex",
+    ]
     assert [f.number for f in mp.Metric.DESCRIPTOR.oneofs_by_name["data"].fields] == [5, 7, 9, 10, 11]
     # the repeated scalars the walker accepts packed and unpacked
-    packed = {(m.DESCRIPTOR.name, f.name) for m in (mp.HistogramDataPoint, mp.ExponentialHistogramDataPoint.Buckets)
-              for f in m.DESCRIPTOR.fields if f.is_repeated and f.type != FD.TYPE_MESSAGE}
-    assert packed == {("HistogramDataPoint", "bucket_counts"), ("HistogramDataPoint", "explicit_bounds"),
-                      ("Buckets", "bucket_counts")}
+    packed = {
+        (m.DESCRIPTOR.name, f.name)
+        for m in (mp.HistogramDataPoint, mp.ExponentialHistogramDataPoint.Buckets)
+        for f in m.DESCRIPTOR.fields
+        if f.is_repeated and f.type != FD.TYPE_MESSAGE
+    }
+    assert packed == {
+        ("HistogramDataPoint", "bucket_counts"),
+        ("HistogramDataPoint", "explicit_bounds"),
+        ("Buckets", "bucket_counts"),
+    }
 
 
 @pytest.mark.parametrize("name,data", CAPTURE_PAYLOADS, ids=[n for n, _ in CAPTURE_PAYLOADS])
@@ -459,8 +570,15 @@ def test_capture_content_matches_expected_json():
                 for m in sm.get("metrics", []):
                     for kind in ("gauge", "sum"):
                         for p in m.get(kind, {}).get("dataPoints", []):
-                            want.append((m["name"], kind, res, int(p.get("timeUnixNano", 0)),
-                                         float(p["asDouble"]) if "asDouble" in p else float(int(p.get("asInt", 0)))))
+                            want.append(
+                                (
+                                    m["name"],
+                                    kind,
+                                    res,
+                                    int(p.get("timeUnixNano", 0)),
+                                    float(p["asDouble"]) if "asDouble" in p else float(int(p.get("asInt", 0))),
+                                )
+                            )
         got = [(r["metric"], r["kind"], r["resource"], r["time_unix_nano"], r["value"]) for r in rows]
         assert got == want, name
 
@@ -468,11 +586,12 @@ def test_capture_content_matches_expected_json():
 def test_every_kind_payload_matches_reference():
     t = check(every_kind_payload())
     rows = t.to_pylist()
-    assert [r["kind"] for r in rows] == ["gauge"] * 3 + ["sum"] + ["histogram"] * 2 + [
-        "exponential_histogram"] * 2 + ["summary"] * 2 + ["gauge"]
+    assert [r["kind"] for r in rows] == ["gauge"] * 3 + ["sum"] + ["histogram"] * 2 + ["exponential_histogram"] * 2 + [
+        "summary"
+    ] * 2 + ["gauge"]
     first = rows[0]
     attrs = first["attributes"]
-    assert attrs[0] == ("s", "π-1") and attrs[-1] == ("s", "dup")      # repeated key kept, in order
+    assert attrs[0] == ("s", "π-1") and attrs[-1] == ("s", "dup")  # repeated key kept, in order
     assert dict(attrs)["i"] == str(-(2**63))
     assert dict(attrs)["d"] == "0.1"
     assert dict(attrs)["b"] == "true"
@@ -483,8 +602,8 @@ def test_every_kind_payload_matches_reference():
     assert first["value"] == 0.0 and math.copysign(1, first["value"]) == -1
     assert first["exemplar_count"] == 1
     assert rows[3]["temporality"] == "delta" and rows[3]["monotonic"] is False
-    assert rows[4]["count"] == 2**63 - 1                               # the int64 column's maximum
-    assert rows[6]["temporality"] is None                              # unknown enum value 5
+    assert rows[4]["count"] == 2**63 - 1  # the int64 column's maximum
+    assert rows[6]["temporality"] is None  # unknown enum value 5
     assert rows[6]["positive_bucket_counts"] == [5, 2**63 - 1]
     assert rows[8]["quantiles"][0]["value"] == float("-inf")
     assert rows[8]["exemplar_count"] is None and rows[8]["min"] is None
@@ -498,6 +617,7 @@ def test_realistic_payloads_match_reference():
 
 
 # ------------------------------------------------------------------ wire-level cases, upb as the oracle
+
 
 def wrap_metric(metric: bytes, scope: bytes = b"", resource: bytes = b"") -> bytes:
     sm = (ld(1, scope) if scope else b"") + ld(2, metric)
@@ -632,7 +752,9 @@ WIRE_CASES = {
     # packed and unpacked repeated scalars
     "packed fixed64, 7 bytes": wrap_point(ld(6, b"1234567"), kind=9),
     "packed fixed64, empty": wrap_point(ld(6, b""), kind=9),
-    "packed fixed64 + unpacked": wrap_point(ld(6, struct.pack("<2Q", 1, 2)) + fx64(6, 3) + ld(6, struct.pack("<Q", 4)), kind=9),
+    "packed fixed64 + unpacked": wrap_point(
+        ld(6, struct.pack("<2Q", 1, 2)) + fx64(6, 3) + ld(6, struct.pack("<Q", 4)), kind=9
+    ),
     "packed double, 9 bytes": wrap_point(ld(7, b"123456789"), kind=9),
     "bounds unpacked": wrap_point(dbl(7, 0.5) + dbl(7, float("nan")), kind=9),
     "bucket_counts as varint": wrap_point(vint(6, 5), kind=9),
@@ -650,53 +772,127 @@ WIRE_CASES = {
     "summary with temporality": wrap_point(b"", kind=11, body_extra=vint(2, 1)),
     "histogram with monotonic": wrap_point(b"", kind=9, body_extra=vint(2, 2) + vint(3, 1)),
     # merges, oneofs, last-one-wins
-    "sum, gauge, sum": wrap_metric(ld(7, ld(1, dbl(4, 1)) + vint(2, 1)) + ld(5, ld(1, dbl(4, 2))) + ld(7, ld(1, dbl(4, 3)))),
+    "sum, gauge, sum": wrap_metric(
+        ld(7, ld(1, dbl(4, 1)) + vint(2, 1)) + ld(5, ld(1, dbl(4, 2))) + ld(7, ld(1, dbl(4, 3)))
+    ),
     "sum, sum merged": wrap_metric(ld(7, ld(1, dbl(4, 1)) + vint(2, 1) + vint(3, 1)) + ld(7, ld(1, dbl(4, 2)))),
     "gauge, histogram": wrap_metric(ld(5, ld(1, ld(7, attr(b"a", s_av(b"b"))))) + ld(9, ld(1, ld(6, b"")))),
     "histogram, exp, histogram": wrap_metric(ld(9, ld(1, fx64(4, 1))) + ld(10, ld(1, b"")) + ld(9, ld(1, fx64(4, 2)))),
     "summary, summary": wrap_metric(ld(11, ld(1, fx64(4, 1))) + ld(11, ld(1, fx64(4, 2)))),
     "name after the data": wrap_metric(ld(5, ld(1, b"")) + ld(1, b"late") + ld(2, b"d") + ld(1, b"later")),
-    "scope after the metrics": ld(1, ld(2, ld(2, ld(1, b"m") + ld(5, ld(1, b""))) + ld(1, ld(1, b"s")) + ld(1, ld(2, b"v")))),
-    "resource after the scopes, twice": ld(1, ld(2, ld(2, ld(5, ld(1, b"")))) + ld(1, ld(1, attr(b"a", s_av(b"1"))))
-                                           + ld(1, ld(1, attr(b"b", s_av(b"2")) + vint(2, 4)))),
+    "scope after the metrics": ld(
+        1, ld(2, ld(2, ld(1, b"m") + ld(5, ld(1, b""))) + ld(1, ld(1, b"s")) + ld(1, ld(2, b"v")))
+    ),
+    "resource after the scopes, twice": ld(
+        1,
+        ld(2, ld(2, ld(5, ld(1, b""))))
+        + ld(1, ld(1, attr(b"a", s_av(b"1"))))
+        + ld(1, ld(1, attr(b"b", s_av(b"2")) + vint(2, 4))),
+    ),
     "two resource_metrics": ld(1, ld(1, ld(1, attr(b"a", b""))) + ld(2, ld(2, ld(5, ld(1, b""))))) * 2,
-    "point merged from two occurrences": wrap_point(dbl(4, 1.0) + vint(8, 1) + ld(7, attr(b"a", s_av(b"1")))
-                                                    + fx64(6, 7) + ld(7, attr(b"b", b""))),
+    "point merged from two occurrences": wrap_point(
+        dbl(4, 1.0) + vint(8, 1) + ld(7, attr(b"a", s_av(b"1"))) + fx64(6, 7) + ld(7, attr(b"b", b""))
+    ),
     "as_int then as_double": wrap_point(fx64(6, 5) + dbl(4, 2.5)),
     "as_double then as_int": wrap_point(dbl(4, 2.5) + fx64(6, 2**64 - 5)),
-    "histogram optional fields twice": wrap_point(dbl(5, 1.0) + dbl(5, 2.0) + dbl(11, -0.0) + dbl(12, float("inf")), kind=9),
-    "exp buckets merged": wrap_point(ld(8, vint(1, zigzag(-3)) + vint(2, 1)) + ld(9, vint(2, 9)) + ld(8, vint(2, 2)), kind=10),
+    "histogram optional fields twice": wrap_point(
+        dbl(5, 1.0) + dbl(5, 2.0) + dbl(11, -0.0) + dbl(12, float("inf")), kind=9
+    ),
+    "exp buckets merged": wrap_point(
+        ld(8, vint(1, zigzag(-3)) + vint(2, 1)) + ld(9, vint(2, 9)) + ld(8, vint(2, 2)), kind=10
+    ),
     "exp buckets offset last wins": wrap_point(ld(8, vint(1, zigzag(-3))) + ld(8, vint(1, zigzag(4))), kind=10),
     "quantile fields repeated": wrap_point(ld(6, dbl(1, 0.1) + dbl(1, 0.9) + dbl(2, 5.0)) + ld(6, b""), kind=11),
     "summary sum absent": wrap_point(fx64(4, 3), kind=11),
-    "kv value twice (arrays merge)": wrap_point(ld(7, attr(b"k", ld(5, ld(1, s_av(b"a")))) + ld(2, ld(5, ld(1, s_av(b"b")))))),
+    "kv value twice (arrays merge)": wrap_point(
+        ld(7, attr(b"k", ld(5, ld(1, s_av(b"a")))) + ld(2, ld(5, ld(1, s_av(b"b")))))
+    ),
     "kv key twice": wrap_point(ld(7, ld(1, b"k1") + ld(2, s_av(b"v")) + ld(1, b"k2"))),
     "kv without value": wrap_point(ld(7, ld(1, b"k"))),
     "kv without key": wrap_point(ld(7, ld(2, s_av(b"v")))),
     "kv key_strindex": wrap_point(ld(7, vint(3, 5) + ld(1, b"k") + ld(2, vint(8, 1)))),
-    "array, string, array": wrap_point(ld(7, attr(b"k", ld(5, ld(1, s_av(b"a"))) + s_av(b"s") + ld(5, ld(1, s_av(b"b")))))),
-    "array, kvlist, array": wrap_point(ld(7, attr(b"k", ld(5, ld(1, s_av(b"a"))) + ld(6, b"") + ld(5, ld(1, s_av(b"b")))))),
-    "kvlist, kvlist": wrap_point(ld(7, attr(b"k", ld(6, ld(1, attr(b"a", s_av(b"1")))) + ld(6, ld(1, attr(b"b", b"")))))),
-    "kvlist repeated key": wrap_point(ld(7, attr(b"k", ld(6, ld(1, attr(b"a", s_av(b"1"))) + ld(1, attr(b"b", s_av(b"2")))
-                                                          + ld(1, attr(b"a", s_av(b"3"))))))),
-    "kvlist value merged": wrap_point(ld(7, attr(b"k", ld(6, ld(1, attr(b"a", ld(5, ld(1, s_av(b"1")))) + ld(2, ld(5, ld(1, b"")))))))),
+    "array, string, array": wrap_point(
+        ld(7, attr(b"k", ld(5, ld(1, s_av(b"a"))) + s_av(b"s") + ld(5, ld(1, s_av(b"b")))))
+    ),
+    "array, kvlist, array": wrap_point(
+        ld(7, attr(b"k", ld(5, ld(1, s_av(b"a"))) + ld(6, b"") + ld(5, ld(1, s_av(b"b")))))
+    ),
+    "kvlist, kvlist": wrap_point(
+        ld(7, attr(b"k", ld(6, ld(1, attr(b"a", s_av(b"1")))) + ld(6, ld(1, attr(b"b", b"")))))
+    ),
+    "kvlist repeated key": wrap_point(
+        ld(
+            7,
+            attr(
+                b"k",
+                ld(6, ld(1, attr(b"a", s_av(b"1"))) + ld(1, attr(b"b", s_av(b"2"))) + ld(1, attr(b"a", s_av(b"3")))),
+            ),
+        )
+    ),
+    "kvlist value merged": wrap_point(
+        ld(7, attr(b"k", ld(6, ld(1, attr(b"a", ld(5, ld(1, s_av(b"1")))) + ld(2, ld(5, ld(1, b"")))))))
+    ),
     "strindex then int": wrap_point(ld(7, attr(b"k", vint(8, 5) + vint(3, 7)))),
     "int then strindex": wrap_point(ld(7, attr(b"k", vint(3, 7) + vint(8, 5)))),
     "strindex in array": wrap_point(ld(7, attr(b"k", ld(5, ld(1, vint(8, 5)) + ld(1, b""))))),
     "string then bool": wrap_point(ld(7, attr(b"k", s_av(b"s") + vint(2, 5)))),
     "bool false / int min": wrap_point(ld(7, attr(b"a", vint(2, 0))) + ld(7, attr(b"b", vint(3, -(2**63))))),
-    "doubles": wrap_point(b"".join(ld(7, attr(b"d", dbl(4, v))) for v in (
-        0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e16, 1e-5, 5e-324, 1.7976931348623157e308, 0.1, 1 / 3, 2.0**63))),
-    "negative NaN and NaN payload": wrap_point(ld(7, attr(b"d", tag(4, 1) + b"\x01\x00\x00\x00\x00\x00\xf8\xff"))
-                                               + tag(4, 1) + b"\x01\x00\x00\x00\x00\x00\xf8\xff"),
-    "json escapes": wrap_point(ld(7, attr(b"k", ld(5, ld(1, s_av(bytes(range(0, 0x80)) + "é\u2028😀".encode())))))),
-    "json doubles and bytes in arrays": wrap_point(ld(7, attr(b"k", ld(5, b"".join(ld(1, x) for x in (
-        dbl(4, float("nan")), dbl(4, -0.0), dbl(4, 1e22), ld(7, b""), ld(7, b"\x00\x01"), vint(2, 1), vint(3, -1), b"")))))),
+    "doubles": wrap_point(
+        b"".join(
+            ld(7, attr(b"d", dbl(4, v)))
+            for v in (
+                0.0,
+                -0.0,
+                float("nan"),
+                float("inf"),
+                -float("inf"),
+                1e16,
+                1e-5,
+                5e-324,
+                1.7976931348623157e308,
+                0.1,
+                1 / 3,
+                2.0**63,
+            )
+        )
+    ),
+    "negative NaN and NaN payload": wrap_point(
+        ld(7, attr(b"d", tag(4, 1) + b"\x01\x00\x00\x00\x00\x00\xf8\xff"))
+        + tag(4, 1)
+        + b"\x01\x00\x00\x00\x00\x00\xf8\xff"
+    ),
+    "json escapes": wrap_point(ld(7, attr(b"k", ld(5, ld(1, s_av(bytes(range(0x80)) + "é\u2028😀".encode())))))),
+    "json doubles and bytes in arrays": wrap_point(
+        ld(
+            7,
+            attr(
+                b"k",
+                ld(
+                    5,
+                    b"".join(
+                        ld(1, x)
+                        for x in (
+                            dbl(4, float("nan")),
+                            dbl(4, -0.0),
+                            dbl(4, 1e22),
+                            ld(7, b""),
+                            ld(7, b"\x00\x01"),
+                            vint(2, 1),
+                            vint(3, -1),
+                            b"",
+                        )
+                    ),
+                ),
+            ),
+        )
+    ),
     "empty strings": wrap_metric(ld(1, b"") + ld(2, b"") + ld(3, b"") + ld(5, ld(1, ld(7, attr(b"", s_av(b"")))))),
     "metric without data": wrap_metric(ld(1, b"m")),
     "empty metric": wrap_metric(b""),
     "empty point": wrap_point(b""),
-    "exemplars counted": wrap_point(ld(5, b"") + ld(5, dbl(3, 1.0) + fx64(6, 1)) + ld(5, ld(7, attr(b"a", b""))), kind=7),
+    "exemplars counted": wrap_point(
+        ld(5, b"") + ld(5, dbl(3, 1.0) + fx64(6, 1)) + ld(5, ld(7, attr(b"a", b""))), kind=7
+    ),
     "exemplar as varint not counted": wrap_point(vint(5, 1)),
 }
 
@@ -755,49 +951,141 @@ SCHEMA = {
     "EntityRef": {1: ("string",), 2: ("string",), 3: ("rstring",), 4: ("rstring",)},
     "ScopeMetrics": {1: (MSG, "InstrumentationScope", False), 2: (MSG, "Metric", True), 3: ("string",)},
     "InstrumentationScope": {1: ("string",), 2: ("string",), 3: (MSG, "KeyValue", True), 4: ("uint32",)},
-    "Metric": {1: ("string",), 2: ("string",), 3: ("string",), 5: (MSG, "Gauge", False), 7: (MSG, "Sum", False),
-               9: (MSG, "Histogram", False), 10: (MSG, "ExponentialHistogram", False), 11: (MSG, "Summary", False),
-               12: (MSG, "KeyValue", True)},
+    "Metric": {
+        1: ("string",),
+        2: ("string",),
+        3: ("string",),
+        5: (MSG, "Gauge", False),
+        7: (MSG, "Sum", False),
+        9: (MSG, "Histogram", False),
+        10: (MSG, "ExponentialHistogram", False),
+        11: (MSG, "Summary", False),
+        12: (MSG, "KeyValue", True),
+    },
     "Gauge": {1: (MSG, "NumberDataPoint", True)},
     "Sum": {1: (MSG, "NumberDataPoint", True), 2: ("enum",), 3: ("bool",)},
     "Histogram": {1: (MSG, "HistogramDataPoint", True), 2: ("enum",)},
     "ExponentialHistogram": {1: (MSG, "ExponentialHistogramDataPoint", True), 2: ("enum",)},
     "Summary": {1: (MSG, "SummaryDataPoint", True)},
-    "NumberDataPoint": {2: ("fixed64",), 3: ("fixed64",), 4: ("double",), 5: (MSG, "Exemplar", True),
-                        6: ("fixed64",), 7: (MSG, "KeyValue", True), 8: ("uint32",)},
-    "HistogramDataPoint": {2: ("fixed64",), 3: ("fixed64",), 4: ("fixed64",), 5: ("double",), 6: ("pfixed64",),
-                           7: ("pdouble",), 8: (MSG, "Exemplar", True), 9: (MSG, "KeyValue", True), 10: ("uint32",),
-                           11: ("double",), 12: ("double",)},
-    "ExponentialHistogramDataPoint": {1: (MSG, "KeyValue", True), 2: ("fixed64",), 3: ("fixed64",), 4: ("fixed64",),
-                                      5: ("double",), 6: ("sint32",), 7: ("fixed64",), 8: (MSG, "Buckets", False),
-                                      9: (MSG, "Buckets", False), 10: ("uint32",), 11: (MSG, "Exemplar", True),
-                                      12: ("double",), 13: ("double",), 14: ("double",)},
+    "NumberDataPoint": {
+        2: ("fixed64",),
+        3: ("fixed64",),
+        4: ("double",),
+        5: (MSG, "Exemplar", True),
+        6: ("fixed64",),
+        7: (MSG, "KeyValue", True),
+        8: ("uint32",),
+    },
+    "HistogramDataPoint": {
+        2: ("fixed64",),
+        3: ("fixed64",),
+        4: ("fixed64",),
+        5: ("double",),
+        6: ("pfixed64",),
+        7: ("pdouble",),
+        8: (MSG, "Exemplar", True),
+        9: (MSG, "KeyValue", True),
+        10: ("uint32",),
+        11: ("double",),
+        12: ("double",),
+    },
+    "ExponentialHistogramDataPoint": {
+        1: (MSG, "KeyValue", True),
+        2: ("fixed64",),
+        3: ("fixed64",),
+        4: ("fixed64",),
+        5: ("double",),
+        6: ("sint32",),
+        7: ("fixed64",),
+        8: (MSG, "Buckets", False),
+        9: (MSG, "Buckets", False),
+        10: ("uint32",),
+        11: (MSG, "Exemplar", True),
+        12: ("double",),
+        13: ("double",),
+        14: ("double",),
+    },
     "Buckets": {1: ("sint32",), 2: ("pvarint",)},
-    "SummaryDataPoint": {2: ("fixed64",), 3: ("fixed64",), 4: ("fixed64",), 5: ("double",),
-                         6: (MSG, "ValueAtQuantile", True), 7: (MSG, "KeyValue", True), 8: ("uint32",)},
+    "SummaryDataPoint": {
+        2: ("fixed64",),
+        3: ("fixed64",),
+        4: ("fixed64",),
+        5: ("double",),
+        6: (MSG, "ValueAtQuantile", True),
+        7: (MSG, "KeyValue", True),
+        8: ("uint32",),
+    },
     "ValueAtQuantile": {1: ("double",), 2: ("double",)},
-    "Exemplar": {2: ("fixed64",), 3: ("double",), 4: ("bytes",), 5: ("bytes",), 6: ("fixed64",),
-                 7: (MSG, "KeyValue", True)},
+    "Exemplar": {
+        2: ("fixed64",),
+        3: ("double",),
+        4: ("bytes",),
+        5: ("bytes",),
+        6: ("fixed64",),
+        7: (MSG, "KeyValue", True),
+    },
     "KeyValue": {1: ("key",), 2: (MSG, "AnyValue", False), 3: ("int32",)},
-    "AnyValue": {1: ("string",), 2: ("bool",), 3: ("int64",), 4: ("double",), 5: (MSG, "ArrayValue", False),
-                 6: (MSG, "KeyValueList", False), 7: ("bytes",), 8: ("int32",)},
+    "AnyValue": {
+        1: ("string",),
+        2: ("bool",),
+        3: ("int64",),
+        4: ("double",),
+        5: (MSG, "ArrayValue", False),
+        6: (MSG, "KeyValueList", False),
+        7: ("bytes",),
+        8: ("int32",),
+    },
     "ArrayValue": {1: (MSG, "AnyValue", True)},
     "KeyValueList": {1: (MSG, "KeyValue", True)},
 }
-WIRE_TYPE = {"string": 2, "rstring": 2, "key": 2, "bytes": 2, "uint32": 0, "int32": 0, "int64": 0, "enum": 0,
-             "bool": 0, "sint32": 0, "fixed64": 1, "double": 1, "pfixed64": 2, "pdouble": 2, "pvarint": 2}
+WIRE_TYPE = {
+    "string": 2,
+    "rstring": 2,
+    "key": 2,
+    "bytes": 2,
+    "uint32": 0,
+    "int32": 0,
+    "int64": 0,
+    "enum": 0,
+    "bool": 0,
+    "sint32": 0,
+    "fixed64": 1,
+    "double": 1,
+    "pfixed64": 2,
+    "pdouble": 2,
+    "pvarint": 2,
+}
 # how many fields a message of each type gets at most (keeps examples small)
-MAX_FIELDS = {"MetricsData": 2, "ResourceMetrics": 3, "ScopeMetrics": 3, "Metric": 4, "KeyValue": 2,
-              "AnyValue": 1, "ArrayValue": 2, "KeyValueList": 2}
+MAX_FIELDS = {
+    "MetricsData": 2,
+    "ResourceMetrics": 3,
+    "ScopeMetrics": 3,
+    "Metric": 4,
+    "KeyValue": 2,
+    "AnyValue": 1,
+    "ArrayValue": 2,
+    "KeyValueList": 2,
+}
 
-INTERESTING_DOUBLES = [0.0, -0.0, float("nan"), float("inf"), -float("inf"), 0.1, 1e16, 1e-7, 5e-324,
-                       1.7976931348623157e308, -2.5, 123456789.125]
+INTERESTING_DOUBLES = [
+    0.0,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    0.1,
+    1e16,
+    1e-7,
+    5e-324,
+    1.7976931348623157e308,
+    -2.5,
+    123456789.125,
+]
 INTERESTING_INTS = [0, 1, -1, 2**31 - 1, -(2**31), 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 2**63]
 
 doubles = st.one_of(st.sampled_from(INTERESTING_DOUBLES), st.floats(allow_nan=True, allow_infinity=True))
 ints64 = st.one_of(st.sampled_from(INTERESTING_INTS), st.integers(-(2**63), 2**64 - 1))
-texts = st.one_of(st.sampled_from(["", "a", "node_id", "π", "日本", "😀", 'q"\\\n\t\x00\x1f']),
-                  st.text(max_size=6))
+texts = st.one_of(st.sampled_from(["", "a", "node_id", "π", "日本", "😀", 'q"\\\n\t\x00\x1f']), st.text(max_size=6))
 
 
 @st.composite
@@ -857,8 +1145,8 @@ def junk_field(draw, depth):
 def message(draw, name, depth=0, chaos=False, budget=None, bad=None):
     fields = SCHEMA[name]
     if budget is None:
-        budget = [25]                    # total submessages in this payload
-    if bad is None:                      # invalid UTF-8 in this payload: in a few chaotic ones only
+        budget = [25]  # total submessages in this payload
+    if bad is None:  # invalid UTF-8 in this payload: in a few chaotic ones only
         bad = chaos and draw(st.integers(0, 5)) == 0
     parts = []
     if depth > 12 or budget[0] <= 0:
@@ -871,7 +1159,7 @@ def message(draw, name, depth=0, chaos=False, budget=None, bad=None):
             numbers += [number] * draw(st.integers(0, 2 if depth > 2 else 3))
         elif draw(st.booleans()):
             numbers.append(number)
-    if name in ("Metric", "AnyValue"):   # a oneof: at most one member when canonical
+    if name in ("Metric", "AnyValue"):  # a oneof: at most one member when canonical
         oneof = {5, 7, 9, 10, 11} if name == "Metric" else {1, 2, 3, 4, 5, 6, 7, 8}
         members = [n for n in numbers if n in oneof]
         if members:
@@ -894,7 +1182,7 @@ def message(draw, name, depth=0, chaos=False, budget=None, bad=None):
     return b"".join(parts)
 
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
 
 @settings(max_examples=examples(200), **SETTINGS)
@@ -910,14 +1198,20 @@ def test_generated_chaotic_payloads(data):
 
 
 @settings(max_examples=examples(150), **SETTINGS)
-@given(st.sampled_from(["NumberDataPoint", "HistogramDataPoint", "ExponentialHistogramDataPoint",
-                        "SummaryDataPoint"]).flatmap(
-    lambda kind: st.tuples(st.just(kind), st.lists(message(kind, 5, True), min_size=1, max_size=3))),
-    st.booleans())
+@given(
+    st.sampled_from(
+        ["NumberDataPoint", "HistogramDataPoint", "ExponentialHistogramDataPoint", "SummaryDataPoint"]
+    ).flatmap(lambda kind: st.tuples(st.just(kind), st.lists(message(kind, 5, True), min_size=1, max_size=3))),
+    st.booleans(),
+)
 def test_generated_points_of_every_type(kind_points, chaos_body):
     kind, points = kind_points
-    field = {"NumberDataPoint": 5, "HistogramDataPoint": 9, "ExponentialHistogramDataPoint": 10,
-             "SummaryDataPoint": 11}[kind]
+    field = {
+        "NumberDataPoint": 5,
+        "HistogramDataPoint": 9,
+        "ExponentialHistogramDataPoint": 10,
+        "SummaryDataPoint": 11,
+    }[kind]
     body = b"".join(ld(1, p) for p in points) + (vint(2, 1) if chaos_body else b"")
     check(wrap_metric(ld(1, b"org.apache.kafka.x") + ld(field, body)))
 
@@ -930,6 +1224,7 @@ def test_generated_attribute_values(values, key):
 
 
 # ------------------------------------------------------------------------------------ hostile input
+
 
 def merged_wire_payload() -> bytes:
     """A payload full of the unusual-but-valid encodings (merges, unknowns, groups, packed/unpacked)."""
@@ -951,18 +1246,18 @@ def mutate(rnd: random.Random, data: bytes) -> bytes:
     for _ in range(rnd.choice((1, 1, 1, 2, 3, 8))):
         op = rnd.randrange(6)
         i = rnd.randrange(len(b) + 1)
-        if op == 0 and b:                       # overwrite a byte
+        if op == 0 and b:  # overwrite a byte
             b[min(i, len(b) - 1)] = rnd.choice((0x00, 0x01, 0x7F, 0x80, 0xFF, rnd.randrange(256)))
-        elif op == 1 and b:                     # flip a bit
+        elif op == 1 and b:  # flip a bit
             b[min(i, len(b) - 1)] ^= 1 << rnd.randrange(8)
-        elif op == 2:                           # insert bytes
+        elif op == 2:  # insert bytes
             b[i:i] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 4)))
-        elif op == 3:                           # delete a range
-            del b[i:i + rnd.randint(1, 8)]
-        elif op == 4 and b:                     # duplicate a range (repeats fields: merges)
+        elif op == 3:  # delete a range
+            del b[i : i + rnd.randint(1, 8)]
+        elif op == 4 and b:  # duplicate a range (repeats fields: merges)
             j = rnd.randrange(len(b))
-            b[i:i] = b[j:j + rnd.randint(1, 40)]
-        elif b:                                 # bump a length/varint byte
+            b[i:i] = b[j : j + rnd.randint(1, 40)]
+        elif b:  # bump a length/varint byte
             k = min(i, len(b) - 1)
             b[k] = (b[k] + rnd.choice((1, -1, 2, 0x40))) & 0xFF
     return bytes(b)
@@ -977,12 +1272,12 @@ def test_random_mutations():
             rejected += 1
         else:
             accepted += 1
-    assert accepted > 300 and rejected > 300      # both paths really exercised
+    assert accepted > 300 and rejected > 300  # both paths really exercised
 
 
 def test_random_bytes():
     rnd = random.Random(42)
-    for n in range(2000):
+    for _n in range(2000):
         data = bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 48)))
         check(data)
         # random bytes as the body of a data point
@@ -991,13 +1286,14 @@ def test_random_bytes():
 
 def test_only_corrupt_payload_errors_on_garbage():
     rnd = random.Random(7)
-    for n in range(300):
+    for _n in range(300):
         data = bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 4000)))
         result = native_verdict(data)
         assert isinstance(result, (pa.Table, Kip714Error))
 
 
 # ------------------------------------------------------------------------------------------ labels
+
 
 def test_labels_append_constant_columns():
     data = every_kind_payload()
@@ -1023,15 +1319,25 @@ def test_labels_on_an_empty_table():
     assert tb.schema.field("a").type == pa.string() and tb.schema.field("b").type == pa.int64()
 
 
-@pytest.mark.parametrize("labels,exc", [
-    ({"metric": "x"}, ValueError), ({1: "x"}, TypeError), ({"a": 1.5}, TypeError), ({"a": True}, TypeError),
-    ({"a": 2**63}, ValueError), ("a=b", TypeError), ([{"a": "b"}], TypeError)])
+@pytest.mark.parametrize(
+    "labels,exc",
+    [
+        ({"metric": "x"}, ValueError),
+        ({1: "x"}, TypeError),
+        ({"a": 1.5}, TypeError),
+        ({"a": True}, TypeError),
+        ({"a": 2**63}, ValueError),
+        ("a=b", TypeError),
+        ([{"a": "b"}], TypeError),
+    ],
+)
 def test_bad_labels(labels, exc):
     with pytest.raises(exc):
         _otlp.decode_metrics(b"", labels=labels)
 
 
 # ------------------------------------------------------------------------------------------- batch
+
 
 def test_batch_concatenates_and_indexes():
     payloads = [every_kind_payload(), b"", CAPTURE_PAYLOADS[0][1], kafka_payload(4000)]
@@ -1049,7 +1355,7 @@ def test_batch_labels_per_payload():
     labels = [{"broker": "a", "n": 1}, None, {"broker": 7, "extra": "z"}]
     t = _otlp.decode_metrics_batch(payloads, labels=labels)
     assert t.column_names[-4:] == ["payload_index", "broker", "n", "extra"]
-    assert t.schema.field("broker").type == pa.string()     # mixed str/int → string
+    assert t.schema.field("broker").type == pa.string()  # mixed str/int → string
     assert t.schema.field("n").type == pa.int64()
     by_payload = {}
     for row in t.select(["payload_index", "broker", "n", "extra"]).to_pylist():
@@ -1069,10 +1375,14 @@ def test_batch_errors_raise_and_collect():
     assert not upb_accepts(bad)
     with pytest.raises(CorruptPayloadError, match="payload 1"):
         _otlp.decode_metrics_batch([good, bad, good])
-    t, errors = _otlp.decode_metrics_batch([good, bad, None, good, b"\xff"], errors="collect",
-                                           labels=[{"i": i} for i in range(5)])
-    assert [(i, code) for i, code, _ in errors] == [(1, kip714.ErrorCode.INVALID_RECORD), (2, kip714.ErrorCode.INVALID_RECORD),
-                                                   (4, kip714.ErrorCode.INVALID_RECORD)]
+    t, errors = _otlp.decode_metrics_batch(
+        [good, bad, None, good, b"\xff"], errors="collect", labels=[{"i": i} for i in range(5)]
+    )
+    assert [(i, code) for i, code, _ in errors] == [
+        (1, kip714.ErrorCode.INVALID_RECORD),
+        (2, kip714.ErrorCode.INVALID_RECORD),
+        (4, kip714.ErrorCode.INVALID_RECORD),
+    ]
     assert all(isinstance(m, str) and m for _, _, m in errors)
     single = _otlp.decode_metrics(good)
     assert t.num_rows == 2 * single.num_rows
@@ -1091,8 +1401,11 @@ def test_batch_collect_agrees_with_upb_on_mutations():
     payloads = [mutate(rnd, HOSTILE_BASES[i % 3]) for i in range(200)]
     t, errors = _otlp.decode_metrics_batch(payloads, errors="collect")
     bad = {i for i, _, _ in errors}
-    assert bad == {i for i, p in enumerate(payloads)
-                   if not upb_accepts(p) or any(otlp_pb.exceeds_int64(r) for r in otlp_pb.flatten(p))}
+    assert bad == {
+        i
+        for i, p in enumerate(payloads)
+        if not upb_accepts(p) or any(otlp_pb.exceeds_int64(r) for r in otlp_pb.flatten(p))
+    }
     expected = [r for i, p in enumerate(payloads) if i not in bad for r in _otlp.decode_metrics(p).to_pylist()]
     assert len(expected) == t.num_rows
     assert same(t.drop_columns(["payload_index"]).to_pylist(), expected)
@@ -1102,17 +1415,25 @@ def test_batch_collect_agrees_with_upb_on_mutations():
 
 # (point kind, field number) of every unsigned 64-bit scalar, and how it is written
 UNSIGNED_SCALARS = [
-    (5, 2, "start_time_unix_nano"), (5, 3, "time_unix_nano"),
-    (9, 2, "start_time_unix_nano"), (9, 3, "time_unix_nano"), (9, 4, "count"),
-    (10, 2, "start_time_unix_nano"), (10, 3, "time_unix_nano"), (10, 4, "count"), (10, 7, "zero_count"),
-    (11, 2, "start_time_unix_nano"), (11, 3, "time_unix_nano"), (11, 4, "count"),
+    (5, 2, "start_time_unix_nano"),
+    (5, 3, "time_unix_nano"),
+    (9, 2, "start_time_unix_nano"),
+    (9, 3, "time_unix_nano"),
+    (9, 4, "count"),
+    (10, 2, "start_time_unix_nano"),
+    (10, 3, "time_unix_nano"),
+    (10, 4, "count"),
+    (10, 7, "zero_count"),
+    (11, 2, "start_time_unix_nano"),
+    (11, 3, "time_unix_nano"),
+    (11, 4, "count"),
 ]
 
 
 def _unsigned_point(kind: int, field: int, v: int) -> bytes:
     point = fx64(field, v)
     if kind == 5:
-        point += fx64(4, 0x3FF0000000000000)      # as_double 1.0
+        point += fx64(4, 0x3FF0000000000000)  # as_double 1.0
     return wrap_point(point, kind=kind)
 
 
@@ -1127,7 +1448,7 @@ def test_unsigned_scalars_up_to_int64_max_are_exact(kind, field, column):
 @pytest.mark.parametrize("v", [2**63, 2**63 + 1, 2**64 - 1])
 def test_unsigned_scalars_over_int64_are_refused_not_wrapped(kind, field, column, v):
     data = _unsigned_point(kind, field, v)
-    assert upb_accepts(data) and otlp_pb.flatten(data)[0][column] == v   # protobuf reads it unsigned
+    assert upb_accepts(data) and otlp_pb.flatten(data)[0][column] == v  # protobuf reads it unsigned
     with pytest.raises(CorruptPayloadError, match=r"2\*\*63 or more") as info:
         _otlp.decode_metrics(data)
     assert info.value.error_code == kip714.ErrorCode.INVALID_RECORD
@@ -1177,6 +1498,7 @@ def test_unsigned_refusal_in_a_batch_is_one_payload_error():
 
 # ------------------------------------------------------------------------- inputs, threads, limits
 
+
 def test_buffer_types():
     data = every_kind_payload()
     want = _otlp.decode_metrics(data)
@@ -1199,7 +1521,7 @@ def test_push_telemetry_metrics_view_decodes():
 
 
 def test_threads_share_nothing():
-    data = kafka_payload(200_000, seed=3)       # above the GIL-release threshold
+    data = kafka_payload(200_000, seed=3)  # above the GIL-release threshold
     want = _otlp.decode_metrics(data)
     results = []
 

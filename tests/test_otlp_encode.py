@@ -114,9 +114,13 @@ def test_gauges_int_and_double_and_attributes():
     assert out["g.attrs"]["attributes"] == {"s": "x", "i": "-1", "f": "1.5", "b": "true", "y": "AAE="}
     # attribute value types survive as OTLP AnyValue kinds
     md = MetricsData.FromString(c.collect())
-    kvs = {kv.key: kv.value.WhichOneof("value")
-           for rm in md.resource_metrics for m in rm.scope_metrics[0].metrics if m.name == "g.attrs"
-           for kv in m.gauge.data_points[0].attributes}
+    kvs = {
+        kv.key: kv.value.WhichOneof("value")
+        for rm in md.resource_metrics
+        for m in rm.scope_metrics[0].metrics
+        if m.name == "g.attrs"
+        for kv in m.gauge.data_points[0].attributes
+    }
     assert kvs == {"s": "string_value", "i": "int_value", "f": "double_value", "b": "bool_value", "y": "bytes_value"}
 
 
@@ -333,8 +337,11 @@ def test_registry_identity_and_removal():
 
 def test_kafka_names_through_naming_helpers():
     c = MetricsCollector(clock_ns=FakeClock(S))
-    c.gauge(*telemetry_metric_key("consumer-fetch-manager-metrics", "records-latency",
-                                  {"client-id": "c-1", "topic": "t", "partition": "0"})).set(12.5)
+    c.gauge(
+        *telemetry_metric_key(
+            "consumer-fetch-manager-metrics", "records-latency", {"client-id": "c-1", "topic": "t", "partition": "0"}
+        )
+    ).set(12.5)
     r = only(c.collect())
     assert r["metric"] == "org.apache.kafka.consumer.fetch.manager.records.latency"
     assert r["attributes"] == {"topic": "t", "partition": "0"}
@@ -395,14 +402,16 @@ def test_librdkafka_layout():
     sm = rm.scope_metrics[0]
     assert (sm.scope.name, sm.scope.version) == ("rdkafka#producer-1", "2.16.0")
     assert [m.name for m in sm.metrics] == ["org.apache.kafka.producer.node.request.latency.avg"] * 2 + [
-        "org.apache.kafka.producer.connection.creation.total"]
+        "org.apache.kafka.producer.connection.creation.total"
+    ]
     g = sm.metrics[0].gauge.data_points[0]
     assert g.start_time_unix_nano == 1 * S + 1234000  # gauges: previous collection (here: creation), µs
     assert g.time_unix_nano == 2 * S + 1234000
     clock.sleep_s(1)
     md = MetricsData.FromString(c.collect())
-    assert md.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points[0].start_time_unix_nano == \
-        2 * S + 1234000
+    assert (
+        md.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points[0].start_time_unix_nano == 2 * S + 1234000
+    )
     c.set_resource(group_id="g")
     assert MetricsData.FromString(c.collect()).resource_metrics[0].HasField("resource")
 
@@ -443,8 +452,9 @@ def _rebuild(collector: MetricsCollector, otlp_json: dict) -> None:
                 if kind == "gauge":
                     collector.gauge(m["name"], attrs, description=m["description"]).set(value)
                 else:
-                    collector.counter(m["name"], attrs, description=m["description"],
-                                      added_ns=int(dp["startTimeUnixNano"])).set(value)
+                    collector.counter(
+                        m["name"], attrs, description=m["description"], added_ns=int(dp["startTimeUnixNano"])
+                    ).set(value)
 
 
 @pytest.mark.parametrize("capture", ["producer_none_push_01_none.bin", "producer_cumulative_push_01_none.bin"])
@@ -458,8 +468,10 @@ def test_first_push_matches_librdkafka_bytes(capture):
     clock = FakeClock(first.start_time_unix_nano)  # the subscription was handled then
     c = MetricsCollector(layout="librdkafka", clock_ns=clock, scope_name=sm.scope.name, scope_version=sm.scope.version)
     _rebuild(c, expected["otlp"])
-    delta = expected["otlp"]["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][1]["sum"][
-        "aggregationTemporality"] == "AGGREGATION_TEMPORALITY_DELTA"
+    delta = (
+        expected["otlp"]["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][1]["sum"]["aggregationTemporality"]
+        == "AGGREGATION_TEMPORALITY_DELTA"
+    )
     clock.ns = first.time_unix_nano
     assert c.collect(delta=delta) == payload
 
@@ -482,9 +494,11 @@ def test_flatten_round_trip_matches_recorded_values():
     clock = FakeClock(100 * S)
     c = MetricsCollector(layout="java", clock_ns=clock)
     c.set_resource(transactional_id="tx-1")
-    recorded = {"org.apache.kafka.producer.record.queue.time.avg": 0.125,
-                "org.apache.kafka.producer.record.queue.time.max": 3,
-                "org.apache.kafka.producer.produce.throttle.time.avg": math.pi}
+    recorded = {
+        "org.apache.kafka.producer.record.queue.time.avg": 0.125,
+        "org.apache.kafka.producer.record.queue.time.max": 3,
+        "org.apache.kafka.producer.produce.throttle.time.avg": math.pi,
+    }
     for name, v in recorded.items():
         c.gauge(name).set(v)
     got = {r["metric"]: (r["value_int"] if r["value_int"] is not None else r["value"]) for r in rows(c.collect())}

@@ -4,19 +4,18 @@ parser) and a test OTLP/HTTP receiver on 127.0.0.1 (http.server)."""
 from __future__ import annotations
 
 import gzip
-import logging
 import http.server
+import logging
 import socket
 import ssl
 import threading
 import time
 import uuid
 
+import otlp_build as ob
 import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-
-import otlp_build as ob
 from tls_cert import make_cert
 
 import kip714
@@ -41,6 +40,7 @@ def strip_resources(msg):
 
 # ------------------------------------------------------------------------------------------ the splice
 
+
 @pytest.mark.unit
 @pytest.mark.parametrize("data", sample_payloads() + (otlp_like(100_000),), ids=lambda d: f"{len(d)}B")
 def test_splice_adds_attributes_and_keeps_everything_else(data):
@@ -60,14 +60,26 @@ def test_splice_creates_the_resource_and_handles_several():
     data = ob.payload([ob.gauge("a", 1.0)]) + ob.payload([ob.gauge("b", 2.0)], resource={"x": "y"})
     out = add_resource_attributes(data, encode_attributes([("client_id", "ü-ñ")]))
     md = MetricsData.FromString(out)
-    assert [attrs_of(rm.resource) for rm in md.resource_metrics] == [[("client_id", "ü-ñ")],
-                                                                      [("x", "y"), ("client_id", "ü-ñ")]]
+    assert [attrs_of(rm.resource) for rm in md.resource_metrics] == [
+        [("client_id", "ü-ñ")],
+        [("x", "y"), ("client_id", "ü-ñ")],
+    ]
     assert add_resource_attributes(b"", encode_attributes([("k", "v")])) == b""
     assert add_resource_attributes(data, []) == data
 
 
-@pytest.mark.parametrize("bad", [b"\x0a\x05abc", b"\x0a", b"\x08\x01\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
-                                 b"\x0b\x00", b"\x0a\x02\x0a\x09", b"\x00\x00", b"\x09\x01"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"\x0a\x05abc",
+        b"\x0a",
+        b"\x08\x01\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        b"\x0b\x00",
+        b"\x0a\x02\x0a\x09",
+        b"\x00\x00",
+        b"\x09\x01",
+    ],
+)
 @pytest.mark.unit
 def test_splice_refuses_malformed_bytes(bad):
     with pytest.raises(CorruptPayloadError):
@@ -87,6 +99,7 @@ def test_splice_never_reads_out_of_bounds_on_truncations():
 
 
 # ------------------------------------------------------------------------------------------ the receiver
+
 
 class Receiver:
     """An OTLP/HTTP metrics endpoint that answers from a script (status codes, then 200)."""
@@ -115,7 +128,7 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        if tls is not None:                   # (cert.pem, key.pem): HTTPS
+        if tls is not None:  # (cert.pem, key.pem): HTTPS
             ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ctx.load_cert_chain(*tls)
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
@@ -136,6 +149,7 @@ def receiver():
         r = Receiver(script, tls, port)
         made.append(r)
         return r
+
     yield make
     for r in made:
         r.close()
@@ -144,8 +158,9 @@ def receiver():
 def push(fwd, data, instance=None, client_id="c1"):
     instance = instance or uuid.uuid4()
     ci = ClientInfo(client_id=client_id)
-    fwd.export_metrics(ReceiverContext(ci, 1), TelemetryPayload(instance, False, "OTLP", data, ci.labels(1, instance),
-                                                                0, 1, 0))
+    fwd.export_metrics(
+        ReceiverContext(ci, 1), TelemetryPayload(instance, False, "OTLP", data, ci.labels(1, instance), 0, 1, 0)
+    )
     return instance
 
 
@@ -177,8 +192,9 @@ def test_forwarded_points_equal_the_clients(receiver):
         attrs = dict(attrs_of(rm.resource))
         assert attrs["client_id"] == "c1" and attrs["client_instance_id"] == kip714.kafka_uuid_string(inst)
         assert rm.scope_metrics == want.scope_metrics
-        assert [a for a in attrs_of(rm.resource) if a[0] not in ("client_id", "client_instance_id")] == \
-            attrs_of(want.resource)
+        assert [a for a in attrs_of(rm.resource) if a[0] not in ("client_id", "client_instance_id")] == attrs_of(
+            want.resource
+        )
 
 
 def test_503_then_200_delivers_once(receiver):
@@ -205,13 +221,19 @@ def test_non_retryable_status_is_dropped_and_counted(receiver):
 
 
 def test_receiver_down_drops_are_counted_and_pushes_keep_being_answered():
-    with socket.socket() as s:        # a port nobody listens on
+    with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     reg = kip714.SubscriptionRegistry()
     reg.set("all", {"metrics": "*", "interval.ms": "100"})
-    fwd = OtlpForwarder(f"http://127.0.0.1:{port}", max_queue=20, initial_backoff_s=0.05, max_backoff_s=0.1,
-                        max_elapsed_s=0.3, timeout_s=0.5)
+    fwd = OtlpForwarder(
+        f"http://127.0.0.1:{port}",
+        max_queue=20,
+        initial_backoff_s=0.05,
+        max_backoff_s=0.1,
+        max_elapsed_s=0.3,
+        timeout_s=0.5,
+    )
     broker = kip714.TelemetryBroker(reg, receivers=[fwd])
     data = ob.payload([ob.gauge("g", 1.0)])
     try:
@@ -219,13 +241,17 @@ def test_receiver_down_drops_are_counted_and_pushes_keep_being_answered():
         for i in range(500):
             ci = ClientInfo(client_id=f"c{i}")
             get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
-            req = kip714.PushTelemetryRequest(client_instance_id=get.client_instance_id,
-                                              subscription_id=get.subscription_id, compression_type=0, metrics=data)
+            req = kip714.PushTelemetryRequest(
+                client_instance_id=get.client_instance_id,
+                subscription_id=get.subscription_id,
+                compression_type=0,
+                metrics=data,
+            )
             t0 = time.perf_counter()
             resp, _ = broker.handle(req, ci)
             worst = max(worst, time.perf_counter() - t0)
             assert resp.error_code == 0
-        assert worst < 0.05          # never waits for the collector (generous bound for a loaded machine)
+        assert worst < 0.05  # never waits for the collector (generous bound for a loaded machine)
         assert wait(lambda: fwd.dropped.get("queue-full", 0) >= 400)
         assert wait(lambda: fwd.dropped.get("retries-exhausted", 0) >= 1)
         assert fwd.requests.get("error", 0) >= 1 and fwd.forwarded == 0
@@ -238,15 +264,17 @@ def test_an_unreachable_collector_is_said_once_and_so_is_its_return(receiver, ca
     given up is logged with its count, its return is logged with what the outage cost, and payloads still
     queued at close are logged as dropped (they were only in a metric that dies with the process)."""
     caplog.set_level(logging.DEBUG, logger="kip714.otlp")
-    with socket.socket() as s:        # a port nobody listens on, for now
+    with socket.socket() as s:  # a port nobody listens on, for now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    fwd = OtlpForwarder(f"http://127.0.0.1:{port}", initial_backoff_s=0.05, max_backoff_s=0.1, max_elapsed_s=0.3,
-                        timeout_s=0.5)
+    fwd = OtlpForwarder(
+        f"http://127.0.0.1:{port}", initial_backoff_s=0.05, max_backoff_s=0.1, max_elapsed_s=0.3, timeout_s=0.5
+    )
     data = ob.payload([ob.gauge("g", 1.0)])
 
     def said(text):
         return [r for r in caplog.records if r.levelno >= logging.WARNING and text in r.getMessage()]
+
     try:
         for _ in range(3):
             push(fwd, data)
@@ -254,17 +282,17 @@ def test_an_unreachable_collector_is_said_once_and_so_is_its_return(receiver, ca
         assert fwd.dropped.get("retries-exhausted") == 3 and fwd.requests["error"] >= 6
         assert len(said("failed:")) == 1 and len(said("given up after")) == 1
         assert "1 payloads dropped" in said("given up after")[0].getMessage()
-        r = receiver(port=port)       # the collector is back
+        r = receiver(port=port)  # the collector is back
         push(fwd, data)
         assert wait(lambda: fwd.forwarded == 1 and len(r.requests) == 1)
         (back,) = said("reachable again")
         assert f"{fwd.requests['error']} requests failed, 3 payloads dropped" in back.getMessage()
-        r.close()                     # gone again: said again, once
+        r.close()  # gone again: said again, once
         push(fwd, data)
         assert wait(lambda: fwd.dropped.get("retries-exhausted") == 4)
-        assert len(said("failed:")) == 2 and len(said("given up after")) == 2   # again after a delivery
+        assert len(said("failed:")) == 2 and len(said("given up after")) == 2  # again after a delivery
     finally:
-        fwd.max_elapsed_s = 60        # what is queued at close stays queued
+        fwd.max_elapsed_s = 60  # what is queued at close stays queued
         for _ in range(3):
             push(fwd, data)
         fwd.close(0.2)
@@ -305,7 +333,7 @@ def test_https_with_the_collectors_ca(receiver, tmp_path):
     assert rm.scope_metrics == want.scope_metrics
 
 
-@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")   # --otlp-insecure, on purpose
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")  # --otlp-insecure, on purpose
 def test_https_untrusted_certificate_fails_and_is_counted(receiver, tmp_path):
     """A collector whose certificate the CA file does not vouch for (or, without a CA file, the system
     store): no request is delivered, each attempt is counted as a TLS error, the payload is dropped as
@@ -336,8 +364,13 @@ def test_https_untrusted_certificate_fails_and_is_counted(receiver, tmp_path):
     assert len(r.requests) == 1
 
 
-@pytest.mark.parametrize("argv", [("--otlp-endpoint", "https://127.0.0.1:9/v1/metrics", "--otlp-client-key", "k.pem"),
-                                  ("--prometheus", "127.0.0.1:0", "--prometheus-tls-key", "k.pem")])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--otlp-endpoint", "https://127.0.0.1:9/v1/metrics", "--otlp-client-key", "k.pem"),
+        ("--prometheus", "127.0.0.1:0", "--prometheus-tls-key", "k.pem"),
+    ],
+)
 @pytest.mark.unit
 def test_a_key_without_its_certificate_is_refused(argv):
     from kip714.errors import InvalidConfigError
@@ -360,8 +393,11 @@ def test_forwarder_self_metrics_reach_the_prometheus_exporter(receiver):
         text = ex.exposition()[0].decode()
     finally:
         fwd.close()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for f in text_string_to_metric_families(text) for s in f.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
     assert samples[("kip714_otlp_payloads_forwarded_total", ())] == 1
     assert samples[("kip714_otlp_requests_total", (("status", "200"),))] == 1
     assert samples[("kip714_queue_depth", (("queue", "otlp"),))] == 0

@@ -13,12 +13,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow.parquet as pq
 
-from kip714 import SubscriptionRegistry, TelemetryBroker  # noqa: E402
-from kip714.sinks.recorder import read_recording  # noqa: E402
-from kip714.spark.pipeline import follow_pipeline, run_pipeline  # noqa: E402
-from kip714.tools.simulate import Fleet  # noqa: E402
+from kip714 import SubscriptionRegistry, TelemetryBroker
+from kip714.sinks.recorder import read_recording
+from kip714.spark.pipeline import follow_pipeline, run_pipeline
+from kip714.tools.simulate import Fleet
 
 CHUNKS = 10
 
@@ -32,8 +32,15 @@ def _write_chunk(table, directory, i):
 def _key(df):
     from pyspark.sql import functions as F
 
-    return df.select("client_instance_id", "received_at_ms", "metric", "time_unix_nano", "value", "value_int",
-                     F.to_json(F.array_sort(F.map_entries("attributes"))).alias("attrs"))
+    return df.select(
+        "client_instance_id",
+        "received_at_ms",
+        "metric",
+        "time_unix_nano",
+        "value",
+        "value_int",
+        F.to_json(F.array_sort(F.map_entries("attributes"))).alias("attrs"),
+    )
 
 
 def test_follow_survives_a_restart_without_loss_or_duplicates(spark, tmp_path):

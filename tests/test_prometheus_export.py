@@ -15,10 +15,9 @@ import uuid
 import pytest
 
 pytest.importorskip("prometheus_client")
+import otlp_build as ob
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
-
-import otlp_build as ob
 
 from kip714 import PrometheusExporter
 from kip714.broker.receivers import ReceiverContext, TelemetryPayload
@@ -38,12 +37,14 @@ class Clock:
 
 def push(ex, data, instance, client_id="c1", terminating=False, interval_ms=None, port=50000):
     ci = ClientInfo(client_id=client_id, client_source_port=port)
-    ex.export_metrics(ReceiverContext(ci, 1, interval_ms),
-                      TelemetryPayload(instance, terminating, "OTLP", data, ci.labels(1, instance), 0, 1, 0))
+    ex.export_metrics(
+        ReceiverContext(ci, 1, interval_ms),
+        TelemetryPayload(instance, terminating, "OTLP", data, ci.labels(1, instance), 0, 1, 0),
+    )
 
 
 def scrape(ex, openmetrics=False):
-    body, ctype = ex.exposition("application/openmetrics-text; version=1.0.0" if openmetrics else None)
+    body, _ctype = ex.exposition("application/openmetrics-text; version=1.0.0" if openmetrics else None)
     text = body.decode()
     fams = list(om_families(text) if openmetrics else text_families(text))
     return {s.name + _lbl(s.labels): s.value for f in fams for s in f.samples}, {f.name: f for f in fams}, text
@@ -61,35 +62,81 @@ def client_samples(samples):
 
 # ------------------------------------------------------------------------------------------ names
 
-@pytest.mark.parametrize("name,unit,kind,mono,want", [
-    # librdkafka and the Java client send no unit
-    ("org.apache.kafka.producer.node.request.latency.avg", "", "gauge", None,
-     "org_apache_kafka_producer_node_request_latency_avg"),
-    ("org.apache.kafka.producer.connection.creation.total", "", "sum", True,
-     "org_apache_kafka_producer_connection_creation_total"),
-    ("org.apache.kafka.consumer.poll.idle.ratio.avg", "", "gauge", None, "org_apache_kafka_consumer_poll_idle_ratio_avg"),
-    ("org.apache.kafka.producer.record.send.total", "", "sum", False, "org_apache_kafka_producer_record_send_total"),
-    ("org.apache.kafka.producer.bufferpool.wait.ratio", "1", "gauge", None,
-     "org_apache_kafka_producer_bufferpool_wait_ratio"),
-    ("org.apache.kafka.consumer.fetch.manager.bytes.consumed", "By", "sum", True,
-     "org_apache_kafka_consumer_fetch_manager_bytes_consumed_total"),
-    ("http.server.duration", "ms", "histogram", None, "http_server_duration_milliseconds"),
-    ("system.network.dropped", "{packets}", "sum", True, "system_network_dropped_total"),
-    ("system.network.io", "By/s", "gauge", None, "system_network_io_bytes_per_second"),
-    ("(lambda).function.executions(#)", "", "gauge", None, "lambda_function_executions"),
-    ("system.memory.utilization", "1", "gauge", None, "system_memory_utilization_ratio"),
-    ("total.requests", "", "sum", True, "requests_total"),
-    ("seconds.before.birthday", "s", "gauge", None, "seconds_before_birthday"),
-    ("5xx.count", "", "gauge", None, "_5xx_count"),
-    ("...", "", "gauge", None, ""),
-])
+
+@pytest.mark.parametrize(
+    "name,unit,kind,mono,want",
+    [
+        # librdkafka and the Java client send no unit
+        (
+            "org.apache.kafka.producer.node.request.latency.avg",
+            "",
+            "gauge",
+            None,
+            "org_apache_kafka_producer_node_request_latency_avg",
+        ),
+        (
+            "org.apache.kafka.producer.connection.creation.total",
+            "",
+            "sum",
+            True,
+            "org_apache_kafka_producer_connection_creation_total",
+        ),
+        (
+            "org.apache.kafka.consumer.poll.idle.ratio.avg",
+            "",
+            "gauge",
+            None,
+            "org_apache_kafka_consumer_poll_idle_ratio_avg",
+        ),
+        (
+            "org.apache.kafka.producer.record.send.total",
+            "",
+            "sum",
+            False,
+            "org_apache_kafka_producer_record_send_total",
+        ),
+        (
+            "org.apache.kafka.producer.bufferpool.wait.ratio",
+            "1",
+            "gauge",
+            None,
+            "org_apache_kafka_producer_bufferpool_wait_ratio",
+        ),
+        (
+            "org.apache.kafka.consumer.fetch.manager.bytes.consumed",
+            "By",
+            "sum",
+            True,
+            "org_apache_kafka_consumer_fetch_manager_bytes_consumed_total",
+        ),
+        ("http.server.duration", "ms", "histogram", None, "http_server_duration_milliseconds"),
+        ("system.network.dropped", "{packets}", "sum", True, "system_network_dropped_total"),
+        ("system.network.io", "By/s", "gauge", None, "system_network_io_bytes_per_second"),
+        ("(lambda).function.executions(#)", "", "gauge", None, "lambda_function_executions"),
+        ("system.memory.utilization", "1", "gauge", None, "system_memory_utilization_ratio"),
+        ("total.requests", "", "sum", True, "requests_total"),
+        ("seconds.before.birthday", "s", "gauge", None, "seconds_before_birthday"),
+        ("5xx.count", "", "gauge", None, "_5xx_count"),
+        ("...", "", "gauge", None, ""),
+    ],
+)
 def test_metric_names_follow_the_otel_spec(name, unit, kind, mono, want):
     assert metric_name(name, unit, kind, mono) == want
 
 
-@pytest.mark.parametrize("key,want", [("node.id", "node_id"), ("client_rack", "client_rack"), ("1abc", "key_1abc"),
-                                      ("_x", "key_x"), ("__name__", "key_name_"), ("a..b/c", "a_b_c"),
-                                      ("ü", "_") , ("", "")])
+@pytest.mark.parametrize(
+    "key,want",
+    [
+        ("node.id", "node_id"),
+        ("client_rack", "client_rack"),
+        ("1abc", "key_1abc"),
+        ("_x", "key_x"),
+        ("__name__", "key_name_"),
+        ("a..b/c", "a_b_c"),
+        ("ü", "_"),
+        ("", ""),
+    ],
+)
 def test_label_names(key, want):
     got = label_name(key)
     if want == "_":
@@ -102,15 +149,16 @@ def test_colliding_label_names_join_values_in_key_order():
     labels, dropped = merge_labels([("b.x", "2"), ("a.x", "1"), ("c", "3"), ("", "lost")])
     assert labels == {"b_x": "2", "a_x": "1", "c": "3"} and dropped == 1
     labels, _ = merge_labels([("node_id", "broker"), ("node.id", "7")])
-    assert labels == {"node_id": "7;broker"}   # "node.id" < "node_id"
+    assert labels == {"node_id": "7;broker"}  # "node.id" < "node_id"
 
 
 # ------------------------------------------------------------------------------------------ librdkafka captures
 
+
 def test_librdkafka_captures_are_exposed_with_their_values():
     ex = PrometheusExporter(background=False)
     inst = uuid.uuid4()
-    payloads = sample_payloads()[1:5]      # the producer captures (one instance, delta sums)
+    payloads = sample_payloads()[1:5]  # the producer captures (one instance, delta sums)
     for d in payloads:
         push(ex, d, inst)
     samples, fams, text = scrape(ex)
@@ -151,13 +199,15 @@ def test_export_path_builds_no_uuid_and_keys_instances_by_their_bytes(monkeypatc
 
     monkeypatch.setattr(uuid.UUID, "__init__", counting_init)
     for d in payloads:
-        ex.export_metrics(ReceiverContext(ci, 1, None),
-                          TelemetryPayload(inst.bytes, False, "OTLP", d, ci.labels(1, inst.bytes), 0, 1, 0))
+        ex.export_metrics(
+            ReceiverContext(ci, 1, None),
+            TelemetryPayload(inst.bytes, False, "OTLP", d, ci.labels(1, inst.bytes), 0, 1, 0),
+        )
     assert built == []
     monkeypatch.undo()
     samples, _, _ = scrape(ex)
     assert samples["kip714_export_instances"] == 1
-    ex.absorb([(inst, ci.labels(1, inst), payloads[0], False, None)])   # a direct caller's uuid.UUID
+    ex.absorb([(inst, ci.labels(1, inst), payloads[0], False, None)])  # a direct caller's uuid.UUID
     again, _, _ = scrape(ex)
     assert again["kip714_export_instances"] == 1 and client_samples(again).keys() == client_samples(samples).keys()
 
@@ -174,37 +224,42 @@ def test_labels_option_and_scope_labels():
 
 # ------------------------------------------------------------------------------------------ point types
 
+
 def test_every_point_type():
     ex = PrometheusExporter(background=False)
     inst = uuid.uuid4()
-    one = ob.payload([
-        ob.gauge("temp", 3.5, unit="Cel"),
-        ob.sum_("req", 5, monotonic=True, temporality=ob.DELTA),
-        ob.sum_("queue.size", 7, monotonic=False, temporality=ob.DELTA),
-        ob.sum_("conn", 10, monotonic=True, temporality=ob.CUMULATIVE, start=100),
-        ob.sum_("inflight", 4, monotonic=False, temporality=ob.CUMULATIVE),
-        ob.histogram("lat", [1.0, 5.0, 10.0], [1, 2, 3, 4], 50.0, unit="ms"),
-        ob.summary("rtt", [(0.5, 2.0), (0.99, 9.0)], 10, 30.0),
-        ob.exp_histogram("size", 0, 0, [1, 2, 3], zero=1, total=20.0, neg_offset=1, neg_counts=[2]),
-    ])
-    two = ob.payload([
-        ob.gauge("temp", 4.5, unit="Cel"),
-        ob.sum_("req", 2, monotonic=True, temporality=ob.DELTA),
-        ob.sum_("queue.size", -3, monotonic=False, temporality=ob.DELTA),
-        ob.sum_("conn", 12, monotonic=True, temporality=ob.CUMULATIVE, start=100),
-        ob.sum_("inflight", 2, monotonic=False, temporality=ob.CUMULATIVE),
-        ob.histogram("lat", [1.0, 5.0, 10.0], [0, 1, 0, 1], 20.0, unit="ms"),
-        ob.summary("rtt", [(0.5, 3.0), (0.99, 8.0)], 20, 70.0),
-        ob.exp_histogram("size", 0, 1, [1], total=3.0),
-    ])
+    one = ob.payload(
+        [
+            ob.gauge("temp", 3.5, unit="Cel"),
+            ob.sum_("req", 5, monotonic=True, temporality=ob.DELTA),
+            ob.sum_("queue.size", 7, monotonic=False, temporality=ob.DELTA),
+            ob.sum_("conn", 10, monotonic=True, temporality=ob.CUMULATIVE, start=100),
+            ob.sum_("inflight", 4, monotonic=False, temporality=ob.CUMULATIVE),
+            ob.histogram("lat", [1.0, 5.0, 10.0], [1, 2, 3, 4], 50.0, unit="ms"),
+            ob.summary("rtt", [(0.5, 2.0), (0.99, 9.0)], 10, 30.0),
+            ob.exp_histogram("size", 0, 0, [1, 2, 3], zero=1, total=20.0, neg_offset=1, neg_counts=[2]),
+        ]
+    )
+    two = ob.payload(
+        [
+            ob.gauge("temp", 4.5, unit="Cel"),
+            ob.sum_("req", 2, monotonic=True, temporality=ob.DELTA),
+            ob.sum_("queue.size", -3, monotonic=False, temporality=ob.DELTA),
+            ob.sum_("conn", 12, monotonic=True, temporality=ob.CUMULATIVE, start=100),
+            ob.sum_("inflight", 2, monotonic=False, temporality=ob.CUMULATIVE),
+            ob.histogram("lat", [1.0, 5.0, 10.0], [0, 1, 0, 1], 20.0, unit="ms"),
+            ob.summary("rtt", [(0.5, 3.0), (0.99, 8.0)], 20, 70.0),
+            ob.exp_histogram("size", 0, 1, [1], total=3.0),
+        ]
+    )
     push(ex, one, inst)
     push(ex, two, inst)
     for om in (False, True):
         samples, fams, _ = scrape(ex, openmetrics=om)
         assert samples["temp_celsius"] == 4.5
         assert samples["req_total"] == 7
-        assert samples["queue_size"] == 4                          # up-down counter: 7 - 3
-        assert samples["conn_total"] == 12                         # cumulative: 10, then +2
+        assert samples["queue_size"] == 4  # up-down counter: 7 - 3
+        assert samples["conn_total"] == 12  # cumulative: 10, then +2
         assert samples["inflight"] == 2
         assert [samples[f"lat_milliseconds_bucket{{le={le}}}"] for le in ("1", "5", "10", "+Inf")] == [1, 4, 7, 12]
         assert samples["lat_milliseconds_count"] == 12 and samples["lat_milliseconds_sum"] == 70
@@ -212,9 +267,9 @@ def test_every_point_type():
         assert samples["rtt_milliseconds_count"] == 20 and samples["rtt_milliseconds_sum"] == 70
         # exponential, scale 0: positive bucket i = (2**i, 2**(i+1)]; negative bucket 1 = [-4, -2)
         assert samples["size_seconds_bucket{le=-2}"] == 2
-        assert samples["size_seconds_bucket{le=0}"] == 3          # + the zero bucket
+        assert samples["size_seconds_bucket{le=0}"] == 3  # + the zero bucket
         assert samples["size_seconds_bucket{le=2}"] == 4
-        assert samples["size_seconds_bucket{le=4}"] == 7        # 2 + 1 from the second point (offset 1)
+        assert samples["size_seconds_bucket{le=4}"] == 7  # 2 + 1 from the second point (offset 1)
         assert samples["size_seconds_bucket{le=8}"] == 10
         assert samples["size_seconds_bucket{le=+Inf}"] == 10
         # negative buckets: no _sum (the OTel spec: a sum is exposed only when every bucket is positive;
@@ -234,13 +289,21 @@ def test_negative_sums_and_quantiles_keep_every_scrape_parseable():
     OTel spec reports _sum only when positive), a summary point with a negative quantile value is dropped
     and counted; both formats stay parseable by prometheus_client's parsers."""
     ex = PrometheusExporter(background=False)
-    push(ex, ob.payload([ob.histogram("h", [1.0, 5.0], [1, 1, 1], -40.0, unit="s"),
-                         ob.summary("s", [(0.5, 2.0)], 3, -7.0),
-                         ob.summary("q", [(0.5, -2.0), (0.9, 1.0)], 3, 1.0)]), uuid.uuid4())
+    push(
+        ex,
+        ob.payload(
+            [
+                ob.histogram("h", [1.0, 5.0], [1, 1, 1], -40.0, unit="s"),
+                ob.summary("s", [(0.5, 2.0)], 3, -7.0),
+                ob.summary("q", [(0.5, -2.0), (0.9, 1.0)], 3, 1.0),
+            ]
+        ),
+        uuid.uuid4(),
+    )
     for om in (False, True):
         samples, _, _ = scrape(ex, openmetrics=om)
         assert samples["h_seconds_bucket{le=+Inf}"] == 3 and "h_seconds_sum" not in samples
-        assert ("h_seconds_count" in samples) is not om        # OpenMetrics: _count only beside _sum
+        assert ("h_seconds_count" in samples) is not om  # OpenMetrics: _count only beside _sum
         assert samples["s_milliseconds{quantile=0.5}"] == 2 and samples["s_milliseconds_count"] == 3
         assert "s_milliseconds_sum" not in samples
         assert not any(k.startswith("q_") for k in samples)
@@ -250,12 +313,12 @@ def test_negative_sums_and_quantiles_keep_every_scrape_parseable():
 def test_exponential_histograms_merge_scales_and_cap_buckets():
     ex = PrometheusExporter(background=False, max_buckets=8)
     inst = uuid.uuid4()
-    push(ex, ob.payload([ob.exp_histogram("e", 2, 0, [1] * 4)]), inst)     # scale 2: (1, 2**0.25] …
-    push(ex, ob.payload([ob.exp_histogram("e", 1, 0, [1] * 2)]), inst)     # scale 1 → merge at 1
+    push(ex, ob.payload([ob.exp_histogram("e", 2, 0, [1] * 4)]), inst)  # scale 2: (1, 2**0.25] …
+    push(ex, ob.payload([ob.exp_histogram("e", 1, 0, [1] * 2)]), inst)  # scale 1 → merge at 1
     samples, _, _ = scrape(ex)
     assert samples["e_seconds_bucket{le=1.4142135623730951}"] == 3
     assert samples["e_seconds_bucket{le=2}"] == 6
-    push(ex, ob.payload([ob.exp_histogram("e", 1, 0, [1] * 100)]), inst)   # 100 buckets > 8: downscaled
+    push(ex, ob.payload([ob.exp_histogram("e", 1, 0, [1] * 100)]), inst)  # 100 buckets > 8: downscaled
     samples, _, _ = scrape(ex)
     les = [k for k in samples if k.startswith("e_seconds_bucket")]
     assert len(les) <= 8 + 2
@@ -266,10 +329,18 @@ def test_bounds_beyond_the_double_range_give_one_line_per_bound():
     """Exponential buckets whose bounds overflow to ±Inf, and an explicit +Inf bound, merge into one
     ``le="+Inf"`` / ``le="-Inf"`` line each (a repeated le would be a duplicate series for Prometheus)."""
     ex = PrometheusExporter(background=False)
-    push(ex, ob.payload([ob.exp_histogram("e", 0, 1020, [1] * 6, neg_offset=1022, neg_counts=[1] * 4),
-                         ob.histogram("h", [1.0, float("inf")], [1, 2, 0], 3.0, unit="s")]), uuid.uuid4())
+    push(
+        ex,
+        ob.payload(
+            [
+                ob.exp_histogram("e", 0, 1020, [1] * 6, neg_offset=1022, neg_counts=[1] * 4),
+                ob.histogram("h", [1.0, float("inf")], [1, 2, 0], 3.0, unit="s"),
+            ]
+        ),
+        uuid.uuid4(),
+    )
     for om in (False, True):
-        _, fams, text = scrape(ex, openmetrics=om)
+        _, fams, _text = scrape(ex, openmetrics=om)
         for fam, total in (("e_seconds", 10), ("h_seconds", 3)):
             les = [s.labels["le"] for s in fams[fam].samples if s.name.endswith("_bucket")]
             assert len(les) == len(set(les)) and les[-1] == "+Inf"
@@ -277,7 +348,7 @@ def test_bounds_beyond_the_double_range_give_one_line_per_bound():
             assert bucket["+Inf"] == total
         e = {s.labels["le"]: s.value for s in fams["e_seconds"].samples if s.name.endswith("_bucket")}
         assert e["-Inf"] == 2 and e["-8.98846567431158e+307"] == 3 and e["0"] == 4
-        assert e["8.98846567431158e+307"] == 7                                            # 2**1023
+        assert e["8.98846567431158e+307"] == 7  # 2**1023
 
 
 def test_histogram_quantile_inputs_are_cumulative_and_monotone():
@@ -290,15 +361,16 @@ def test_histogram_quantile_inputs_are_cumulative_and_monotone():
 
 # ------------------------------------------------------------------------------------------ temporality
 
+
 def test_restart_never_makes_a_counter_fall():
-    ex = PrometheusExporter(labels="client_id", background=False)    # the instance id is not a label
+    ex = PrometheusExporter(labels="client_id", background=False)  # the instance id is not a label
     a, b = uuid.uuid4(), uuid.uuid4()
     push(ex, ob.payload([ob.sum_("c", 100, temporality=ob.CUMULATIVE, start=10)]), a)
     push(ex, ob.payload([ob.sum_("c", 130, temporality=ob.CUMULATIVE, start=10)]), a)
     seen = [scrape(ex)[0]["c_total"]]
-    push(ex, ob.payload([ob.sum_("c", 5, temporality=ob.CUMULATIVE, start=99)]), a)   # start-time reset
+    push(ex, ob.payload([ob.sum_("c", 5, temporality=ob.CUMULATIVE, start=99)]), a)  # start-time reset
     seen.append(scrape(ex)[0]["c_total"])
-    push(ex, ob.payload([ob.sum_("c", 2, temporality=ob.CUMULATIVE, start=99)]), a)   # fell without reset
+    push(ex, ob.payload([ob.sum_("c", 2, temporality=ob.CUMULATIVE, start=99)]), a)  # fell without reset
     seen.append(scrape(ex)[0]["c_total"])
     push(ex, ob.payload([ob.sum_("c", 7, temporality=ob.CUMULATIVE, start=500)]), b)  # restart: new instance
     seen.append(scrape(ex)[0]["c_total"])
@@ -317,6 +389,7 @@ def test_new_instance_id_is_a_new_series_with_default_labels():
 
 # ------------------------------------------------------------------------------------------ life cycle
 
+
 def test_terminating_push_is_exposed_once_then_gone():
     ex = PrometheusExporter(background=False)
     inst = uuid.uuid4()
@@ -334,12 +407,12 @@ def test_expiry_after_max_of_floor_and_three_intervals():
     push(ex, ob.payload([ob.gauge("g", 1.0)]), slow, client_id="slow", interval_ms=100_000)
     push(ex, ob.payload([ob.gauge("g", 1.0)]), fast, client_id="fast")
     clock.t += 10
-    push(ex, ob.payload([ob.gauge("g", 1.0)]), fast, client_id="fast")   # observed interval 10 s
+    push(ex, ob.payload([ob.gauge("g", 1.0)]), fast, client_id="fast")  # observed interval 10 s
     clock.t += 61
-    assert ex.expire() == 1                                               # fast: 61 s > max(60, 30)
+    assert ex.expire() == 1  # fast: 61 s > max(60, 30)
     assert {s.labels["client_id"] for s in scrape(ex)[1]["g"].samples} == {"slow"}
     clock.t += 220
-    assert ex.expire() == 0                                               # slow: 291 s ≤ 3 × 100 s
+    assert ex.expire() == 0  # slow: 291 s ≤ 3 × 100 s
     clock.t += 10
     assert ex.expire() == 1
     assert ex.series_count == 0 and ex.instances == 0
@@ -356,7 +429,7 @@ def test_expiry_is_the_brokers_instance_expiry_from_the_push_interval():
     reg = SubscriptionRegistry()
     reg.set("slow", {"metrics": "*", "interval.ms": "100000", "match": "client_id=slow"})
     reg.set("fast", {"metrics": "*", "interval.ms": "5000", "match": "client_id=fast"})
-    ex = PrometheusExporter(background=False, clock=clock, expiry_floor_s=1)   # the broker's rule wins
+    ex = PrometheusExporter(background=False, clock=clock, expiry_floor_s=1)  # the broker's rule wins
     broker = TelemetryBroker(reg, receivers=[ex], clock=lambda: int(clock.t * 1000))
     seen = []
 
@@ -370,24 +443,27 @@ def test_expiry_is_the_brokers_instance_expiry_from_the_push_interval():
         ci = ClientInfo(client_id=cid)
         get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
         ids[cid] = get.client_instance_id
-        req = kip714.PushTelemetryRequest(client_instance_id=get.client_instance_id,
-                                          subscription_id=get.subscription_id, compression_type=0,
-                                          metrics=ob.payload([ob.gauge("g", 1.0)]))
+        req = kip714.PushTelemetryRequest(
+            client_instance_id=get.client_instance_id,
+            subscription_id=get.subscription_id,
+            compression_type=0,
+            metrics=ob.payload([ob.gauge("g", 1.0)]),
+        )
         assert broker.handle(req, ci)[0].error_code == 0
     assert seen == [(100_000, 300_000), (5_000, 60_000)]
     for cid in ("slow", "fast"):
-        assert broker.instances.get_state(ids[cid].bytes)["ttl_ms"] == dict(slow=300_000, fast=60_000)[cid]
+        assert broker.instances.get_state(ids[cid].bytes)["ttl_ms"] == {"slow": 300_000, "fast": 60_000}[cid]
 
     def clients():
         return {s.labels["client_id"] for s in scrape(ex)[1]["g"].samples} if ex.series_count else set()
 
     clock.t += 59
     assert ex.expire() == 0 and clients() == {"slow", "fast"}
-    clock.t += 2                                           # 61 s: past fast's 60 s, not slow's 300 s
+    clock.t += 2  # 61 s: past fast's 60 s, not slow's 300 s
     assert ex.expire() == 1 and clients() == {"slow"}
-    clock.t += 238                                         # 299 s
+    clock.t += 238  # 299 s
     assert ex.expire() == 0 and clients() == {"slow"}
-    clock.t += 2                                           # 301 s
+    clock.t += 2  # 301 s
     assert ex.expire() == 1 and ex.series_count == 0 and ex.instances == 0
 
 
@@ -406,15 +482,17 @@ def test_proxy_delivered_pushes_carry_the_told_interval():
 
     broker = TelemetryBroker(receivers=[Ctx()])
     inst = uuid.uuid4()
-    req = kip714.PushTelemetryRequest(client_instance_id=inst, subscription_id=1, compression_type=0,
-                                      metrics=ob.payload([ob.gauge("g", 1.0)]))
+    req = kip714.PushTelemetryRequest(
+        client_instance_id=inst, subscription_id=1, compression_type=0, metrics=ob.payload([ob.gauge("g", 1.0)])
+    )
     told = ClientSubscription(1, ("",), 45_000, True, (0,))
     broker.deliver(req, ClientInfo(client_id="p"), 0, subscription=told)
-    broker.deliver(req, ClientInfo(client_id="p"), 0)                        # nothing known about it
+    broker.deliver(req, ClientInfo(client_id="p"), 0)  # nothing known about it
     assert seen == [(45_000, 135_000), (None, None)]
 
 
 # ------------------------------------------------------------------------------------------ hostile input
+
 
 def test_nan_inf_and_negative_deltas():
     ex = PrometheusExporter(background=False)
@@ -431,14 +509,17 @@ def test_nan_inf_and_negative_deltas():
 def test_refused_label_names_and_reserved_labels():
     ex = PrometheusExporter(background=False)
     attrs = {"1st": "a", "__name__": "b", "with space": "c", "le": "d", "": "e", "ünï": "f"}
-    push(ex, ob.payload([ob.histogram("h", [1.0], [1, 1], 2.0, attrs=attrs), ob.gauge("g", 1.0, attrs=attrs)]),
-         uuid.uuid4())
+    push(
+        ex,
+        ob.payload([ob.histogram("h", [1.0], [1, 1], 2.0, attrs=attrs), ob.gauge("g", 1.0, attrs=attrs)]),
+        uuid.uuid4(),
+    )
     for om in (False, True):
         _, fams, _ = scrape(ex, openmetrics=om)
         g = fams["g"].samples[0].labels
         assert g["key_1st"] == "a" and g["key_name_"] == "b" and g["with_space"] == "c" and g["le"] == "d"
         assert g["key_n_"] == "f"
-        h = [s for s in fams["h"].samples if s.name == "h_count"][0].labels
+        h = next(s for s in fams["h"].samples if s.name == "h_count").labels
         assert h["key_le"] == "d" and "le" not in h
     samples, _, _ = scrape(ex)
     assert samples["kip714_export_points_dropped_total{reason=invalid-label-name-ignored}"] == 2
@@ -447,11 +528,19 @@ def test_refused_label_names_and_reserved_labels():
 def test_absurd_histograms_are_refused_and_counted():
     ex = PrometheusExporter(background=False, max_buckets=100)
     inst = uuid.uuid4()
-    push(ex, ob.payload([ob.histogram("big", [float(i) for i in range(1000)], [1] * 1001, 1.0),
-                         ob.histogram("unsorted", [2.0, 1.0], [1, 1, 1], 1.0),
-                         ob.histogram("mismatch", [1.0, 2.0], [1, 1], 1.0),
-                         ob.exp_histogram("wide", 0, -(1 << 30), [1] * 50_000),
-                         ob.histogram("ok", [1.0], [1, 1], 1.0)]), inst)
+    push(
+        ex,
+        ob.payload(
+            [
+                ob.histogram("big", [float(i) for i in range(1000)], [1] * 1001, 1.0),
+                ob.histogram("unsorted", [2.0, 1.0], [1, 1, 1], 1.0),
+                ob.histogram("mismatch", [1.0, 2.0], [1, 1], 1.0),
+                ob.exp_histogram("wide", 0, -(1 << 30), [1] * 50_000),
+                ob.histogram("ok", [1.0], [1, 1], 1.0),
+            ]
+        ),
+        inst,
+    )
     samples, _, _ = scrape(ex)
     assert samples["kip714_export_points_dropped_total{reason=too-many-buckets}"] == 1
     assert samples["kip714_export_points_dropped_total{reason=invalid-histogram}"] == 2
@@ -475,15 +564,15 @@ def _many_gauges(prefix: str, n: int) -> bytes:
 
     gauge = metrics_pb2.Metric(name="x")
     gauge.gauge.data_points.add(as_double=1.0)
-    tail = gauge.SerializeToString()[3:]                 # after field 1 ("x")
+    tail = gauge.SerializeToString()[3:]  # after field 1 ("x")
     parts = []
     for i in range(n):
         name = f"{prefix}.{i}".encode()
         metric = b"\x0a" + varint(len(name)) + name + tail
-        parts.append(b"\x12" + varint(len(metric)) + metric)     # ScopeMetrics.metrics (field 2)
+        parts.append(b"\x12" + varint(len(metric)) + metric)  # ScopeMetrics.metrics (field 2)
     scope = b"".join(parts)
-    rm = b"\x12" + varint(len(scope)) + scope                    # ResourceMetrics.scope_metrics (field 2)
-    return b"\x0a" + varint(len(rm)) + rm                        # MetricsData.resource_metrics (field 1)
+    rm = b"\x12" + varint(len(scope)) + scope  # ResourceMetrics.scope_metrics (field 2)
+    return b"\x0a" + varint(len(rm)) + rm  # MetricsData.resource_metrics (field 1)
 
 
 def test_million_series_names_stay_under_the_cap():
@@ -494,7 +583,7 @@ def test_million_series_names_stay_under_the_cap():
     assert len(metrics) == 100_000 and metrics[7].name == "n0.7" and metrics[7].gauge.data_points[0].as_double == 1
     ex = PrometheusExporter(background=False, max_series=5000, labels="client_id")
     push(ex, first, uuid.uuid4())
-    for chunk in range(1, 10):                     # 10 payloads × 100,000 distinct names = 1 M series
+    for chunk in range(1, 10):  # 10 payloads × 100,000 distinct names = 1 M series
         push(ex, _many_gauges(f"n{chunk}", 100_000), uuid.uuid4())
     assert ex.series_count == 5000
     assert ex.series_refused == 1_000_000 - 5000
@@ -502,7 +591,7 @@ def test_million_series_names_stay_under_the_cap():
     assert samples["kip714_export_series"] == 5000
     assert samples["kip714_export_points_dropped_total{reason=series-limit}"] == 1_000_000 - 5000
     assert len(text) < 2_000_000
-    assert len(ex._store._sources) == 5000                # nothing kept for refused series
+    assert len(ex._store._sources) == 5000  # nothing kept for refused series
 
 
 def test_type_conflict_keeps_the_first_type():
@@ -523,11 +612,12 @@ def test_undecodable_payload_is_counted():
 
 # ------------------------------------------------------------------------------------------ queue and HTTP
 
+
 def test_full_queue_drops_without_blocking_and_counts():
     ex = PrometheusExporter(max_queue=4)
     gate = threading.Event()
     real = ex.absorb
-    ex.absorb = lambda items: (gate.wait(5), real(items))     # hold the worker
+    ex.absorb = lambda items: (gate.wait(5), real(items))  # hold the worker
     data = ob.payload([ob.gauge("g", 1.0)])
     started = time.perf_counter()
     for _ in range(50):
@@ -552,8 +642,9 @@ def test_http_server_negotiates_formats():
             assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             text = r.read().decode()
         assert {f.name for f in text_families(text)} >= {"c", "kip714_export_series"}
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
-                                     headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+        )
         with urllib.request.urlopen(req, timeout=5) as r:
             assert r.headers["Content-Type"].startswith("application/openmetrics-text")
             text = r.read().decode()
@@ -563,11 +654,14 @@ def test_http_server_negotiates_formats():
 
 
 # Accept headers: none (text 0.0.4), OpenMetrics, and what Prometheus 2.x/3.x send
-ACCEPTS = [None, "application/openmetrics-text; version=1.0.0",
-           "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;"
-           "version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,"
-           "*/*;q=0.2",
-           "text/plain;version=1.0.0;escaping=underscores"]
+ACCEPTS = [
+    None,
+    "application/openmetrics-text; version=1.0.0",
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;"
+    "version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,"
+    "*/*;q=0.2",
+    "text/plain;version=1.0.0;escaping=underscores",
+]
 
 
 def _encoder_over_collect(ex, accept):
@@ -590,22 +684,31 @@ def test_cached_exposition_is_prometheus_clients_text_byte_for_byte():
     odd = {"path": 'a "quoted" \\ back\nslash', "ünï": "ç☃", "le": "x"}
 
     def batch(k, extra=()):
-        return ob.payload([
-            ob.gauge("temp", 3.5 + k, attrs=odd, unit="Cel"),
-            ob.sum_("req", 5 + k, attrs={"n": k % 3}),
-            ob.sum_("conn", 10 * k, temporality=ob.CUMULATIVE, start=100),
-            ob.histogram("lat", [0.5, 1.0, 5.0], [1, k, 3, 4], 50.0 + k, attrs=odd, unit="ms"),
-            ob.summary("rtt", [(0.5, 2.0 + k), (0.99, 9.0)], 10 + k, 30.0),
-            ob.exp_histogram("size", 1 if k % 2 else 0, k, [1, 2, 3], zero=1, total=20.0),
-            ob.gauge("big", 1.5e300 * (k + 1)), ob.gauge("tiny", -2.5e-300), *extra])
+        return ob.payload(
+            [
+                ob.gauge("temp", 3.5 + k, attrs=odd, unit="Cel"),
+                ob.sum_("req", 5 + k, attrs={"n": k % 3}),
+                ob.sum_("conn", 10 * k, temporality=ob.CUMULATIVE, start=100),
+                ob.histogram("lat", [0.5, 1.0, 5.0], [1, k, 3, 4], 50.0 + k, attrs=odd, unit="ms"),
+                ob.summary("rtt", [(0.5, 2.0 + k), (0.99, 9.0)], 10 + k, 30.0),
+                ob.exp_histogram("size", 1 if k % 2 else 0, k, [1, 2, 3], zero=1, total=20.0),
+                ob.gauge("big", 1.5e300 * (k + 1)),
+                ob.gauge("tiny", -2.5e-300),
+                *extra,
+            ]
+        )
 
     a, b = uuid.uuid4(), uuid.uuid4()
     for step in range(4):
         push(ex, batch(step), a, client_id="a")
-        push(ex, batch(step + 7, [ob.gauge(f"only.b.{step}", float("nan")), ob.gauge("inf", float("-inf"))]), b,
-             client_id='b"\\')
+        push(
+            ex,
+            batch(step + 7, [ob.gauge(f"only.b.{step}", float("nan")), ob.gauge("inf", float("-inf"))]),
+            b,
+            client_id='b"\\',
+        )
         if step == 2:
-            clock.t += 61                                  # both expire: every slot is freed, then reused
+            clock.t += 61  # both expire: every slot is freed, then reused
             assert ex.expire() == 2
         for accept in ACCEPTS:
             fast, ctype = ex.exposition(accept)
@@ -620,8 +723,13 @@ def test_exposition_reads_back_the_same_after_many_scrapes_with_changes():
     ex = PrometheusExporter(background=False)
     inst = uuid.uuid4()
     for k in range(30):
-        push(ex, ob.payload([ob.gauge("g", float(k), attrs={"i": k % 5}),
-                             ob.exp_histogram("e", 3 - k % 4, k, [1] * (1 + k % 7))]), inst)
+        push(
+            ex,
+            ob.payload(
+                [ob.gauge("g", float(k), attrs={"i": k % 5}), ob.exp_histogram("e", 3 - k % 4, k, [1] * (1 + k % 7))]
+            ),
+            inst,
+        )
         samples, _, _ = scrape(ex, openmetrics=k % 2 == 1)
         assert samples["g{i=" + str(k % 5) + "}"] == k
         assert samples["e_seconds_bucket{le=+Inf}"] == sum(1 + j % 7 for j in range(k + 1))
@@ -656,7 +764,7 @@ def test_http_server_tls_gzip_and_name_filter(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=5, context=ctx)
         assert err.value.code == 405
-        with pytest.raises(urllib.error.URLError):                      # the certificate is not trusted
+        with pytest.raises(urllib.error.URLError):  # the certificate is not trusted
             urllib.request.urlopen(url, timeout=5, context=ssl.create_default_context())
     finally:
         ex.close()
@@ -673,8 +781,9 @@ def test_push_codes_are_counted():
     ci = ClientInfo(client_id="x")
     get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
     data = ob.payload([ob.gauge("g", 1.0)])
-    req = kip714.PushTelemetryRequest(client_instance_id=get.client_instance_id, subscription_id=get.subscription_id,
-                                      compression_type=0, metrics=data)
+    req = kip714.PushTelemetryRequest(
+        client_instance_id=get.client_instance_id, subscription_id=get.subscription_id, compression_type=0, metrics=data
+    )
     assert broker.handle(req, ci)[0].error_code == 0
     assert broker.handle(req, ci)[0].error_code == int(kip714.ErrorCode.THROTTLING_QUOTA_EXCEEDED)
     samples, _, _ = scrape(ex)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -17,11 +16,10 @@ import urllib.parse
 import urllib.request
 import uuid
 
+import otlp_build as ob
 import pytest
 import server_thread
 from rdk_close import await_push_answered
-
-import otlp_build as ob
 
 import kip714
 from kip714 import PrometheusExporter, SubscriptionRegistry, TelemetryBroker
@@ -45,14 +43,26 @@ class Prometheus:
     def __init__(self, tmp, targets):
         self.port = free_port()
         cfg = tmp / "prometheus.yml"
-        cfg.write_text(json.dumps({                       # YAML is a superset of JSON
-            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
-            "scrape_configs": [{"job_name": "kip714", "static_configs": [{"targets": targets}]}]}))
+        cfg.write_text(
+            json.dumps(
+                {  # YAML is a superset of JSON
+                    "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+                    "scrape_configs": [{"job_name": "kip714", "static_configs": [{"targets": targets}]}],
+                }
+            )
+        )
         self.log = open(tmp / "prometheus.log", "wb")
         self.proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            [
+                PROMETHEUS,
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -98,11 +108,11 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("prom")
     reg = SubscriptionRegistry()
     reg.set("all", {"metrics": "*", "interval.ms": "500"})
-    served = PrometheusExporter()                         # default labels: client_id, client_instance_id
-    seen = []                                             # every accepted payload, for the oracle
+    served = PrometheusExporter()  # default labels: client_id, client_instance_id
+    seen = []  # every accepted payload, for the oracle
     broker = TelemetryBroker(reg, node_id=1, receivers=[served, CallbackReceiver(seen.append)])
     server = server_thread.ServerThread(TelemetryServer(broker, "127.0.0.1", 0), 10)
-    direct = PrometheusExporter(labels="client_id")       # fed directly: restarts and histograms
+    direct = PrometheusExporter(labels="client_id")  # fed directly: restarts and histograms
     ports = [served.start_http_server("127.0.0.1", 0), direct.start_http_server("127.0.0.1", 0)]
     prom = Prometheus(tmp, [f"127.0.0.1:{p}" for p in ports])
     try:
@@ -116,14 +126,21 @@ def stack(tmp_path_factory):
 
 def feed(ex, data, instance, client_id):
     ci = ClientInfo(client_id=client_id)
-    ex.export_metrics(ReceiverContext(ci, 1), TelemetryPayload(instance, False, "OTLP", data, ci.labels(1, instance),
-                                                               0, 1, 0))
+    ex.export_metrics(
+        ReceiverContext(ci, 1), TelemetryPayload(instance, False, "OTLP", data, ci.labels(1, instance), 0, 1, 0)
+    )
 
 
 def test_librdkafka_producer_series_values_and_disappearance(stack):
     prom, seen = stack["prom"], stack["seen"]
-    p = confluent_kafka.Producer({"bootstrap.servers": stack["server"].bootstrap, "client.id": "prom-producer",
-                                  "enable.sparse.connections": False, "log_level": 0})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": stack["server"].bootstrap,
+            "client.id": "prom-producer",
+            "enable.sparse.connections": False,
+            "log_level": 0,
+        }
+    )
     gauge = 'org_apache_kafka_producer_node_request_latency_avg{client_id="prom-producer"}'
     counter = 'org_apache_kafka_producer_connection_creation_total{client_id="prom-producer"}'
     try:
@@ -140,18 +157,25 @@ def test_librdkafka_producer_series_values_and_disappearance(stack):
         instance = labels["client_instance_id"]
         for _ in range(10):
             p.poll(0.1)
-        await_push_answered(p, lambda: len(seen))   # then its close sends the terminating push
+        await_push_answered(p, lambda: len(seen))  # then its close sends the terminating push
     finally:
-        del p                      # rd_kafka_destroy: the terminating push
+        del p  # rd_kafka_destroy: the terminating push
         gc.collect()
     assert stack["served"].flush(10)
     mine = [pl for pl in seen if kip714.kafka_uuid_string(pl.client_instance_id) == instance]
     assert mine and mine[-1].terminating
     # the oracle: protobuf's reading of every accepted payload of this instance
-    total = sum(r["value"] for pl in mine for r in reference.flatten(pl.data)
-                if r["metric"] == "org.apache.kafka.producer.connection.creation.total")
-    last = {r["attributes"].get("node.id"): r["value"] for r in reference.flatten(mine[-1].data)
-            if r["metric"] == "org.apache.kafka.producer.node.request.latency.avg"}
+    total = sum(
+        r["value"]
+        for pl in mine
+        for r in reference.flatten(pl.data)
+        if r["metric"] == "org.apache.kafka.producer.connection.creation.total"
+    )
+    last = {
+        r["attributes"].get("node.id"): r["value"]
+        for r in reference.flatten(mine[-1].data)
+        if r["metric"] == "org.apache.kafka.producer.node.request.latency.avg"
+    }
     # the terminating push's values are scraped once, then the series go stale
     prom.wait(f"absent({counter})", timeout=15)
     final = prom.query(f"last_over_time({counter}[2m])")
@@ -169,7 +193,7 @@ def test_restart_never_gives_a_negative_rate(stack):
     for v in (100, 130, 170):
         feed(ex, ob.payload([ob.sum_("restart.demo", v, temporality=ob.CUMULATIVE, start=10)]), first, "r1")
         time.sleep(1.1)
-    for v in (5, 12):         # the client restarted: a new instance id, a new start time, a smaller value
+    for v in (5, 12):  # the client restarted: a new instance id, a new start time, a smaller value
         feed(ex, ob.payload([ob.sum_("restart.demo", v, temporality=ob.CUMULATIVE, start=99)]), second, "r1")
         time.sleep(1.1)
     prom.wait('restart_demo_total{client_id="r1"}', lambda r: r and float(r[0]["value"][1]) == 182)
@@ -185,7 +209,7 @@ def test_histogram_quantile_over_exported_buckets(stack):
     feed(ex, ob.payload([ob.histogram("hq.latency", [1.0, 2.0, 4.0], [0, 0, 10, 0], 30.0, unit="s")]), inst, "h1")
     q = 'histogram_quantile(0.5, hq_latency_seconds_bucket{client_id="h1"})'
     result = prom.wait(q)
-    assert float(result[0]["value"][1]) == pytest.approx(2.0)      # 10 in (1, 2], 10 in (2, 4]: the median is 2
+    assert float(result[0]["value"][1]) == pytest.approx(2.0)  # 10 in (1, 2], 10 in (2, 4]: the median is 2
     result = prom.query('histogram_quantile(0.75, hq_latency_seconds_bucket{client_id="h1"})')
     assert float(result[0]["value"][1]) == pytest.approx(3.0)
     assert float(prom.query('hq_latency_seconds_count{client_id="h1"}')[0]["value"][1]) == 20

@@ -75,6 +75,7 @@ def hx(s: str) -> bytes:
 
 # --------------------------------------------------------------------------------- real captures
 
+
 def test_every_capture_has_expectations():
     push = [n for n in ALL_FRAMES if "_push_" in n]
     assert sorted(EXPECTED) == push and len(push) == 36
@@ -91,7 +92,11 @@ def test_capture_push_frame_decodes_to_expected_fields(name):
     req = kip714.decode_request(frames[0])
     h = req.header
     assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (
-        exp["api_key"], exp["api_version"], exp["correlation_id"], exp["client_id"])
+        exp["api_key"],
+        exp["api_version"],
+        exp["correlation_id"],
+        exp["client_id"],
+    )
     assert (h.unknown_tagged_fields or {}) == {} and exp["header_tags"] == 0
     assert req.api_key == kip714.ApiKey.PUSH_TELEMETRY and req.correlation_id == exp["correlation_id"]
     body = req.body
@@ -146,6 +151,7 @@ def test_split_frames_on_a_stream_of_all_captures():
 
 # ----------------------------------------------------------------------------- documented vectors
 
+
 def test_appendix_b_get_subscriptions_request_frame():
     frame = kip714.encode_request(GetTelemetrySubscriptionsRequest(), 1, "producer-1")
     assert frame == hx('00 00 00 26 | 00 47 00 00 00 00 00 01 00 0a "producer-1" 00') + bytes(16) + b"\x00"
@@ -153,14 +159,23 @@ def test_appendix_b_get_subscriptions_request_frame():
 
 def test_appendix_b_get_subscriptions_response_body():
     body = GetTelemetrySubscriptionsResponse(
-        client_instance_id=DOC_UUID, subscription_id=-111713672, accepted_compression_types=[4, 3, 1, 2],
-        push_interval_ms=30000, telemetry_max_bytes=1048576, delta_temporality=True,
-        requested_metrics=["org.apache.kafka.client.producer.partition.latency",
-                           "org.apache.kafka.client.producer.partition.queue."])
-    expected = hx('00 00 00 00 | 00 00 | 5e 0b 1d 6a 3c 4f 7a 21 9d 3e 2b 7c 8a 1f 4e 60 | f9 57 62 78 | '
-                  '05 04 03 01 02 | 00 00 75 30 | 00 10 00 00 | 01 | 03 33 '
-                  '"org.apache.kafka.client.producer.partition.latency" 32 '
-                  '"org.apache.kafka.client.producer.partition.queue." | 00')
+        client_instance_id=DOC_UUID,
+        subscription_id=-111713672,
+        accepted_compression_types=[4, 3, 1, 2],
+        push_interval_ms=30000,
+        telemetry_max_bytes=1048576,
+        delta_temporality=True,
+        requested_metrics=[
+            "org.apache.kafka.client.producer.partition.latency",
+            "org.apache.kafka.client.producer.partition.queue.",
+        ],
+    )
+    expected = hx(
+        "00 00 00 00 | 00 00 | 5e 0b 1d 6a 3c 4f 7a 21 9d 3e 2b 7c 8a 1f 4e 60 | f9 57 62 78 | "
+        "05 04 03 01 02 | 00 00 75 30 | 00 10 00 00 | 01 | 03 33 "
+        '"org.apache.kafka.client.producer.partition.latency" 32 '
+        '"org.apache.kafka.client.producer.partition.queue." | 00'
+    )
     assert body.encode() == expected
     assert GetTelemetrySubscriptionsResponse.decode(expected) == body
     assert kip714.encode_response(9, body) == struct.pack(">iib", len(expected) + 5, 9, 0) + expected
@@ -174,32 +189,51 @@ def test_appendix_b_push_request_and_response_bodies():
 
 # Exact responses that a loopback harness fed to librdkafka 2.16 successfully (docs/reference/librdkafka-behaviour.md §3).
 def test_librdkafka_harness_api_versions_v3_response():
-    body = ApiVersionsResponse(api_keys=[ApiVersion(3, 0, 12), ApiVersion(10, 0, 2), ApiVersion(18, 0, 3),
-                                         ApiVersion(71, 0, 0), ApiVersion(72, 0, 0)])
+    body = ApiVersionsResponse(
+        api_keys=[
+            ApiVersion(3, 0, 12),
+            ApiVersion(10, 0, 2),
+            ApiVersion(18, 0, 3),
+            ApiVersion(71, 0, 0),
+            ApiVersion(72, 0, 0),
+        ]
+    )
     assert kip714.encode_response(7, body, 3) == hx(
         "0000002f 00000007 | 0000 06 0003 0000 000c 00 000a 0000 0002 00 0012 0000 0003 00 "
-        "0047 0000 0000 00 0048 0000 0000 00 00000000 00")
+        "0047 0000 0000 00 0048 0000 0000 00 00000000 00"
+    )
 
 
 def test_librdkafka_harness_metadata_responses():
-    body = MetadataResponse(brokers=[MetadataResponseBroker(1, "127.0.0.1", 9092)],
-                            cluster_id="fake-kip714-cluster", controller_id=1)
+    body = MetadataResponse(
+        brokers=[MetadataResponseBroker(1, "127.0.0.1", 9092)], cluster_id="fake-kip714-cluster", controller_id=1
+    )
     assert kip714.encode_response(7, body, 12) == hx(
         '00000038 00000007 00 | 00000000 02 00000001 0a"127.0.0.1" 00002384 00 00 '
-        '14"fake-kip714-cluster" 00000001 01 00')
+        '14"fake-kip714-cluster" 00000001 01 00'
+    )
     assert kip714.encode_response(7, body, 4) == hx(
         '0000003e 00000007 | 00000000 00000001 00000001 0009"127.0.0.1" 00002384 ffff '
-        '0013"fake-kip714-cluster" 00000001 00000000')
+        '0013"fake-kip714-cluster" 00000001 00000000'
+    )
 
 
 def test_librdkafka_harness_telemetry_responses():
     inst = uuid.UUID("009859c3-10db-450e-a3b7-522b0ef19df4")
     gts = GetTelemetrySubscriptionsResponse(
-        client_instance_id=inst, subscription_id=0x5EED, accepted_compression_types=[4, 3, 1, 2],
-        push_interval_ms=500, telemetry_max_bytes=1 << 20, delta_temporality=True, requested_metrics=["*"])
+        client_instance_id=inst,
+        subscription_id=0x5EED,
+        accepted_compression_types=[4, 3, 1, 2],
+        push_interval_ms=500,
+        telemetry_max_bytes=1 << 20,
+        delta_temporality=True,
+        requested_metrics=["*"],
+    )
     assert kip714.encode_response(7, gts) == (
-        hx("00000031 00000007 00 | 00000000 0000") + inst.bytes
-        + hx('00005eed 05 04 03 01 02 000001f4 00100000 01 02 02"*" 00'))
+        hx("00000031 00000007 00 | 00000000 0000")
+        + inst.bytes
+        + hx('00005eed 05 04 03 01 02 000001f4 00100000 01 02 02"*" 00')
+    )
     assert kip714.encode_response(7, PushTelemetryResponse()) == hx("0000000c 00000007 00 | 00000000 0000 00")
 
 
@@ -229,72 +263,140 @@ def strategy(cls, v):
     if cls is GetTelemetrySubscriptionsRequest:
         return st.builds(cls, client_instance_id=uuids)
     if cls is GetTelemetrySubscriptionsResponse:
-        return st.builds(cls, throttle_time_ms=u_i32, error_code=errors, client_instance_id=uuids,
-                         subscription_id=i32, accepted_compression_types=lists(i8), push_interval_ms=u_i32,
-                         telemetry_max_bytes=i32, delta_temporality=st.booleans(),
-                         requested_metrics=lists(text))
+        return st.builds(
+            cls,
+            throttle_time_ms=u_i32,
+            error_code=errors,
+            client_instance_id=uuids,
+            subscription_id=i32,
+            accepted_compression_types=lists(i8),
+            push_interval_ms=u_i32,
+            telemetry_max_bytes=i32,
+            delta_temporality=st.booleans(),
+            requested_metrics=lists(text),
+        )
     if cls is PushTelemetryRequest:
-        return st.builds(cls, client_instance_id=uuids, subscription_id=i32, terminating=st.booleans(),
-                         compression_type=i8, metrics=st.binary(max_size=300))
+        return st.builds(
+            cls,
+            client_instance_id=uuids,
+            subscription_id=i32,
+            terminating=st.booleans(),
+            compression_type=i8,
+            metrics=st.binary(max_size=300),
+        )
     if cls is PushTelemetryResponse:
         return st.builds(cls, throttle_time_ms=u_i32, error_code=errors)
     if cls is ApiVersionsRequest:
         return st.builds(cls, client_software_name=text, client_software_version=text)
     if cls is ApiVersionsResponse:
         return st.builds(
-            cls, error_code=errors, api_keys=lists(st.builds(ApiVersion, i16, i16, i16)),
+            cls,
+            error_code=errors,
+            api_keys=lists(st.builds(ApiVersion, i16, i16, i16)),
             throttle_time_ms=u_i32,
             supported_features=lists(st.builds(SupportedFeature, text, i16, i16)),
             finalized_features_epoch=i64,
             finalized_features=lists(st.builds(FinalizedFeature, text, i16, i16)),
-            zk_migration_ready=st.booleans())
+            zk_migration_ready=st.booleans(),
+        )
     if cls is MetadataRequest:
         name = st.one_of(st.none(), text) if v >= 10 else text
         topics = lists(st.builds(MetadataRequestTopic, name=name, topic_id=uuids))
-        return st.builds(cls, topics=st.one_of(st.none(), topics) if v >= 1 else topics,
-                         allow_auto_topic_creation=st.booleans(),
-                         include_cluster_authorized_operations=st.booleans(),
-                         include_topic_authorized_operations=st.booleans())
+        return st.builds(
+            cls,
+            topics=st.one_of(st.none(), topics) if v >= 1 else topics,
+            allow_auto_topic_creation=st.booleans(),
+            include_cluster_authorized_operations=st.booleans(),
+            include_topic_authorized_operations=st.booleans(),
+        )
     if cls is MetadataResponse:
         node = i32
-        partition = st.builds(MetadataResponsePartition, error_code=errors, partition_index=i32, leader_id=node,
-                              leader_epoch=i32, replica_nodes=lists(node), isr_nodes=lists(node),
-                              offline_replicas=lists(node))
-        topic = st.builds(MetadataResponseTopic, error_code=errors,
-                          name=st.one_of(st.none(), text) if v >= 12 else text, topic_id=uuids,
-                          is_internal=st.booleans(), partitions=lists(partition, 3),
-                          topic_authorized_operations=i32)
-        broker = st.builds(MetadataResponseBroker, node_id=node, host=text, port=i32,
-                           rack=st.one_of(st.none(), text))
-        return st.builds(cls, throttle_time_ms=u_i32, brokers=lists(broker), cluster_id=st.one_of(st.none(), text),
-                         controller_id=node, topics=lists(topic, 3), cluster_authorized_operations=i32,
-                         error_code=errors)
+        partition = st.builds(
+            MetadataResponsePartition,
+            error_code=errors,
+            partition_index=i32,
+            leader_id=node,
+            leader_epoch=i32,
+            replica_nodes=lists(node),
+            isr_nodes=lists(node),
+            offline_replicas=lists(node),
+        )
+        topic = st.builds(
+            MetadataResponseTopic,
+            error_code=errors,
+            name=st.one_of(st.none(), text) if v >= 12 else text,
+            topic_id=uuids,
+            is_internal=st.booleans(),
+            partitions=lists(partition, 3),
+            topic_authorized_operations=i32,
+        )
+        broker = st.builds(MetadataResponseBroker, node_id=node, host=text, port=i32, rack=st.one_of(st.none(), text))
+        return st.builds(
+            cls,
+            throttle_time_ms=u_i32,
+            brokers=lists(broker),
+            cluster_id=st.one_of(st.none(), text),
+            controller_id=node,
+            topics=lists(topic, 3),
+            cluster_authorized_operations=i32,
+            error_code=errors,
+        )
     nullable = st.one_of(st.none(), text)
     if cls is DescribeConfigsRequest:
-        resource = st.builds(DescribeConfigsResource, resource_type=i8, resource_name=text,
-                             configuration_keys=st.one_of(st.none(), lists(text)))
-        return st.builds(cls, resources=lists(resource), include_synonyms=st.booleans(),
-                         include_documentation=st.booleans() if v >= 3 else st.just(False))
+        resource = st.builds(
+            DescribeConfigsResource,
+            resource_type=i8,
+            resource_name=text,
+            configuration_keys=st.one_of(st.none(), lists(text)),
+        )
+        return st.builds(
+            cls,
+            resources=lists(resource),
+            include_synonyms=st.booleans(),
+            include_documentation=st.booleans() if v >= 3 else st.just(False),
+        )
     if cls is DescribeConfigsResponse:
         synonym = st.builds(DescribeConfigsSynonym, name=text, value=nullable, source=i8)
-        config = st.builds(DescribeConfigsResourceResult, name=text, value=nullable, read_only=st.booleans(),
-                           config_source=i8, is_sensitive=st.booleans(), synonyms=lists(synonym, 3),
-                           config_type=i8 if v >= 3 else st.just(0), documentation=nullable if v >= 3 else st.none())
-        result = st.builds(DescribeConfigsResult, error_code=errors, error_message=nullable, resource_type=i8,
-                           resource_name=text, configs=lists(config, 4))
+        config = st.builds(
+            DescribeConfigsResourceResult,
+            name=text,
+            value=nullable,
+            read_only=st.booleans(),
+            config_source=i8,
+            is_sensitive=st.booleans(),
+            synonyms=lists(synonym, 3),
+            config_type=i8 if v >= 3 else st.just(0),
+            documentation=nullable if v >= 3 else st.none(),
+        )
+        result = st.builds(
+            DescribeConfigsResult,
+            error_code=errors,
+            error_message=nullable,
+            resource_type=i8,
+            resource_name=text,
+            configs=lists(config, 4),
+        )
         return st.builds(cls, throttle_time_ms=u_i32, results=lists(result, 4))
     if cls is AlterConfigsRequest:
-        resource = st.builds(AlterConfigsResource, resource_type=i8, resource_name=text,
-                             configs=lists(st.builds(AlterableConfig, name=text, value=nullable)))
+        resource = st.builds(
+            AlterConfigsResource,
+            resource_type=i8,
+            resource_name=text,
+            configs=lists(st.builds(AlterableConfig, name=text, value=nullable)),
+        )
         return st.builds(cls, resources=lists(resource), validate_only=st.booleans())
     if cls is IncrementalAlterConfigsRequest:
         op = st.builds(IncrementalAlterableConfig, name=text, config_operation=i8, value=nullable)
-        resource = st.builds(IncrementalAlterConfigsResource, resource_type=i8, resource_name=text,
-                             configs=lists(op))
+        resource = st.builds(IncrementalAlterConfigsResource, resource_type=i8, resource_name=text, configs=lists(op))
         return st.builds(cls, resources=lists(resource), validate_only=st.booleans())
     if cls in (AlterConfigsResponse, IncrementalAlterConfigsResponse):
-        resp = st.builds(AlterConfigsResourceResponse, error_code=errors, error_message=nullable, resource_type=i8,
-                         resource_name=text)
+        resp = st.builds(
+            AlterConfigsResourceResponse,
+            error_code=errors,
+            error_message=nullable,
+            resource_type=i8,
+            resource_name=text,
+        )
         return st.builds(cls, throttle_time_ms=u_i32, responses=lists(resp))
     if cls is ListConfigResourcesRequest:
         return st.builds(cls, resource_types=lists(i8) if v >= 1 else st.just([]))
@@ -304,14 +406,28 @@ def strategy(cls, v):
     raise AssertionError(cls)
 
 
-MESSAGE_CLASSES = [GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, PushTelemetryRequest,
-                   PushTelemetryResponse, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
-                   MetadataResponse]
+MESSAGE_CLASSES = [
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+]
 CASES = [(c, v) for c in MESSAGE_CLASSES for v in range(c.MIN_VERSION, c.MAX_VERSION + 1)]
 #: the config admin messages (kip714 answers them for CLIENT_METRICS): every version, fewer examples each
-ADMIN_CLASSES = [DescribeConfigsRequest, DescribeConfigsResponse, AlterConfigsRequest, AlterConfigsResponse,
-                 IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListConfigResourcesRequest,
-                 ListConfigResourcesResponse]
+ADMIN_CLASSES = [
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
+]
 ADMIN_CASES = [(c, v) for c in ADMIN_CLASSES for v in range(c.MIN_VERSION, c.MAX_VERSION + 1)]
 #: their oldest and newest versions, for the frame tests
 ADMIN_EDGES = [(c, v) for c in ADMIN_CLASSES for v in sorted({c.MIN_VERSION, c.MAX_VERSION})]
@@ -347,13 +463,21 @@ def _bodies_agree(cls, version, data):
 def test_large_arrays_and_non_ascii_agree_with_kio():
     rnd = random.Random(714)
     names = ["".join(rnd.choice("aé漢字🙂-._Z9") for _ in range(rnd.randint(0, 40))) for _ in range(1000)]
-    gts = GetTelemetrySubscriptionsResponse(client_instance_id=uuid.uuid4(), accepted_compression_types=[4] * 1000,
-                                            requested_metrics=names, push_interval_ms=1, telemetry_max_bytes=5)
+    gts = GetTelemetrySubscriptionsResponse(
+        client_instance_id=uuid.uuid4(),
+        accepted_compression_types=[4] * 1000,
+        requested_metrics=names,
+        push_interval_ms=1,
+        telemetry_max_bytes=5,
+    )
     kcls = kio_class(GetTelemetrySubscriptionsResponse, 0)
     assert kio_encode(to_kio(gts, kcls)) == gts.encode()
     assert GetTelemetrySubscriptionsResponse.decode(gts.encode()) == gts
-    md = MetadataResponse(brokers=[MetadataResponseBroker(i, names[i], i, names[-i]) for i in range(1000)],
-                          cluster_id="ü", topics=[MetadataResponseTopic(name=n) for n in names[:1000]])
+    md = MetadataResponse(
+        brokers=[MetadataResponseBroker(i, names[i], i, names[-i]) for i in range(1000)],
+        cluster_id="ü",
+        topics=[MetadataResponseTopic(name=n) for n in names[:1000]],
+    )
     for version in (0, 8, 9, 12, 13):
         kcls = kio_class(MetadataResponse, version)
         assert kio_encode(to_kio(md, kcls)) == md.encode(version)
@@ -362,8 +486,7 @@ def test_large_arrays_and_non_ascii_agree_with_kio():
     assert GetTelemetrySubscriptionsResponse.decode(empty.encode()) == empty
 
 
-@pytest.mark.parametrize("cls,version", CASES + ADMIN_EDGES,
-                         ids=[f"{c.__name__}-v{v}" for c, v in CASES + ADMIN_EDGES])
+@pytest.mark.parametrize("cls,version", CASES + ADMIN_EDGES, ids=[f"{c.__name__}-v{v}" for c, v in CASES + ADMIN_EDGES])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), correlation_id=i32, client_id=st.one_of(st.none(), text))
 def test_frames_with_headers_agree_with_kio(cls, version, data, correlation_id, client_id):
@@ -381,7 +504,11 @@ def test_frames_with_headers_agree_with_kio(cls, version, data, correlation_id, 
         hcls = KioRequestHeaderV2 if flexible else KioRequestHeaderV1
         header, used = entity_reader(hcls)(frame[4:], 0)
         assert (header.request_api_key, header.request_api_version, header.correlation_id, header.client_id) == (
-            cls.API_KEY, version, correlation_id, client_id)
+            cls.API_KEY,
+            version,
+            correlation_id,
+            client_id,
+        )
         decoded = kip714.decode_request(frame[4:])
         assert decoded.header.client_id == client_id and decoded.correlation_id == correlation_id
     else:
@@ -393,11 +520,12 @@ def test_frames_with_headers_agree_with_kio(cls, version, data, correlation_id, 
         decoded = kip714.decode_response(frame[4:], cls.API_KEY, version)
         assert decoded.correlation_id == correlation_id
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
-    assert from_kio(kio_decode(kcls, frame[4 + used:])) == ours_as_dict(msg, kcls)
+    assert from_kio(kio_decode(kcls, frame[4 + used :])) == ours_as_dict(msg, kcls)
     assert ours_as_dict(decoded.body, kcls) == ours_as_dict(msg, kcls)
 
 
 # ----------------------------------------------------------------------------- errors and limits
+
 
 def _push_frame():
     return kip714.split_frames((DATA / "producer_zstd_push_01_zstd.bin").read_bytes())[0][0]
@@ -474,17 +602,20 @@ def test_invalid_utf8_is_replaced_like_java():
     assert not decoded.is_valid()
 
 
-@pytest.mark.parametrize("name,version,valid", [
-    ("apache-kafka-java", "3.8.0", True),
-    ("apache-kafka.java", "0.0.0-SNAPSHOT", True),
-    ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", True),
-    ("java@apache_kafka", "1", False),
-    ("apache-kafka-java", "0.0.0@java", False),
-    ("-apache-kafka-java", "1", False),
-    ("apache-kafka-java.", "1", False),
-    ("", "1", False),
-    ("a", "b", True),
-])
+@pytest.mark.parametrize(
+    "name,version,valid",
+    [
+        ("apache-kafka-java", "3.8.0", True),
+        ("apache-kafka.java", "0.0.0-SNAPSHOT", True),
+        ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", True),
+        ("java@apache_kafka", "1", False),
+        ("apache-kafka-java", "0.0.0@java", False),
+        ("-apache-kafka-java", "1", False),
+        ("apache-kafka-java.", "1", False),
+        ("", "1", False),
+        ("a", "b", True),
+    ],
+)
 def test_kip511_software_name_validation(name, version, valid):
     assert ApiVersionsRequest(name, version).is_valid() is valid
 
@@ -526,12 +657,15 @@ def test_messages_compare_pickle_and_repr():
     a = PushTelemetryRequest(client_instance_id=DOC_UUID, subscription_id=5, metrics=b"abc")
     b = PushTelemetryRequest.decode(a.encode())
     assert a == b and isinstance(b.metrics, memoryview)
-    assert pickle.loads(pickle.dumps(GetTelemetrySubscriptionsResponse(requested_metrics=["x"]))).requested_metrics == ["x"]
+    assert pickle.loads(pickle.dumps(GetTelemetrySubscriptionsResponse(requested_metrics=["x"]))).requested_metrics == [
+        "x"
+    ]
     assert "subscription_id=5" in repr(b)
     assert b.to_dict()["client_instance_id"] == DOC_UUID
 
 
 # ----------------------------------------------------------------------------- hostile input
+
 
 def _all_frames():
     return [kip714.split_frames((DATA / n).read_bytes())[0][0] for n in ALL_FRAMES]
@@ -584,13 +718,20 @@ def test_random_garbage_and_every_decoder():
 
 # ----------------------------------------------------------------------------- kafka-python too
 
+
 def _kafka_python_classes():
     import kp_schemas  # the four KIP-714 message schemas, in kafka-python's JSON schema format
     from kafka.protocol.api_message import ApiMessage
 
-    return {name: type(name, (ApiMessage,), {}, load_json=kp_schemas) for name in (
-        "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse",
-        "PushTelemetryRequest", "PushTelemetryResponse")}
+    return {
+        name: type(name, (ApiMessage,), {}, load_json=kp_schemas)
+        for name in (
+            "GetTelemetrySubscriptionsRequest",
+            "GetTelemetrySubscriptionsResponse",
+            "PushTelemetryRequest",
+            "PushTelemetryResponse",
+        )
+    }
 
 
 KP = _kafka_python_classes()
@@ -604,8 +745,11 @@ def _snake(msg) -> dict:
     return d
 
 
-@pytest.mark.parametrize("cls", [GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse,
-                                 PushTelemetryRequest, PushTelemetryResponse], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls",
+    [GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, PushTelemetryRequest, PushTelemetryResponse],
+    ids=lambda c: c.__name__,
+)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_telemetry_bodies_agree_with_kafka_python(cls, data):
@@ -617,7 +761,7 @@ def test_telemetry_bodies_agree_with_kafka_python(cls, data):
     got = {k: getattr(theirs_obj, k) for k in expected}
     got = {k: (ZERO if v is None and k == "client_instance_id" else v) for k, v in got.items()}
     assert got == expected
-    theirs = bytes(kp_cls(**{k: v for k, v in expected.items()}).encode(version=0))
+    theirs = bytes(kp_cls(**dict(expected.items())).encode(version=0))
     assert theirs == ours
     assert _snake(cls.decode(theirs)) == expected
 
@@ -646,10 +790,18 @@ def test_wrong_types_are_refused_with_a_clear_message():
 
 #: (class, version, body) made by kafka-python 3.0.12's KafkaAdminClient classes (kip714's research note)
 ADMIN_VECTORS = [
-    (IncrementalAlterConfigsRequest, 1, "0210057375623104086d657472696373001b6f72672e6170616368652e6b61666b612e70726f"
-     "64756365722e000c696e74657276616c2e6d7300053130303000066d61746368010000000000"),
-    (IncrementalAlterConfigsRequest, 0, "00000001100004737562310000000300076d65747269637300001a6f72672e617061636865"
-     "2e6b61666b612e70726f64756365722e000b696e74657276616c2e6d730000043130303000056d6174636801ffff00"),
+    (
+        IncrementalAlterConfigsRequest,
+        1,
+        "0210057375623104086d657472696373001b6f72672e6170616368652e6b61666b612e70726f"
+        "64756365722e000c696e74657276616c2e6d7300053130303000066d61746368010000000000",
+    ),
+    (
+        IncrementalAlterConfigsRequest,
+        0,
+        "00000001100004737562310000000300076d65747269637300001a6f72672e617061636865"
+        "2e6b61666b612e70726f64756365722e000b696e74657276616c2e6d730000043130303000056d6174636801ffff00",
+    ),
     (DescribeConfigsRequest, 4, "021005737562310000000000"),
     (DescribeConfigsRequest, 1, "0000000110000473756231ffffffff00"),
     (AlterConfigsRequest, 2, "0210057375623102086d657472696373022a00000000"),
@@ -658,8 +810,7 @@ ADMIN_VECTORS = [
 ]
 
 
-@pytest.mark.parametrize("cls,version,hexbody", ADMIN_VECTORS,
-                         ids=[f"{c.__name__}-v{v}" for c, v, _ in ADMIN_VECTORS])
+@pytest.mark.parametrize("cls,version,hexbody", ADMIN_VECTORS, ids=[f"{c.__name__}-v{v}" for c, v, _ in ADMIN_VECTORS])
 def test_admin_requests_of_kafka_python_decode_and_encode_back(cls, version, hexbody):
     body = bytes.fromhex(hexbody)
     msg = cls.decode(body, version)
@@ -667,14 +818,17 @@ def test_admin_requests_of_kafka_python_decode_and_encode_back(cls, version, hex
     assert msg.resources[0].resource_type == 16 if hasattr(msg, "resources") else True
     if cls is IncrementalAlterConfigsRequest:
         assert [(c.name, c.config_operation, c.value) for c in msg.resources[0].configs] == [
-            ("metrics", 0, "org.apache.kafka.producer."), ("interval.ms", 0, "1000"), ("match", 1, None)]
+            ("metrics", 0, "org.apache.kafka.producer."),
+            ("interval.ms", 0, "1000"),
+            ("match", 1, None),
+        ]
 
 
 def test_admin_versions_outside_kafkas_are_refused():
     """DescribeConfigs v0 left Kafka in 4.0; ListConfigResources v0 cannot carry resource types."""
     frame = kip714.encode_request(DescribeConfigsRequest([DescribeConfigsResource(16, "a")]), 7, "c", 1)
     raw = bytearray(frame[4:])
-    raw[2:4] = b"\x00\x00"           # api_version 0
+    raw[2:4] = b"\x00\x00"  # api_version 0
     with pytest.raises(kip714.errors.UnsupportedVersionError) as info:
         kip714.decode_request(bytes(raw))
     assert info.value.header.correlation_id == 7

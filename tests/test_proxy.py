@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import struct
 import time
 import uuid
 
@@ -13,10 +12,10 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
-import kip714  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
-from proxy_helpers import BrokerStats, connect, recv_frame, start_proxy, wait  # noqa: E402
+from proxy_helpers import BrokerStats, connect, recv_frame, start_proxy  # noqa: E402
 
+import kip714  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +83,15 @@ def test_produce_and_consume_in_order_nothing_lost_or_duplicated(mock3, proxy3):
     topic = topic_name()
     mock3.create_topic(topic, 6)
     pstats, cstats = BrokerStats(), BrokerStats()
-    p = ck.Producer({"bootstrap.servers": proxy3.bootstrap, "enable.idempotence": True, "linger.ms": 2,
-                     "statistics.interval.ms": 200, "stats_cb": pstats})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": proxy3.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "statistics.interval.ms": 200,
+            "stats_cb": pstats,
+        }
+    )
     sent = {}
     n = 3000
     for i in range(n):
@@ -99,11 +105,11 @@ def test_produce_and_consume_in_order_nothing_lost_or_duplicated(mock3, proxy3):
     group = "g-" + uuid.uuid4().hex[:8]
     got = consume({"bootstrap.servers": proxy3.bootstrap, "group.id": group}, topic, n, stats=cstats)
     assert len(got) == n, f"consumed {len(got)} of {n}"
-    assert len({(part, off) for part, off, _, _ in got}) == n          # no duplicate
+    assert len({(part, off) for part, off, _, _ in got}) == n  # no duplicate
     by_key = {}
-    for part, off, key, value in sorted(got, key=lambda g: (g[0], g[1])):
+    for _part, _off, key, value in sorted(got, key=lambda g: (g[0], g[1])):
         by_key.setdefault(key, []).append(value[:7])
-    assert by_key == sent                                               # every record, in order per key
+    assert by_key == sent  # every record, in order per key
     # offsets committed through the proxy's coordinator connection: a second consumer of the group gets nothing
     assert consume({"bootstrap.servers": proxy3.bootstrap, "group.id": group}, topic, 1, timeout=3) == []
     # librdkafka's own view: every broker it talked to is a proxy port
@@ -131,11 +137,15 @@ def test_transactions_through_the_proxy(mock3, proxy3):
     got = consume({"bootstrap.servers": proxy3.bootstrap, **conf}, topic, 150, timeout=10)
     # the mock does not filter aborted records (no AbortedTransactions in its Fetch answers): the oracle is
     # the same consumer reading the mock directly
-    direct = consume({"bootstrap.servers": mock3.bootstraps, **conf, "group.id": "direct-" + conf["group.id"]},
-                     topic, 150, timeout=10)
+    direct = consume(
+        {"bootstrap.servers": mock3.bootstraps, **conf, "group.id": "direct-" + conf["group.id"]},
+        topic,
+        150,
+        timeout=10,
+    )
     values = sorted(v for _, _, _, v in got)
     assert values == sorted(v for _, _, _, v in direct)
-    assert set(b"committed-%d" % i for i in range(100)) <= set(values) and len(values) == len(set(values))
+    assert {b"committed-%d" % i for i in range(100)} <= set(values) and len(values) == len(set(values))
 
 
 def test_kafka_python_through_the_proxy(mock3, proxy3):
@@ -144,16 +154,16 @@ def test_kafka_python_through_the_proxy(mock3, proxy3):
     kafka = pytest.importorskip("kafka")
     topic = topic_name()
     mock3.create_topic(topic, 2)
-    producer = kafka.KafkaProducer(bootstrap_servers=proxy3.bootstrap, request_timeout_ms=10000,
-                                   max_block_ms=20000)
+    producer = kafka.KafkaProducer(bootstrap_servers=proxy3.bootstrap, request_timeout_ms=10000, max_block_ms=20000)
     futures = [producer.send(topic, key=b"%d" % (i % 2), value=b"kp-%d" % i) for i in range(200)]
     producer.flush(20)
     assert all(f.get(10) is not None for f in futures)
     producer.close(5)
     # no consumer group: the mock reads JoinGroup v6 (flexible) with a non-compact protocol array and closes
     # the connection, directly as through the proxy; partitions are assigned by hand
-    consumer = kafka.KafkaConsumer(bootstrap_servers=proxy3.bootstrap, auto_offset_reset="earliest",
-                                   group_id=None, consumer_timeout_ms=8000)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=proxy3.bootstrap, auto_offset_reset="earliest", group_id=None, consumer_timeout_ms=8000
+    )
     consumer.assign([kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)])
     records = list(consumer)
     proxy_ports = proxy3.proxy_ports()
@@ -200,6 +210,7 @@ def _start_fails(upstream: str, **kw) -> Exception:
             await proxy.start()
         finally:
             await proxy.close()
+
     with pytest.raises(kip714.errors.InvalidConfigError) as info:
         asyncio.run(run())
     return info.value
@@ -217,7 +228,7 @@ def test_a_broker_without_a_usable_listener_stops_the_start(mock3):
     err = _start_fails(mock3.bootstraps, port=0, broker_ports=ports)
     assert "broker node id 3 has no port in --broker-ports" in str(err)
     assert err.error_code == kip714.ErrorCode.INVALID_CONFIG
-    for port in ports.values():       # the listeners opened before the failure were let go
+    for port in ports.values():  # the listeners opened before the failure were let go
         socket.create_server(("127.0.0.1", port)).close()
     err = _start_fails(mock3.bootstraps, port=0, broker_port_base=65534)
     assert "broker node id 2 maps to port 65536, outside 1-65535" in str(err)
@@ -237,9 +248,10 @@ def test_a_broker_added_later_without_a_port_closes_the_connection(mock3):
     try:
         assert pt.call(lambda: pt.proxy.broker_ports) == ports
 
-        def forget_node_3():     # as if node 3 had joined the cluster after the start, with no port given
+        def forget_node_3():  # as if node 3 had joined the cluster after the start, with no port given
             pt.proxy.explicit_ports.pop(3)
             pt.proxy._ports.pop(3)
+
         pt.call(forget_node_3)
         with connect(pt.port) as s:
             s.sendall(_metadata_request(7))

@@ -46,27 +46,54 @@ class Workload:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         self.stats = BrokerStats()
-        self.acked: dict[bytes, tuple[int, int]] = {}        # value -> (partition, offset) of its ack
+        self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset) of its ack
         self.failed: list[str] = []
         self.consumed: dict[bytes, set[tuple[int, int]]] = {}
         self.errors: list[str] = []
         self._stop_producing = threading.Event()
         self._stop_consuming = threading.Event()
         self._lock = threading.Lock()
-        common = {"bootstrap.servers": bootstrap, "statistics.interval.ms": 500, "stats_cb": self.stats,
-                  "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 50,
-                  "retry.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 2000}
-        self.producer = ck.Producer({**common, "client.id": "faults-producer", "enable.idempotence": True,
-                                     "transactional.id": "faults-" + uuid.uuid4().hex[:8], "acks": "all",
-                                     "linger.ms": 5, "message.timeout.ms": 60000, "transaction.timeout.ms": 60000})
-        self.consumer = ck.Consumer({**common, "client.id": "faults-consumer", "group.id": "g-" + uuid.uuid4().hex[:8],
-                                     "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                                     "auto.commit.interval.ms": 200, "session.timeout.ms": 10000,
-                                     "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 100,
-                                     "isolation.level": "read_committed"})
+        common = {
+            "bootstrap.servers": bootstrap,
+            "statistics.interval.ms": 500,
+            "stats_cb": self.stats,
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 500,
+            "retry.backoff.ms": 50,
+            "retry.backoff.max.ms": 500,
+            "topic.metadata.refresh.interval.ms": 2000,
+        }
+        self.producer = ck.Producer(
+            {
+                **common,
+                "client.id": "faults-producer",
+                "enable.idempotence": True,
+                "transactional.id": "faults-" + uuid.uuid4().hex[:8],
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60000,
+                "transaction.timeout.ms": 60000,
+            }
+        )
+        self.consumer = ck.Consumer(
+            {
+                **common,
+                "client.id": "faults-consumer",
+                "group.id": "g-" + uuid.uuid4().hex[:8],
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 200,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 500,
+                "fetch.wait.max.ms": 100,
+                "isolation.level": "read_committed",
+            }
+        )
         self.consumer.subscribe([topic])
-        self._threads = [threading.Thread(target=self._produce, daemon=True),
-                         threading.Thread(target=self._consume, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._produce, daemon=True),
+            threading.Thread(target=self._consume, daemon=True),
+        ]
         for t in self._threads:
             t.start()
 
@@ -87,6 +114,7 @@ class Workload:
             def delivered(err, msg, places=places) -> None:
                 if err is None:
                     places[msg.value()] = (msg.partition(), msg.offset())
+
             try:
                 producer.begin_transaction()
                 for n, value in enumerate(values):
@@ -135,15 +163,25 @@ class Workload:
         def moved() -> bool:
             acked, both = self.counts()
             return acked >= acked0 + records and both >= acked0 + records
-        wait_until(moved, timeout, 0.05, f"{what}: {records} more records acknowledged and consumed "
-                                         f"(now {self.counts()}, failures {self.failed[:3]})")
+
+        wait_until(
+            moved,
+            timeout,
+            0.05,
+            f"{what}: {records} more records acknowledged and consumed "
+            f"(now {self.counts()}, failures {self.failed[:3]})",
+        )
 
     def finish(self, timeout: float = 40.0) -> None:
         """Stop producing (flushing what is in flight), wait until every acknowledged record is consumed."""
         self._stop_producing.set()
         self._threads[0].join(70)
-        wait_until(lambda: self.counts()[1] == self.counts()[0], timeout, 0.1,
-                   f"every acknowledged record consumed (acked, consumed: {self.counts()})")
+        wait_until(
+            lambda: self.counts()[1] == self.counts()[0],
+            timeout,
+            0.1,
+            f"every acknowledged record consumed (acked, consumed: {self.counts()})",
+        )
         self.close()
 
     def close(self) -> None:
@@ -173,11 +211,33 @@ def test_faults_survived_through_the_proxy(tmp_path):
         mc.create_topic(topic, 6)
         port, *brokers = free_ports(4)
         ports = {port, *brokers}
-        args = ["proxy", "--upstream", mc.bootstraps, "--port", str(port),
-                "--broker-ports", ",".join(f"{i + 1}={p}" for i, p in enumerate(brokers)),
-                "--telemetry", "terminate", "--metrics", "*", "--interval-ms", "1000",
-                "--record", str(tmp_path / "rec"), "--prometheus", "127.0.0.1:0", "--summary-interval", "0",
-                "--upstream-check-interval", "0.5", "--drain-timeout", "10s", "--loop", "asyncio"]
+        args = [
+            "proxy",
+            "--upstream",
+            mc.bootstraps,
+            "--port",
+            str(port),
+            "--broker-ports",
+            ",".join(f"{i + 1}={p}" for i, p in enumerate(brokers)),
+            "--telemetry",
+            "terminate",
+            "--metrics",
+            "*",
+            "--interval-ms",
+            "1000",
+            "--record",
+            str(tmp_path / "rec"),
+            "--prometheus",
+            "127.0.0.1:0",
+            "--summary-interval",
+            "0",
+            "--upstream-check-interval",
+            "0.5",
+            "--drain-timeout",
+            "10s",
+            "--loop",
+            "asyncio",
+        ]
         proxy, url = _proxy(args)
         work = None
         try:
@@ -188,9 +248,15 @@ def test_faults_survived_through_the_proxy(tmp_path):
             # 1. a broker down, then up: the proxy counts the broker's closed and refused connections
             before = scrape(url)
             mc.broker_down(2)
-            wait_until(lambda: metric(scrape(url), "kip714_upstream_errors_total", node_id="2")
-                       > metric(before, "kip714_upstream_errors_total", node_id="2"), 15, 0.1,
-                       "broker 2 down: counted in kip714_upstream_errors_total{node_id=2}")
+            wait_until(
+                lambda: (
+                    metric(scrape(url), "kip714_upstream_errors_total", node_id="2")
+                    > metric(before, "kip714_upstream_errors_total", node_id="2")
+                ),
+                15,
+                0.1,
+                "broker 2 down: counted in kip714_upstream_errors_total{node_id=2}",
+            )
             mc.broker_up(2)
             work.progress(40, "broker 2 down and up")
             pushes = _pushes(url)
@@ -202,18 +268,21 @@ def test_faults_survived_through_the_proxy(tmp_path):
             before = scrape(url)
             mc.move_leader(topic, 0, 1 if leader != 1 else 3)
             work.progress(40, "partition 0's leader moved")
-            assert metric(scrape(url), "kip714_proxy_requests_total", api_key=str(METADATA)) > \
-                metric(before, "kip714_proxy_requests_total", api_key=str(METADATA))
+            assert metric(scrape(url), "kip714_proxy_requests_total", api_key=str(METADATA)) > metric(
+                before, "kip714_proxy_requests_total", api_key=str(METADATA)
+            )
 
             # 3. NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT and a dropped connection pushed onto Produce
             before = scrape(url)
             mc.push_errors(PRODUCE, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, TRANSPORT, NOT_LEADER_OR_FOLLOWER)
             work.progress(40, "Produce errors injected")
             after = scrape(url)
-            assert metric(after, "kip714_upstream_errors_total", reason="closed") > \
-                metric(before, "kip714_upstream_errors_total", reason="closed"), "the dropped connection"
-            assert metric(after, "kip714_proxy_requests_total", api_key=str(PRODUCE)) > \
-                metric(before, "kip714_proxy_requests_total", api_key=str(PRODUCE))
+            assert metric(after, "kip714_upstream_errors_total", reason="closed") > metric(
+                before, "kip714_upstream_errors_total", reason="closed"
+            ), "the dropped connection"
+            assert metric(after, "kip714_proxy_requests_total", api_key=str(PRODUCE)) > metric(
+                before, "kip714_proxy_requests_total", api_key=str(PRODUCE)
+            )
 
             # 4. every broker slow (250 ms per response): slower, nothing lost, no error of the proxy's own
             before = scrape(url)
@@ -242,9 +311,9 @@ def test_faults_survived_through_the_proxy(tmp_path):
                 s.sendall(kip714.encode_request(kip714.wire.ApiVersionsRequest(), 1, "probe", 0))
                 s.settimeout(10)
                 try:
-                    assert s.recv(100) == b""            # closed without an answer...
+                    assert s.recv(100) == b""  # closed without an answer...
                 except ConnectionResetError:
-                    pass                                # ...or reset (the request was left unread)
+                    pass  # ...or reset (the request was left unread)
             assert time.monotonic() - started < 3
             work.progress(40, "broker 3 decommissioned")
             assert metric(scrape(url), "kip714_upstream_errors_total", node_id="3", reason="refused") >= 1

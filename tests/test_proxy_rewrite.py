@@ -4,7 +4,6 @@ decoders (generated from Kafka's own message definitions) as the independent ora
 from __future__ import annotations
 
 import pytest
-
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse as KpApiVersionsResponse
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
@@ -45,17 +44,35 @@ def metadata(version):
     B = MetadataResponse.MetadataResponseBroker
     T = MetadataResponse.MetadataResponseTopic
     P = T.MetadataResponsePartition
-    brokers = [B(node_id=i, host=f"broker-{i}.internal", port=9092 + i, rack="r%d" % i if version else None)
-               for i in (1, 2, 3)]
-    topics = [T(error_code=0, name=f"topic-{t}", is_internal=False,
-                partitions=[P(error_code=0, partition_index=p, leader_id=1 + p % 3, leader_epoch=7,
-                              replica_nodes=[1, 2, 3], isr_nodes=[1, 2], offline_replicas=[])
-                            for p in range(4)]) for t in range(3)]
-    return MetadataResponse[version](throttle_time_ms=5, brokers=brokers, cluster_id="cluster-x",
-                                     controller_id=2, topics=topics)
+    brokers = [
+        B(node_id=i, host=f"broker-{i}.internal", port=9092 + i, rack=f"r{i}" if version else None) for i in (1, 2, 3)
+    ]
+    topics = [
+        T(
+            error_code=0,
+            name=f"topic-{t}",
+            is_internal=False,
+            partitions=[
+                P(
+                    error_code=0,
+                    partition_index=p,
+                    leader_id=1 + p % 3,
+                    leader_epoch=7,
+                    replica_nodes=[1, 2, 3],
+                    isr_nodes=[1, 2],
+                    offline_replicas=[],
+                )
+                for p in range(4)
+            ],
+        )
+        for t in range(3)
+    ]
+    return MetadataResponse[version](
+        throttle_time_ms=5, brokers=brokers, cluster_id="cluster-x", controller_id=2, topics=topics
+    )
 
 
-@pytest.mark.parametrize("version", range(0, 14))
+@pytest.mark.parametrize("version", range(14))
 def test_metadata_all_versions(version):
     frame = encode(metadata(version))
     advertise.seen = []
@@ -73,26 +90,40 @@ def test_metadata_all_versions(version):
 def test_metadata_tagged_fields_survive():
     # a flexible answer with unknown tagged fields in a broker entry and at the top level (kafka-python
     # decodes unknown tags but does not encode them: the frame comes from kip714's encoder)
-    brokers = [kip714.wire.MetadataResponseBroker(1, "b1", 9092, None, {7: b"\x01\x02"}),
-               kip714.wire.MetadataResponseBroker(2, "b2", 9093, "rack", None)]
-    frame = kip714.encode_response(42, kip714.wire.MetadataResponse(brokers=brokers, cluster_id="c", controller_id=1,
-                                                               unknown_tagged_fields={9: b"xyz"}), 12)
+    brokers = [
+        kip714.wire.MetadataResponseBroker(1, "b1", 9092, None, {7: b"\x01\x02"}),
+        kip714.wire.MetadataResponseBroker(2, "b2", 9093, "rack", None),
+    ]
+    frame = kip714.encode_response(
+        42,
+        kip714.wire.MetadataResponse(
+            brokers=brokers, cluster_id="c", controller_id=1, unknown_tagged_fields={9: b"xyz"}
+        ),
+        12,
+    )
     out = rewrite.rewrite_metadata(frame[4:], 12, advertise)
     got = decode(MetadataResponse, out, 12)
     assert got.brokers[0].unknown_tags == {"_7": b"\x01\x02"} and got.unknown_tags == {"_9": b"xyz"}
-    assert [(b.host, b.port, b.rack) for b in got.brokers] == [("proxy.example", 19001, None),
-                                                               ("proxy.example", 19002, "rack")]
+    assert [(b.host, b.port, b.rack) for b in got.brokers] == [
+        ("proxy.example", 19001, None),
+        ("proxy.example", 19002, "rack"),
+    ]
 
 
 def test_metadata_unmapped_node_is_an_error():
     B = MetadataResponse.MetadataResponseBroker
-    msg = MetadataResponse[9](throttle_time_ms=0, brokers=[B(node_id=99, host="secret", port=1, rack=None)],
-                              cluster_id="c", controller_id=99, topics=[])
+    msg = MetadataResponse[9](
+        throttle_time_ms=0,
+        brokers=[B(node_id=99, host="secret", port=1, rack=None)],
+        cluster_id="c",
+        controller_id=99,
+        topics=[],
+    )
     with pytest.raises(RewriteError):
         rewrite.rewrite_metadata(encode(msg)[4:], 9, advertise)
 
 
-@pytest.mark.parametrize("version", range(0, 14))
+@pytest.mark.parametrize("version", range(14))
 def test_metadata_truncated_is_malformed(version):
     frame = encode(metadata(version))[4:]
     # cut inside the broker list: the rewrite must fail, never emit a real address
@@ -100,9 +131,9 @@ def test_metadata_truncated_is_malformed(version):
         rewrite.rewrite_metadata(frame[:20], version, advertise)
 
 
-@pytest.mark.parametrize("version", range(0, 4))
+@pytest.mark.parametrize("version", range(4))
 def test_find_coordinator_single(version):
-    kw = dict(error_code=0, node_id=2, host="broker-2.internal", port=9094)
+    kw = {"error_code": 0, "node_id": 2, "host": "broker-2.internal", "port": 9094}
     if version >= 1:
         kw.update(throttle_time_ms=0, error_message=None)
     frame = encode(FindCoordinatorResponse[version](**kw))
@@ -115,38 +146,56 @@ def test_find_coordinator_single(version):
 @pytest.mark.parametrize("version", range(4, 7))
 def test_find_coordinator_batched(version):
     C = FindCoordinatorResponse.Coordinator
-    coords = [C(key="group-a", node_id=1, host="b1", port=1, error_code=0, error_message=None),
-              C(key="group-b", node_id=-1, host="", port=-1, error_code=15, error_message="not available"),
-              C(key="txn-c", node_id=3, host="b3", port=3, error_code=0, error_message=None)]
+    coords = [
+        C(key="group-a", node_id=1, host="b1", port=1, error_code=0, error_message=None),
+        C(key="group-b", node_id=-1, host="", port=-1, error_code=15, error_message="not available"),
+        C(key="txn-c", node_id=3, host="b3", port=3, error_code=0, error_message=None),
+    ]
     frame = encode(FindCoordinatorResponse[version](throttle_time_ms=0, coordinators=coords))
     out = rewrite.rewrite_find_coordinator(frame[4:], version, advertise)
     got = decode(FindCoordinatorResponse, out, version)
     assert [(c.key, c.node_id, c.host, c.port, c.error_code) for c in got.coordinators] == [
-        ("group-a", 1, "proxy.example", 19001, 0), ("group-b", -1, "", -1, 15), ("txn-c", 3, "proxy.example", 19003, 0)]
+        ("group-a", 1, "proxy.example", 19001, 0),
+        ("group-b", -1, "", -1, 15),
+        ("txn-c", 3, "proxy.example", 19003, 0),
+    ]
     assert got.coordinators[1].error_message == "not available"
 
 
 def test_find_coordinator_address_without_node_is_an_error():
-    frame = encode(FindCoordinatorResponse[3](throttle_time_ms=0, error_code=15, error_message=None, node_id=-1,
-                                              host="leak", port=9092))
+    frame = encode(
+        FindCoordinatorResponse[3](
+            throttle_time_ms=0, error_code=15, error_message=None, node_id=-1, host="leak", port=9092
+        )
+    )
     with pytest.raises(RewriteError):
         rewrite.rewrite_find_coordinator(frame[4:], 3, advertise)
 
 
-@pytest.mark.parametrize("version", range(0, 3))
+@pytest.mark.parametrize("version", range(3))
 def test_describe_cluster(version):
     B = DescribeClusterResponse.DescribeClusterBroker
-    brokers = [B(broker_id=i, host=f"b{i}", port=i, rack=None, **({"is_fenced": i == 3} if version >= 2 else {}))
-               for i in (1, 3)]
-    kw = dict(throttle_time_ms=0, error_code=0, error_message=None, cluster_id="cid", controller_id=1,
-              brokers=brokers)
+    brokers = [
+        B(broker_id=i, host=f"b{i}", port=i, rack=None, **({"is_fenced": i == 3} if version >= 2 else {}))
+        for i in (1, 3)
+    ]
+    kw = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "cluster_id": "cid",
+        "controller_id": 1,
+        "brokers": brokers,
+    }
     if version >= 1:
         kw["endpoint_type"] = 1
     frame = encode(DescribeClusterResponse[version](**kw))
     out = rewrite.rewrite_describe_cluster(frame[4:], version, advertise)
     got = decode(DescribeClusterResponse, out, version)
-    assert [(b.broker_id, b.host, b.port) for b in got.brokers] == [(1, "proxy.example", 19001),
-                                                                    (3, "proxy.example", 19003)]
+    assert [(b.broker_id, b.host, b.port) for b in got.brokers] == [
+        (1, "proxy.example", 19001),
+        (3, "proxy.example", 19003),
+    ]
     if version >= 2:
         assert [b.is_fenced for b in got.brokers] == [False, True]
     assert rewrite.rewrite_describe_cluster(frame[4:], version, identity) == frame
@@ -154,25 +203,46 @@ def test_describe_cluster(version):
 
 def test_describe_cluster_controllers_are_refused():
     B = DescribeClusterResponse.DescribeClusterBroker
-    frame = encode(DescribeClusterResponse[1](throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=2,
-                                              cluster_id="cid", controller_id=1,
-                                              brokers=[B(broker_id=1, host="ctl", port=9093, rack=None)]))
+    frame = encode(
+        DescribeClusterResponse[1](
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            endpoint_type=2,
+            cluster_id="cid",
+            controller_id=1,
+            brokers=[B(broker_id=1, host="ctl", port=9093, rack=None)],
+        )
+    )
     with pytest.raises(RewriteError):
         rewrite.rewrite_describe_cluster(frame[4:], 1, advertise)
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(5))
 def test_api_versions_caps_and_additions(version):
     K = KpApiVersionsResponse.ApiVersion
-    keys = [K(api_key=0, min_version=3, max_version=12), K(api_key=1, min_version=4, max_version=17),
-            K(api_key=3, min_version=0, max_version=13), K(api_key=10, min_version=0, max_version=6),
-            K(api_key=55, min_version=0, max_version=2), K(api_key=19, min_version=2, max_version=7)]
-    frame = encode(KpApiVersionsResponse[version](error_code=0, api_keys=keys,
-                                                   **({"throttle_time_ms": 0} if version else {})))
+    keys = [
+        K(api_key=0, min_version=3, max_version=12),
+        K(api_key=1, min_version=4, max_version=17),
+        K(api_key=3, min_version=0, max_version=13),
+        K(api_key=10, min_version=0, max_version=6),
+        K(api_key=55, min_version=0, max_version=2),
+        K(api_key=19, min_version=2, max_version=7),
+    ]
+    frame = encode(
+        KpApiVersionsResponse[version](error_code=0, api_keys=keys, **({"throttle_time_ms": 0} if version else {}))
+    )
     out = rewrite.rewrite_api_versions(frame[4:], version, add=((71, 0, 0), (72, 0, 0)))
     got = KpApiVersionsResponse.decode(out[4:], version=version, header=True)
     assert {k.api_key: (k.min_version, k.max_version) for k in got.api_keys} == {
-        0: (3, 9), 1: (4, 15), 3: (0, 13), 10: (0, 6), 19: (2, 7), 71: (0, 0), 72: (0, 0)}
+        0: (3, 9),
+        1: (4, 15),
+        3: (0, 13),
+        10: (0, 6),
+        19: (2, 7),
+        71: (0, 0),
+        72: (0, 0),
+    }
 
 
 def test_produce_acks_every_layout():
@@ -184,7 +254,7 @@ def test_produce_acks_every_layout():
             req.with_header(correlation_id=5, client_id="c" * 40)
             frame = bytes(req.encode(header=True, framed=True))
             assert rewrite.produce_acks(frame, 0, len(frame), version) == acks
-            assert rewrite.produce_acks(frame, 0, 20, version) is None     # head not complete yet
+            assert rewrite.produce_acks(frame, 0, 20, version) is None  # head not complete yet
 
 
 def test_sasl_user_names():
@@ -192,6 +262,7 @@ def test_sasl_user_names():
     hs.with_header(correlation_id=1, client_id="c")
     assert rewrite.sasl_mechanism(bytes(hs.encode(header=True))) == "SCRAM-SHA-256"
     for version in (0, 1, 2):
+
         def auth(data):
             req = SaslAuthenticateRequest[version](auth_bytes=data)
             req.with_header(correlation_id=2, client_id="c")

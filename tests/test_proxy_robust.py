@@ -14,10 +14,11 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-import kip714  # noqa: E402
-from kip714.endpoint.stream import CAPTURE, STREAM, FrameStream  # noqa: E402
-from mock_cluster import MockCluster  # noqa: E402
-from proxy_helpers import closed_by_peer, connect, recv_exact, recv_frame, start_proxy, wait  # noqa: E402
+from mock_cluster import MockCluster
+from proxy_helpers import closed_by_peer, connect, recv_frame, start_proxy, wait
+
+import kip714
+from kip714.endpoint.stream import CAPTURE, STREAM, FrameStream
 
 
 def metadata_request(corr: int, version: int = 9, client_id: str = "robust") -> bytes:
@@ -43,6 +44,7 @@ def proxy(mock):
 
 # ------------------------------------------------------------------------------------ FrameStream alone
 
+
 def test_frame_stream_any_chunking_forwards_every_byte_and_sees_every_head():
     rng = random.Random(714)
     frames = []
@@ -50,7 +52,7 @@ def test_frame_stream_any_chunking_forwards_every_byte_and_sees_every_head():
         body = struct.pack(">hhi", rng.choice((0, 1, 3, 18)), 1, i) + bytes(rng.randrange(0, 3000))
         frames.append(struct.pack(">i", len(body)) + body)
     stream_bytes = b"".join(frames)
-    for trial in range(20):
+    for _trial in range(20):
         out, heads, captured = bytearray(), [], []
 
         def decide(buf, start, end, size):
@@ -64,7 +66,7 @@ def test_frame_stream_any_chunking_forwards_every_byte_and_sees_every_head():
         pos = 0
         while pos < len(stream_bytes):
             n = rng.choice((1, 2, 3, 5, 7, 11, 64, 1000, 5000, 70000))
-            fs.feed(stream_bytes[pos:pos + n])
+            fs.feed(stream_bytes[pos : pos + n])
             pos += n
         assert bytes(out) == stream_bytes
         assert heads == list(range(300))
@@ -86,15 +88,16 @@ def test_frame_stream_refuses_bad_sizes():
 
 # ------------------------------------------------------------------------------------ through the proxy
 
+
 def test_pipelined_requests_cut_into_tiny_pieces(proxy):
     frames = [metadata_request(c, version=1 + c % 12) for c in range(1, 201)]
     rng = random.Random(5)
     data = b"".join(frames)
     with connect(proxy.port) as s:
         pos = 0
-        while pos < len(data):      # 1-9 byte writes: heads and frames split everywhere
+        while pos < len(data):  # 1-9 byte writes: heads and frames split everywhere
             n = rng.randrange(1, 10)
-            s.sendall(data[pos:pos + n])
+            s.sendall(data[pos : pos + n])
             pos += n
         answers = [recv_frame(s) for _ in frames]
     assert [corr_of(a) for a in answers] == list(range(1, 201))
@@ -104,8 +107,8 @@ def test_upstream_dying_mid_request_closes_the_client_connection(mock, proxy):
     ports = proxy.call(lambda: proxy.proxy.broker_ports)
     with connect(ports[2]) as s:
         s.sendall(metadata_request(1))
-        recv_frame(s)                                   # connected through to broker 2
-        s.sendall(metadata_request(2)[:10])             # half a request
+        recv_frame(s)  # connected through to broker 2
+        s.sendall(metadata_request(2)[:10])  # half a request
         mock.command("down", 2)
         try:
             assert closed_by_peer(s, 5), "the client connection stayed open after its upstream died"
@@ -180,7 +183,7 @@ def test_broker_address_change_is_followed(mock, proxy):
 def test_a_thousand_concurrent_connections(proxy):
     n = 1000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = 4 * n + 200      # our sockets, the proxy's client and upstream sides, the rest
+    need = 4 * n + 200  # our sockets, the proxy's client and upstream sides, the rest
     if soft < need:
         if hard != resource.RLIM_INFINITY and hard < need:
             pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
@@ -198,7 +201,7 @@ def test_a_thousand_concurrent_connections(proxy):
             for i, s in enumerate(batch, start):
                 assert corr_of(recv_frame(s)) == i
         assert wait(lambda: proxy.call(lambda: len(proxy.proxy.connections)) == n, 30)
-        for i, s in enumerate(socks):       # all 1000 held: a second request on every one at once
+        for i, s in enumerate(socks):  # all 1000 held: a second request on every one at once
             s.sendall(metadata_request(n + i))
         for i, s in enumerate(socks):
             assert corr_of(recv_frame(s)) == n + i
@@ -209,14 +212,17 @@ def test_a_thousand_concurrent_connections(proxy):
     assert wait(lambda: proxy.call(lambda: len(proxy.proxy.connections)) == 0, 20)
 
 
-@pytest.mark.parametrize("garbage", [
-    struct.pack(">i", -1) + b"\0" * 12,                                     # negative size
-    struct.pack(">i", 3) + b"abc",                                          # shorter than a request header
-    struct.pack(">i", 2 << 20) + b"\0" * 64,                                # over max_frame_bytes (1 MiB)
-    struct.pack(">ihhih", 10, 18, 3, 1, 5) + b"\xff" * 8,                   # ApiVersions v3 that does not parse
-    struct.pack(">ihhih", 10, 55, 0, 1, -1) + b"\0\0",                      # DescribeQuorum: names controllers
-    struct.pack(">ihhih", 8, 0, 12, 1, -1),                                 # Produce v12: leaders' addresses
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">i", -1) + b"\0" * 12,  # negative size
+        struct.pack(">i", 3) + b"abc",  # shorter than a request header
+        struct.pack(">i", 2 << 20) + b"\0" * 64,  # over max_frame_bytes (1 MiB)
+        struct.pack(">ihhih", 10, 18, 3, 1, 5) + b"\xff" * 8,  # ApiVersions v3 that does not parse
+        struct.pack(">ihhih", 10, 55, 0, 1, -1) + b"\0\0",  # DescribeQuorum: names controllers
+        struct.pack(">ihhih", 8, 0, 12, 1, -1),  # Produce v12: leaders' addresses
+    ],
+)
 def test_malformed_frames_close_that_connection_only(proxy, garbage):
     with connect(proxy.port) as good:
         with connect(proxy.port) as bad:
@@ -279,7 +285,7 @@ def test_budget_drops_the_connections_holding_the_most_unfinished_captured_reque
         assert pt.call(lambda: pt.proxy.budget.total) <= budget
         assert wait(lambda: len(pt.proxy.connections) <= 41 - must_drop)
         assert sum(closed_by_peer(s, 0.1) for s in socks[1:]) >= must_drop
-        fresh = connect(pt.port)        # a well-behaved client is answered
+        fresh = connect(pt.port)  # a well-behaved client is answered
         socks.append(fresh)
         fresh.sendall(metadata_request(7))
         assert corr_of(recv_frame(fresh)) == 7

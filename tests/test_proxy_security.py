@@ -20,14 +20,14 @@ import pytest
 ck = pytest.importorskip("confluent_kafka")
 
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeResponse  # noqa: E402
-
-import kip714  # noqa: E402
-from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
 from proxy_helpers import start_proxy, wait  # noqa: E402
 from rdk_close import await_push_answered  # noqa: E402
 from server_thread import ServerThread  # noqa: E402
 from tls_cert import make_cert  # noqa: E402
+
+import kip714  # noqa: E402
+from kip714.sinks.recorder import ParquetRecorder, read_recording  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -68,13 +68,18 @@ def test_tls_clients_and_tls_toward_the_cluster(cert):
             upstream_ctx = ssl.create_default_context(cafile=cert[0])
             outer = start_proxy(inner.bootstrap, ssl=server_context(cert), upstream_ssl=upstream_ctx)
             try:
-                conf = {"bootstrap.servers": outer.bootstrap, "security.protocol": "SSL",
-                        "ssl.ca.location": cert[0], "log_level": 0}
+                conf = {
+                    "bootstrap.servers": outer.bootstrap,
+                    "security.protocol": "SSL",
+                    "ssl.ca.location": cert[0],
+                    "log_level": 0,
+                }
                 got = produce_and_consume(conf, "tls")
                 assert sorted(got) == sorted(b"tls-%d" % i for i in range(300))
                 md = ck.Producer(conf).list_topics(timeout=10)
-                assert {b.port for b in md.brokers.values()} == set(outer.call(
-                    lambda: outer.proxy.broker_ports).values())
+                assert {b.port for b in md.brokers.values()} == set(
+                    outer.call(lambda: outer.proxy.broker_ports).values()
+                )
                 assert outer.call(lambda: outer.proxy.stats["upstream_errors"]) == 0
             finally:
                 outer.stop()
@@ -99,11 +104,15 @@ def test_serve_takes_tls_clients(cert, tmp_path, caplog):
     recorder = ParquetRecorder(tmp_path / "rec")
     registry = kip714.SubscriptionRegistry()
     registry.set("all", {"metrics": "*", "interval.ms": "1000"})
-    srv = ServerThread(kip714.endpoint.TelemetryServer(kip714.TelemetryBroker(registry), "127.0.0.1", 0,
-                                                       recorder=recorder, ssl=server_context(cert)))
+    srv = ServerThread(
+        kip714.endpoint.TelemetryServer(
+            kip714.TelemetryBroker(registry), "127.0.0.1", 0, recorder=recorder, ssl=server_context(cert)
+        )
+    )
     try:
-        p = ck.Producer({"bootstrap.servers": srv.bootstrap, "security.protocol": "SSL",
-                         "ssl.ca.location": cert[0], "log_level": 0})
+        p = ck.Producer(
+            {"bootstrap.servers": srv.bootstrap, "security.protocol": "SSL", "ssl.ca.location": cert[0], "log_level": 0}
+        )
 
         def rows():
             recorder.flush()
@@ -121,12 +130,14 @@ def test_serve_takes_tls_clients(cert, tmp_path, caplog):
             with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
                 s.sendall(kip714.encode_request(kip714.wire.ApiVersionsRequest(), 1, "plain"))
                 try:
-                    assert s.recv(100) == b""          # closed without an answer
+                    assert s.recv(100) == b""  # closed without an answer
                 except ConnectionResetError:
                     pass
             # counted when the loop lets go of the connection object (a cycle through the handshake's exception:
             # the next garbage collection, within moments on a running endpoint; forced here)
-            assert srv.wait_for(lambda: srv.call(lambda: gc.collect() * 0 + srv.server.stats["tls_handshakes_failed"]) == 1)
+            assert srv.wait_for(
+                lambda: srv.call(lambda: gc.collect() * 0 + srv.server.stats["tls_handshakes_failed"]) == 1
+            )
         assert [r for r in caplog.records if "event=tls_handshake_failed total=1" in r.getMessage()]
     finally:
         srv.stop()
@@ -187,30 +198,37 @@ class SaslBroker:
             if version > 3:
                 body = kip714.wire.ApiVersionsResponse(35, [kip714.wire.ApiVersion(18, 0, 3)])
                 return kip714.encode_response(corr, body, 0)
-            apis = [kip714.wire.ApiVersion(3, 0, 12), kip714.wire.ApiVersion(17, 1, 1), kip714.wire.ApiVersion(18, 0, 3),
-                    kip714.wire.ApiVersion(36, 0, 2)]
+            apis = [
+                kip714.wire.ApiVersion(3, 0, 12),
+                kip714.wire.ApiVersion(17, 1, 1),
+                kip714.wire.ApiVersion(18, 0, 3),
+                kip714.wire.ApiVersion(36, 0, 2),
+            ]
             return kip714.encode_response(corr, kip714.wire.ApiVersionsResponse(0, apis), version)
         if key == 17:
-            mech = frame[10 + len(h.client_id or "") + 2:].decode()
+            mech = frame[10 + len(h.client_id or "") + 2 :].decode()
             state["mechanism"] = mech
-            resp = SaslHandshakeResponse[version](error_code=0 if mech in ("PLAIN", "SCRAM-SHA-256") else 33,
-                                                  mechanisms=["PLAIN", "SCRAM-SHA-256"])
+            resp = SaslHandshakeResponse[version](
+                error_code=0 if mech in ("PLAIN", "SCRAM-SHA-256") else 33, mechanisms=["PLAIN", "SCRAM-SHA-256"]
+            )
             resp.with_header(correlation_id=corr)
             return bytes(resp.encode(header=True, framed=True))
         if key == 36:
             req = SaslAuthenticateRequest.decode(frame, version=version, header=True)
             error, reply = self.authenticate(state, bytes(req.auth_bytes))
             kw = {"session_lifetime_ms": 0} if version >= 1 else {}
-            resp = SaslAuthenticateResponse[version](error_code=error, error_message=None if not error else "denied",
-                                                     auth_bytes=reply, **kw)
+            resp = SaslAuthenticateResponse[version](
+                error_code=error, error_message=None if not error else "denied", auth_bytes=reply, **kw
+            )
             resp.with_header(correlation_id=corr)
             return bytes(resp.encode(header=True, framed=True))
         if not state["authenticated"]:
-            return None                                          # as Kafka: no request before SASL
+            return None  # as Kafka: no request before SASL
         if key == 3:
             me = kip714.wire.MetadataResponseBroker(1, "127.0.0.1", self.port, None)
-            return kip714.encode_response(corr, kip714.wire.MetadataResponse(brokers=[me], cluster_id="sasl",
-                                                                        controller_id=1), version)
+            return kip714.encode_response(
+                corr, kip714.wire.MetadataResponse(brokers=[me], cluster_id="sasl", controller_id=1), version
+            )
         return None
 
     def authenticate(self, state, data: bytes):
@@ -259,18 +277,27 @@ def test_sasl_passes_through_and_names_the_principal(tmp_path, mechanism, user):
         pt = start_proxy(f"127.0.0.1:{upstream.port}", broker=kip714.TelemetryBroker(registry), recorder=recorder)
         try:
             assert pt.proxy.mode == "terminate"
-            p = ck.Producer({"bootstrap.servers": pt.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                             "sasl.mechanisms": mechanism, "sasl.username": user,
-                             "sasl.password": USERS[user], "log_level": 0})
+            p = ck.Producer(
+                {
+                    "bootstrap.servers": pt.bootstrap,
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanisms": mechanism,
+                    "sasl.username": user,
+                    "sasl.password": USERS[user],
+                    "log_level": 0,
+                }
+            )
             md = p.list_topics(timeout=10)
             assert {b.port for b in md.brokers.values()} == set(pt.call(lambda: pt.proxy.broker_ports).values())
+
             def rows():
                 recorder.flush()
                 return read_recording(recorder.directory).to_pylist()
 
             # its first push answered, then its close sends the terminating push
-            assert await_push_answered(p, lambda: pt.call(lambda: pt.proxy.broker.metrics()["push-request-count"]),
-                                       timeout=20)
+            assert await_push_answered(
+                p, lambda: pt.call(lambda: pt.proxy.broker.metrics()["push-request-count"]), timeout=20
+            )
             del p
             gc.collect()
             assert wait(lambda: any(r["terminating"] for r in rows()), 10)
@@ -279,7 +306,7 @@ def test_sasl_passes_through_and_names_the_principal(tmp_path, mechanism, user):
             pt.stop()
     finally:
         upstream.stop()
-    assert user in upstream.authenticated                       # the upstream authenticated the client
+    assert user in upstream.authenticated  # the upstream authenticated the client
     assert {r["principal"] for r in recorded} == {f"User:{user}"}
     assert {r["error_code"] for r in recorded} == {0} and {r["node_id"] for r in recorded} == {"1"}
 
@@ -289,9 +316,16 @@ def test_failed_authentication_leaves_the_principal_anonymous(tmp_path):
     try:
         pt = start_proxy(f"127.0.0.1:{upstream.port}")
         try:
-            p = ck.Producer({"bootstrap.servers": pt.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                             "sasl.mechanisms": "PLAIN", "sasl.username": "alice", "sasl.password": "wrong",
-                             "log_level": 0})
+            p = ck.Producer(
+                {
+                    "bootstrap.servers": pt.bootstrap,
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanisms": "PLAIN",
+                    "sasl.username": "alice",
+                    "sasl.password": "wrong",
+                    "log_level": 0,
+                }
+            )
             with pytest.raises(ck.KafkaException):
                 p.list_topics(timeout=3)
             principals = pt.call(lambda: {c.identity.principal for c in pt.proxy.connections})

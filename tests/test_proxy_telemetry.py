@@ -14,22 +14,32 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
+from mock_cluster import MockCluster  # noqa: E402
+from proxy_helpers import connect, recv_frame, start_proxy, wait  # noqa: E402
+from rdk_close import AnsweredPushes, await_push_answered  # noqa: E402
+
 import kip714  # noqa: E402
 from kip714.otlp import reference as otlp_pb  # noqa: E402
 from kip714.sinks.recorder import ParquetRecorder, read_closed, read_recording  # noqa: E402
-from mock_cluster import MockCluster  # noqa: E402
-from rdk_close import AnsweredPushes, await_push_answered  # noqa: E402
-from proxy_helpers import connect, recv_frame, start_proxy, wait  # noqa: E402
 
 
-def run_producer(bootstrap: str, topic: str, pushes: int = 1, terminating: bool = False, timeout: float = 20.0,
-                 **conf) -> int:
+def run_producer(
+    bootstrap: str, topic: str, pushes: int = 1, terminating: bool = False, timeout: float = 20.0, **conf
+) -> int:
     """A producer that produces until ``pushes`` of its pushes were answered (seen in its own telemetry log;
     at most ``timeout`` seconds); with ``terminating``, then closed just after its next push was answered so
     that it sends its terminating push (see rdk_close). Returns the pushes it saw answered."""
     answered = AnsweredPushes()
-    p = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "kip714-proxy-test", "log_level": 0,
-                     "linger.ms": 5, **answered.conf, **conf})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "kip714-proxy-test",
+            "log_level": 0,
+            "linger.ms": 5,
+            **answered.conf,
+            **conf,
+        }
+    )
     deadline = time.monotonic() + timeout
     i = 0
     while answered() < pushes and time.monotonic() < deadline:
@@ -61,13 +71,13 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
         pt = start_proxy(mc.bootstraps, recorder=recorder)
         contexts = []
 
-        class Timing:                              # what receivers learn of each tapped push
+        class Timing:  # what receivers learn of each tapped push
             def export_metrics(self, context, payload):
                 contexts.append((context.push_interval_ms, context.expiry_ms))
 
         pt.call(lambda: pt.proxy.broker.add_receiver(Timing()))
         try:
-            assert pt.proxy.mode == "tap"          # auto: the mock advertises 71 and 72
+            assert pt.proxy.mode == "tap"  # auto: the mock advertises 71 and 72
             assert run_producer(pt.bootstrap, "tapped", terminating=True) >= 2
             assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
             rows = rows_of(recorder)
@@ -76,7 +86,7 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
         finally:
             pt.stop()
     assert len(rows) >= 2
-    assert {r["error_code"] for r in rows} == {0}               # what the mock answered
+    assert {r["error_code"] for r in rows} == {0}  # what the mock answered
     assert sum(r["terminating"] for r in rows) == 1
     assert {r["node_id"] for r in rows} <= {"1", "2"}
     assert {r["client_id"] for r in rows} == {"kip714-proxy-test"}
@@ -84,7 +94,7 @@ def test_tap_records_the_pushes_the_cluster_answers(tmp_path):
     assert rows[0]["principal"] == "User:ANONYMOUS" and rows[0]["client_source_address"] == "127.0.0.1"
     names = set().union(*(metric_names(r) for r in rows if r["payload"]))
     assert "org.apache.kafka.producer.node.request.latency.avg" in names
-    assert all(n.startswith("org.apache.kafka.producer.") for n in names)   # the mock's subscription
+    assert all(n.startswith("org.apache.kafka.producer.") for n in names)  # the mock's subscription
     # the mock's GetTelemetrySubscriptions answers were read on the way: what it told the client is recorded
     # and the receivers get its push interval and the expiry it gives (max(60 s, 3 × 1 s))
     assert {r["push_interval_ms"] for r in rows} == {1000}
@@ -109,7 +119,7 @@ def test_terminate_answers_for_an_upstream_without_telemetry(tmp_path):
                 resp = kip714.decode_response(recv_frame(s), 18, 3)
             apis = {a.api_key: (a.min_version, a.max_version) for a in resp.body.api_keys}
             assert apis[71] == (0, 0) and apis[72] == (0, 0)
-            assert apis[0][1] <= 9 and apis[1][1] <= 15      # KIP-951 versions capped
+            assert apis[0][1] <= 9 and apis[1][1] <= 15  # KIP-951 versions capped
             assert run_producer(pt.bootstrap, "terminated", terminating=True) >= 2
             assert wait(lambda: any(r["terminating"] for r in rows_of(recorder)), 10)
             rows = rows_of(recorder)
@@ -132,7 +142,7 @@ def test_off_forwards_telemetry_untouched(tmp_path):
         pt = start_proxy(mc.bootstraps, telemetry="off", recorder=recorder)
         try:
             assert pt.proxy.mode == "off"
-            assert run_producer(pt.bootstrap, "untouched", pushes=2) >= 2   # the cluster answered them
+            assert run_producer(pt.bootstrap, "untouched", pushes=2) >= 2  # the cluster answered them
             time.sleep(0.3)
             rows = rows_of(recorder)
         finally:
@@ -153,7 +163,7 @@ def test_terminate_answers_in_turn_between_pipelined_requests():
                 else:
                     frames.append(kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), corr, "pipelined", 9))
             with connect(pt.port) as s:
-                s.sendall(b"".join(frames))         # all at once, before reading any answer
+                s.sendall(b"".join(frames))  # all at once, before reading any answer
                 answers = [recv_frame(s) for _ in frames]
         finally:
             pt.stop()
@@ -175,9 +185,30 @@ def test_cli_proxy_records_a_producer(tmp_path):
     with MockCluster(2) as mc:
         mc.create_topic("cli", 1)
         rec = tmp_path / "rec"
-        cmd = [sys.executable, "-m", "kip714", "proxy", "--upstream", mc.bootstraps, "--port", "0",
-               "--broker-port-base", "0", "--telemetry", "terminate", "--metrics", "org.apache.kafka.producer.",
-               "--interval-ms", "1000", "--record", str(rec), "--duration", "60", "--summary-interval", "0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kip714",
+            "proxy",
+            "--upstream",
+            mc.bootstraps,
+            "--port",
+            "0",
+            "--broker-port-base",
+            "0",
+            "--telemetry",
+            "terminate",
+            "--metrics",
+            "org.apache.kafka.producer.",
+            "--interval-ms",
+            "1000",
+            "--record",
+            str(rec),
+            "--duration",
+            "60",
+            "--summary-interval",
+            "0",
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             port = None
@@ -189,7 +220,7 @@ def test_cli_proxy_records_a_producer(tmp_path):
                     port = int(m.group(1))
             assert port, "the proxy did not start"
             assert run_producer(f"127.0.0.1:{port}", "cli", terminating=True) >= 2
-            proc.send_signal(signal.SIGTERM)    # a clean stop, as Ctrl-C: the recording is flushed and closed
+            proc.send_signal(signal.SIGTERM)  # a clean stop, as Ctrl-C: the recording is flushed and closed
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
@@ -208,12 +239,32 @@ def test_cli_proxy_help_documents_every_option():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "kip714", "proxy", "--help"], capture_output=True, text=True,
-                         check=True).stdout
-    for option in ("--upstream", "--host", "--port", "--broker-port-base", "--broker-ports", "--advertised-host",
-                   "--telemetry", "--record", "--metrics", "--interval-ms", "--match", "--config", "--tls-cert",
-                   "--tls-key", "--upstream-tls", "--upstream-ca", "--max-connections", "--idle-timeout",
-                   "terminate", "tap", "Not done"):
+    out = subprocess.run(
+        [sys.executable, "-m", "kip714", "proxy", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for option in (
+        "--upstream",
+        "--host",
+        "--port",
+        "--broker-port-base",
+        "--broker-ports",
+        "--advertised-host",
+        "--telemetry",
+        "--record",
+        "--metrics",
+        "--interval-ms",
+        "--match",
+        "--config",
+        "--tls-cert",
+        "--tls-key",
+        "--upstream-tls",
+        "--upstream-ca",
+        "--max-connections",
+        "--idle-timeout",
+        "terminate",
+        "tap",
+        "Not done",
+    ):
         assert option in out, option
 
 
@@ -221,16 +272,18 @@ def test_cli_proxy_help_documents_every_option():
 def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path, mode):
     """Port-per-broker: a push sent to broker N's listener is recorded with ``node_id`` N, in both modes
     (terminate: the proxy's broker answers as node N; tap: broker N of the cluster answers)."""
-    kw = {"disable_apis": (71, 72)} if mode == "terminate" else {
-        "metrics": ["org.apache.kafka.producer."], "push_interval_ms": 1000}
+    kw = (
+        {"disable_apis": (71, 72)}
+        if mode == "terminate"
+        else {"metrics": ["org.apache.kafka.producer."], "push_interval_ms": 1000}
+    )
     with MockCluster(3, **kw) as mc:
         registry = kip714.SubscriptionRegistry()
         registry.set("all", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"})
         recorder = ParquetRecorder(tmp_path / "rec")
-        pt = start_proxy(mc.bootstraps, broker=kip714.TelemetryBroker(registry), recorder=recorder,
-                         telemetry=mode)
+        pt = start_proxy(mc.bootstraps, broker=kip714.TelemetryBroker(registry), recorder=recorder, telemetry=mode)
         try:
-            with connect(pt.port) as s:     # the bootstrap's Metadata makes the per-broker listeners
+            with connect(pt.port) as s:  # the bootstrap's Metadata makes the per-broker listeners
                 s.sendall(kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), 1, "node-test", 9))
                 recv_frame(s)
             ports = pt.call(lambda: pt.proxy.broker_ports)
@@ -242,8 +295,7 @@ def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path,
                     s.sendall(kip714.encode_request(get, 1, f"node-test-{node}", 0))
                     told = kip714.decode_response(recv_frame(s), 71, 0).body
                     assert told.error_code == 0
-                    push = kip714.PushTelemetryRequest(told.client_instance_id, told.subscription_id,
-                                                       True, 0, b"")
+                    push = kip714.PushTelemetryRequest(told.client_instance_id, told.subscription_id, True, 0, b"")
                     s.sendall(kip714.encode_request(push, 2, f"node-test-{node}", 0))
                     assert kip714.decode_response(recv_frame(s), 72, 0).body.error_code == 0
                     # Kafka's Uuid text: URL-safe base64 without padding
@@ -258,7 +310,7 @@ def test_each_push_carries_the_node_id_of_the_listener_it_came_through(tmp_path,
         closed = read_closed(recorder.directory).to_pylist()
         assert {c["client_instance_id"]: c["node_id"] for c in closed} == sent
     assert {r["client_id"] for r in rows} == {f"node-test-{n}" for n in (1, 2, 3)}
-    for r in rows:   # what this client was told, by the proxy (terminate) or by the cluster (tap)
+    for r in rows:  # what this client was told, by the proxy (terminate) or by the cluster (tap)
         assert r["subscribed_metrics"] == ["org.apache.kafka.producer."] and r["push_interval_ms"] == 1000
 
 

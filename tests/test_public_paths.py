@@ -32,8 +32,11 @@ NOT_OURS = {
 def _texts_of_python(path: pathlib.Path) -> list[tuple[int, str]]:
     """(line, text) of every comment and docstring (string statements included, e.g. attribute docs)."""
     source = path.read_text()
-    out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-           if tok.type == tokenize.COMMENT]
+    out = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             out.append((node.lineno, node.value.value))
@@ -43,8 +46,11 @@ def _texts_of_python(path: pathlib.Path) -> list[tuple[int, str]]:
 def _texts() -> list[tuple[pathlib.Path, int, str]]:
     out = []
     docs = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    whole = [*docs, *sorted((ROOT / "src" / "kip714").rglob("*.pyi")),
-             *sorted(p for p in (ROOT / "src" / "_native").rglob("*") if p.suffix in (".pyx", ".pxi", ".pxd"))]
+    whole = [
+        *docs,
+        *sorted((ROOT / "src" / "kip714").rglob("*.pyi")),
+        *sorted(p for p in (ROOT / "src" / "_native").rglob("*") if p.suffix in (".pyx", ".pxi", ".pxd")),
+    ]
     for path in whole:
         if path.is_file():
             out += [(path, n, line) for n, line in enumerate(path.read_text().splitlines(), 1)]
@@ -73,11 +79,11 @@ def resolve(dotted: str) -> object:
         try:
             spec = importlib.util.find_spec(name)
         except ModuleNotFoundError:
-            continue     # a prefix of it is not a package
+            continue  # a prefix of it is not a package
         if spec is not None:
             break
     if parts[i - 1] == "__main__":
-        return spec      # importing it would run the command line
+        return spec  # importing it would run the command line
     obj = importlib.import_module(name)
     for attr in parts[i:]:
         obj = getattr(obj, attr)

@@ -56,11 +56,26 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: docs/reference/ holds notes about other projects' code (Kafka, librdkafka, kafka-python), not kip714 examples.
-DOCS = [ROOT / "README.md",
-        *sorted(p for p in (ROOT / "docs").rglob("*.md") if "reference" not in p.relative_to(ROOT / "docs").parts)]
+DOCS = [
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").rglob("*.md") if "reference" not in p.relative_to(ROOT / "docs").parts),
+]
 SHELLS = {"sh", "bash", "shell", "console"}
-PROGRAMS = {"kip714", "make", "python", "python3", "spark-submit", "source", ".", "pip", "export", "cd",
-            "KIP714_ONLY", "kill", "wait"}
+PROGRAMS = {
+    "kip714",
+    "make",
+    "python",
+    "python3",
+    "spark-submit",
+    "source",
+    ".",
+    "pip",
+    "export",
+    "cd",
+    "KIP714_ONLY",
+    "kill",
+    "wait",
+}
 MARKER = re.compile(r"<!--\s*readme-test:\s*(skip|args-only)\b\s*(.*?)\s*-->")
 FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)\s*$")
 #: Outputs of the examples: never linked in from the checkout (a developer's own demo-output/ etc.).
@@ -133,7 +148,7 @@ def blocks() -> list[Block]:
                 k -= 1
             if k >= 0 and (mm := MARKER.search(lines[k])):
                 marker, reason = mm.group(1), mm.group(2)
-            found.append(Block(path, start + 1, lang, "\n".join(lines[start + 1:j]) + "\n", marker, reason))
+            found.append(Block(path, start + 1, lang, "\n".join(lines[start + 1 : j]) + "\n", marker, reason))
             i = j + 1
     return [b for b in found if b.kind]
 
@@ -161,6 +176,7 @@ def test_markers_carry_a_reason_and_are_rare():
 
 # ------------------------------------------------------------------------------------------ workspace
 
+
 @pytest.fixture(scope="session")
 def recording(tmp_path_factory) -> pathlib.Path:
     """A small serve recording (the simulator writes the same schema)."""
@@ -170,8 +186,7 @@ def recording(tmp_path_factory) -> pathlib.Path:
     rec = tmp_path_factory.mktemp("readme-inputs") / "recording"
     registry = SubscriptionRegistry()
     registry.set("all", {"metrics": "*", "interval.ms": "30000"})
-    stats = Fleet(3, 3, seed=17, codec="mixed").run_in_process(TelemetryBroker(registry), "5m",
-                                                               recorder=str(rec))
+    stats = Fleet(3, 3, seed=17, codec="mixed").run_in_process(TelemetryBroker(registry), "5m", recorder=str(rec))
     assert stats.recorded_rows > 0
     return rec
 
@@ -253,8 +268,11 @@ def _uses_session(block: Block) -> bool:
         return False
     if block.kind == "python":
         return True
-    return any(re.search(rf"(^|[\s;&|(]|\$\()kip714 ({'|'.join(SESSION_COMMANDS)})\b", line)
-               and not re.search(r"\s(--follow|--help|-h)\b", line) for line in _command_lines(block.text))
+    return any(
+        re.search(rf"(^|[\s;&|(]|\$\()kip714 ({'|'.join(SESSION_COMMANDS)})\b", line)
+        and not re.search(r"\s(--follow|--help|-h)\b", line)
+        for line in _command_lines(block.text)
+    )
 
 
 def _marks(block: Block) -> list:
@@ -413,9 +431,15 @@ def _run_shell(block: Block, ws: pathlib.Path, commands: SessionCommands | None 
     # return to the prompt) must not hold the test; the whole process group is ended afterwards
     out_path, err_path = ws / ".readme-stdout", ws / ".readme-stderr"
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        proc = subprocess.Popen(["bash", "-c", script], cwd=ws, env=_env(commands and str(commands.bin)),
-                                stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=ws,
+            env=_env(commands and str(commands.bin)),
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         left = ""
         try:
             returncode = proc.wait(timeout=BLOCK_TIMEOUT_S)
@@ -451,8 +475,9 @@ def _check_args_only(block: Block, ws: pathlib.Path) -> None:
             proc = subprocess.run(words, cwd=ws, env=_env(), capture_output=True, text=True, timeout=60)
             assert proc.returncode == 0, f"{block.id}: {line!r}: {proc.stderr}"
         else:
-            assert shutil.which(words[0], path=_env()["PATH"]) or (ws / words[0]).exists(), \
+            assert shutil.which(words[0], path=_env()["PATH"]) or (ws / words[0]).exists(), (
                 f"{block.id}: {words[0]} is not a program here"
+            )
             for w in words[1:]:
                 if not w.startswith("-") and "/" in w and "=" not in w and "::" not in w:
                     assert (ws / w).exists(), f"{block.id}: {line!r} names {w}, which does not exist"

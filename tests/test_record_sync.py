@@ -35,8 +35,11 @@ def _kill_mid_load(record_dir, sync: bool, min_accepted: int = 300, min_seconds:
         started = time.monotonic()
         task = asyncio.create_task(push_load_async("127.0.0.1", serve.port, 60.0, clients=6, out=load))
         deadline = started + 30
-        while time.monotonic() < deadline and not task.done() and (
-                len(load.accepted) < min_accepted or time.monotonic() - started < min_seconds):
+        while (
+            time.monotonic() < deadline
+            and not task.done()
+            and (len(load.accepted) < min_accepted or time.monotonic() - started < min_seconds)
+        ):
             await asyncio.sleep(0.02)
         running = not task.done()
         await asyncio.get_running_loop().run_in_executor(None, serve.kill)
@@ -101,8 +104,8 @@ def _raw(port: int, frames: bytes, answers: list[int], timeout: float = 10.0):
                     return out, True
                 buf += chunk
             size = struct.unpack(">i", buf[:4])[0]
-            out.append(decode_response(buf[4:4 + size], api_key, 0))
-            buf = buf[4 + size:]
+            out.append(decode_response(buf[4 : 4 + size], api_key, 0))
+            buf = buf[4 + size :]
     return out, False
 
 
@@ -115,11 +118,15 @@ def _server(tmp_path, **recorder_kw):
 
 def _get_then_pushes(port: int, n: int):
     """n instances: n pipelined Gets, then n pipelined pushes and a Get behind them on one connection."""
-    gets, _ = _raw(port, b"".join(encode_request(GetTelemetrySubscriptionsRequest(), i, "c", 0) for i in range(n)),
-                   [71] * n)
-    frames = b"".join(encode_request(PushTelemetryRequest(g.body.client_instance_id, g.body.subscription_id,
-                                                          metrics=b"m%d" % i), 100 + i, "c", 0)
-                      for i, g in enumerate(gets))
+    gets, _ = _raw(
+        port, b"".join(encode_request(GetTelemetrySubscriptionsRequest(), i, "c", 0) for i in range(n)), [71] * n
+    )
+    frames = b"".join(
+        encode_request(
+            PushTelemetryRequest(g.body.client_instance_id, g.body.subscription_id, metrics=b"m%d" % i), 100 + i, "c", 0
+        )
+        for i, g in enumerate(gets)
+    )
     frames += encode_request(GetTelemetrySubscriptionsRequest(), 200, "c", 0)
     return _raw(port, frames, [72] * n + [71])
 
@@ -131,7 +138,7 @@ def test_pipelined_answers_keep_request_order_while_held_for_the_disk(tmp_path):
         assert not closed
         assert [a.correlation_id for a in answers] == list(range(100, 120)) + [200]
         assert [a.body.error_code for a in answers[:20]] == [0] * 20
-        assert recorder.commits >= 1 and recorder.rows_written == 20   # answered only once written
+        assert recorder.commits >= 1 and recorder.rows_written == 20  # answered only once written
     finally:
         srv.stop()
     assert read_recording(tmp_path / "rec").num_rows == 20
@@ -142,12 +149,12 @@ def test_a_failed_commit_closes_the_connection_instead_of_answering(tmp_path):
     try:
         open_dir = tmp_path / "rec" / OPEN_DIR
         open_dir.rmdir()
-        open_dir.write_bytes(b"not a folder")     # every commit now fails (a real OSError), like a full disk
+        open_dir.write_bytes(b"not a folder")  # every commit now fails (a real OSError), like a full disk
         answers, closed = _get_then_pushes(srv.port, 3)
         assert closed and answers == [], "no push was answered, the connection was closed"
         assert srv.wait_for(lambda: srv.server.stats["record_sync_failures"] >= 1)
         assert recorder.commits_failed >= 1 and recorder.rows_failed >= 3
-        open_dir.unlink()                         # the disk recovers: pushes are answered again
+        open_dir.unlink()  # the disk recovers: pushes are answered again
         answers, closed = _get_then_pushes(srv.port, 2)
         assert not closed and [a.body.error_code for a in answers] == [0, 0, 0]
     finally:
@@ -163,14 +170,14 @@ def test_a_truncated_part_left_by_a_crash_does_not_break_reading(tmp_path):
 
     rec = tmp_path / "rec"
     (rec / OPEN_DIR).mkdir(parents=True)
-    part = rec / OPEN_DIR / "part-1700000000000-1-000001.parquet"   # a part as a killed recorder leaves it
+    part = rec / OPEN_DIR / "part-1700000000000-1-000001.parquet"  # a part as a killed recorder leaves it
     row = {c: [None] for c in record_schema().names} | {"received_at_ms": [1], "payload": [b"p"]}
     pq.write_table(pa.Table.from_pydict(row, schema=record_schema()), part)
     broken = part.with_name("part-9999999999999-1-000999.parquet")
-    broken.write_bytes(part.read_bytes()[:40])    # a truncated part (a host crash without --record-sync)
-    (rec / OPEN_DIR / ".part-1.parquet.tmp").write_bytes(b"PAR1")   # a write a kill interrupted
+    broken.write_bytes(part.read_bytes()[:40])  # a truncated part (a host crash without --record-sync)
+    (rec / OPEN_DIR / ".part-1.parquet.tmp").write_bytes(b"PAR1")  # a write a kill interrupted
     assert read_recording(rec).column("payload").to_pylist() == [b"p"]
-    reopened = ParquetRecorder(rec, flush_interval_s=3600)   # rolls the leftovers, sets the broken part aside
+    reopened = ParquetRecorder(rec, flush_interval_s=3600)  # rolls the leftovers, sets the broken part aside
     reopened.close()
     assert not list((rec / OPEN_DIR).glob(".*.tmp"))
     assert (rec / OPEN_DIR / (broken.name + ".corrupt")).exists()
@@ -187,11 +194,12 @@ def test_proxy_record_sync_holds_push_answers_until_durable(tmp_path, mode):
     registry = SubscriptionRegistry()
     registry.set("all", {"metrics": "*"})
     upstream = server_thread.ServerThread(TelemetryServer(TelemetryBroker(registry), port=0))
-    recorder = ParquetRecorder(tmp_path / "rec", flush_interval_s=3600, sync=True)   # no timed flush at all
+    recorder = ParquetRecorder(tmp_path / "rec", flush_interval_s=3600, sync=True)  # no timed flush at all
     proxy_registry = SubscriptionRegistry()
     proxy_registry.set("all", {"metrics": "*"})
-    proxy = start_proxy(f"127.0.0.1:{upstream.port}", broker=TelemetryBroker(proxy_registry), telemetry=mode,
-                        recorder=recorder)
+    proxy = start_proxy(
+        f"127.0.0.1:{upstream.port}", broker=TelemetryBroker(proxy_registry), telemetry=mode, recorder=recorder
+    )
     try:
         answers, closed = _get_then_pushes(proxy.port, 10)
         assert not closed
@@ -221,9 +229,9 @@ def test_parts_a_crash_left_after_their_roll_are_read_once(tmp_path):
     saved.mkdir()
     for part in parts:
         shutil.copy(part, saved / part.name)
-    recorder.close()                              # rolls the parts into one file and removes them
+    recorder.close()  # rolls the parts into one file and removes them
     assert not list((rec / OPEN_DIR).glob("part-*.parquet"))
-    for part in parts:                            # as if killed before the removal
+    for part in parts:  # as if killed before the removal
         shutil.copy(saved / part.name, rec / OPEN_DIR / part.name)
     assert sorted(read_recording(rec).column("payload").to_pylist()) == [b"p0", b"p1", b"p2"]
     ParquetRecorder(rec, flush_interval_s=3600).close()
@@ -235,8 +243,12 @@ def test_parts_a_crash_left_after_their_roll_are_read_once(tmp_path):
 def test_record_sync_needs_a_recording(command):
     import subprocess
 
-    out = subprocess.run([sys.executable, "-m", "kip714", *command, "--port", "0", "--record-sync", "--duration", "1"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "kip714", *command, "--port", "0", "--record-sync", "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "--record-sync needs --record DIR" in out.stderr
 
 
@@ -256,16 +268,24 @@ def test_a_clean_stop_answers_the_pushes_it_recorded(tmp_path):
             buf += s.recv(65536)
             while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
                 size = struct.unpack(">i", buf[:4])[0]
-                gets.append(decode_response(buf[4:4 + size], 71, 0).body)
-                buf = buf[4 + size:]
-        with recorder._write_lock:           # no commit can finish until this block ends
-            s.sendall(b"".join(encode_request(PushTelemetryRequest(g.client_instance_id, g.subscription_id,
-                                                                   metrics=b"s%d" % i), 10 + i, "c", 0)
-                               for i, g in enumerate(gets)))
+                gets.append(decode_response(buf[4 : 4 + size], 71, 0).body)
+                buf = buf[4 + size :]
+        with recorder._write_lock:  # no commit can finish until this block ends
+            s.sendall(
+                b"".join(
+                    encode_request(
+                        PushTelemetryRequest(g.client_instance_id, g.subscription_id, metrics=b"s%d" % i),
+                        10 + i,
+                        "c",
+                        0,
+                    )
+                    for i, g in enumerate(gets)
+                )
+            )
             assert srv.wait_for(lambda: srv.call(lambda: srv.server.stats["pushes"]) == 5)
             stopper = threading.Thread(target=srv.stop)
             stopper.start()
-            time.sleep(0.3)                   # the stop is under way, the answers still held
+            time.sleep(0.3)  # the stop is under way, the answers still held
             assert stopper.is_alive()
         stopper.join(30)
         stopped = True
@@ -276,7 +296,7 @@ def test_a_clean_stop_answers_the_pushes_it_recorded(tmp_path):
                 assert chunk, f"closed after {len(answers)} answers"
                 buf += chunk
             size = struct.unpack(">i", buf[:4])[0]
-            answers.append(decode_response(buf[4:4 + size], 72, 0))
-            buf = buf[4 + size:]
+            answers.append(decode_response(buf[4 : 4 + size], 72, 0))
+            buf = buf[4 + size :]
     assert stopped and [(a.correlation_id, a.body.error_code) for a in answers] == [(10 + i, 0) for i in range(5)]
     assert sorted(read_recording(tmp_path / "rec").column("payload").to_pylist()) == [b"s%d" % i for i in range(5)]

@@ -28,11 +28,11 @@ from kip714.sinks.recorder import ParquetRecorder, read_closed, read_recording, 
 
 pytest.importorskip("pyspark")
 pytest.importorskip("opentelemetry.proto")
-from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
-from opentelemetry.proto.metrics.v1 import metrics_pb2  # noqa: E402
-from opentelemetry.proto.resource.v1 import resource_pb2  # noqa: E402
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.metrics.v1 import metrics_pb2
+from opentelemetry.proto.resource.v1 import resource_pb2
 
-from kip714.spark.report import (  # noqa: E402
+from kip714.spark.report import (
     CHECKS,
     INSIGHTS,
     STANDARD_PRODUCER_METRICS,
@@ -45,6 +45,7 @@ DELTA, CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_DELTA, metrics_pb2.AGGRE
 
 
 # ------------------------------------------------------------------------------ clients written with opentelemetry-proto
+
 
 def _attrs(d):
     return [common_pb2.KeyValue(key=k, value=common_pb2.AnyValue(string_value=str(v))) for k, v in d.items()]
@@ -78,26 +79,59 @@ class OtelProducer:
                     if d == "start_time_stable":
                         start = now_ns - INTERVAL * 1_000_000  # moves with every push
                 point = metrics_pb2.NumberDataPoint(start_time_unix_nano=start, time_unix_nano=now_ns, as_int=value)
-                metrics.append(metrics_pb2.Metric(name=name, sum=metrics_pb2.Sum(
-                    data_points=[point], aggregation_temporality=temporality, is_monotonic=True)))
+                metrics.append(
+                    metrics_pb2.Metric(
+                        name=name,
+                        sum=metrics_pb2.Sum(
+                            data_points=[point], aggregation_temporality=temporality, is_monotonic=True
+                        ),
+                    )
+                )
             elif ".node." in name:
-                points = [metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=2.0 + n,
-                                                      attributes=_attrs({"node_id": f"node-{n}"})) for n in (1, 2)]
+                points = [
+                    metrics_pb2.NumberDataPoint(
+                        time_unix_nano=now_ns, as_double=2.0 + n, attributes=_attrs({"node_id": f"node-{n}"})
+                    )
+                    for n in (1, 2)
+                ]
                 if d == "no_duplicate_series":
                     points.append(points[0])
                 metrics.append(metrics_pb2.Metric(name=name, gauge=metrics_pb2.Gauge(data_points=points)))
             else:
-                metrics.append(metrics_pb2.Metric(name=name, gauge=metrics_pb2.Gauge(
-                    data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=1.5)])))
+                metrics.append(
+                    metrics_pb2.Metric(
+                        name=name,
+                        gauge=metrics_pb2.Gauge(
+                            data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=1.5)]
+                        ),
+                    )
+                )
         if d == "metric_naming":
-            metrics.append(metrics_pb2.Metric(name="org.apache.kafka.producer.record-send-rate", gauge=metrics_pb2.Gauge(
-                data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=1.0)])))
+            metrics.append(
+                metrics_pb2.Metric(
+                    name="org.apache.kafka.producer.record-send-rate",
+                    gauge=metrics_pb2.Gauge(
+                        data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=1.0)]
+                    ),
+                )
+            )
         if d == "subscribed_only":
-            metrics.append(metrics_pb2.Metric(name="com.example.client.queue.depth", gauge=metrics_pb2.Gauge(
-                data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=4.0)])))
-        data = metrics_pb2.MetricsData(resource_metrics=[metrics_pb2.ResourceMetrics(
-            resource=resource_pb2.Resource(attributes=_attrs(resource)),
-            scope_metrics=[metrics_pb2.ScopeMetrics(metrics=metrics)])])
+            metrics.append(
+                metrics_pb2.Metric(
+                    name="com.example.client.queue.depth",
+                    gauge=metrics_pb2.Gauge(
+                        data_points=[metrics_pb2.NumberDataPoint(time_unix_nano=now_ns, as_double=4.0)]
+                    ),
+                )
+            )
+        data = metrics_pb2.MetricsData(
+            resource_metrics=[
+                metrics_pb2.ResourceMetrics(
+                    resource=resource_pb2.Resource(attributes=_attrs(resource)),
+                    scope_metrics=[metrics_pb2.ScopeMetrics(metrics=metrics)],
+                )
+            ]
+        )
         raw = data.SerializeToString()
         if d == "payload_decodes" and push_no == 1:
             return b"\x0a\xff\xff"  # a truncated protobuf: the broker accepts it (it does not parse OTLP)
@@ -109,11 +143,16 @@ def run_otel_client(recorder, software, defect, t0_ms, *, metrics="*", delta=Tru
     a terminating push (unless the defect is leaving without one), then its connection closes."""
     registry = SubscriptionRegistry()
     registry.set("sub", {"metrics": metrics, "interval.ms": str(INTERVAL)})
-    broker = TelemetryBroker(registry, node_id=1, receivers=[recorder], delta_temporality=delta,
-                             accepted_compression_types=accepted)
-    info = kip714.ClientInfo(client_id=f"{software}-client", client_software_name=software,
-                             client_software_version="1.0", client_source_address="127.0.0.1",
-                             client_source_port=40000)
+    broker = TelemetryBroker(
+        registry, node_id=1, receivers=[recorder], delta_temporality=delta, accepted_compression_types=accepted
+    )
+    info = kip714.ClientInfo(
+        client_id=f"{software}-client",
+        client_software_name=software,
+        client_software_version="1.0",
+        client_source_address="127.0.0.1",
+        client_source_port=40000,
+    )
     conn = object()
     get, _ = broker.handle(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), info, t0_ms, conn)
     assert get.error_code == 0
@@ -130,18 +169,28 @@ def run_otel_client(recorder, software, defect, t0_ms, *, metrics="*", delta=Tru
         if defect == "compression_accepted":
             ctype, body = 1, gzip.compress(raw)  # gzip; the subscription accepted zstd only
         push_sid = sid + 1 if defect == "error_responses" and i in (2, 3) else sid  # keeps a stale id
-        resp, _ = broker.handle(PushTelemetryRequest(get.client_instance_id, push_sid, terminating, ctype, body),
-                                info, now, conn)
+        _resp, _ = broker.handle(
+            PushTelemetryRequest(get.client_instance_id, push_sid, terminating, ctype, body), info, now, conn
+        )
     broker.connection_closed(conn, "client", now + 10)
     return kip714.kafka_uuid_string(get.client_instance_id)
 
 
 DEFECTS = {  # software name → the one check its client breaks
-    "otel-naming": "metric_naming", "otel-decode": "payload_decodes", "otel-subscribed": "subscribed_only",
-    "otel-temporality": "temporality", "otel-start": "start_time_stable", "otel-dup": "no_duplicate_series",
-    "otel-coverage": "standard_coverage", "otel-labels": "resource_labels", "otel-interval": "push_interval",
-    "otel-compression": "compression_accepted", "otel-terminating": "terminating_push",
-    "otel-errors": "error_responses", "otel-clean": None, "otel-clean-cumulative": None,
+    "otel-naming": "metric_naming",
+    "otel-decode": "payload_decodes",
+    "otel-subscribed": "subscribed_only",
+    "otel-temporality": "temporality",
+    "otel-start": "start_time_stable",
+    "otel-dup": "no_duplicate_series",
+    "otel-coverage": "standard_coverage",
+    "otel-labels": "resource_labels",
+    "otel-interval": "push_interval",
+    "otel-compression": "compression_accepted",
+    "otel-terminating": "terminating_push",
+    "otel-errors": "error_responses",
+    "otel-clean": None,
+    "otel-clean-cumulative": None,
 }
 
 
@@ -199,16 +248,23 @@ def recording(tmp_path_factory):
         broker = TelemetryBroker(registry, node_id=1, accepted_compression_types=(4, 3, 1, 2))
         srv = server_thread.ServerThread(TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder), 10)
 
-        def pushed() -> bool:   # both clients have a subscription and pushed under it
+        def pushed() -> bool:  # both clients have a subscription and pushed under it
             recorder.flush()
-            return {"rdk-producer", "rdk-consumer"} <= {r["client_id"] for r in read_recording(rec).to_pylist()
-                                                       if not r["terminating"]}
+            return {"rdk-producer", "rdk-consumer"} <= {
+                r["client_id"] for r in read_recording(rec).to_pylist() if not r["terminating"]
+            }
 
         _run_librdkafka(srv.bootstrap, 3.0, pushed)
         # both clients' connections closed (bounded wait: slower on a loaded machine); their terminating
         # pushes, when sent, came before
-        srv.wait_for(lambda: recorder.flush() >= 0 and {"rdk-producer", "rdk-consumer"} <= {
-            c["client_id"] for c in read_closed(rec).to_pylist() if c["reason"] == "client"}, 30.0)
+        srv.wait_for(
+            lambda: (
+                recorder.flush() >= 0
+                and {"rdk-producer", "rdk-consumer"}
+                <= {c["client_id"] for c in read_closed(rec).to_pylist() if c["reason"] == "client"}
+            ),
+            30.0,
+        )
         recorder.flush()
         terminated = {r["client_id"] for r in read_recording(rec).to_pylist() if r["terminating"]}
         if terminated >= {"rdk-producer", "rdk-consumer"}:
@@ -241,7 +297,7 @@ def conformance(recording, spark, tmp_path_factory):
 
 
 def test_recording_describes_itself(recording):
-    rec, ids = recording
+    rec, _ids = recording
     rows = read_recording(rec).to_pylist()
     rdk = [r for r in rows if r["client_software_name"] == "confluent-kafka-python"]
     assert {r["client_id"] for r in rdk} == {"rdk-producer", "rdk-consumer"}
@@ -249,8 +305,11 @@ def test_recording_describes_itself(recording):
         assert r["subscribed_metrics"] == ["*"] and r["push_interval_ms"] == INTERVAL
         assert r["delta_temporality"] is True and r["accepted_compression_types"] == [4, 3, 1, 2]
     closed = read_closed(rec).to_pylist()
-    assert {c["client_id"] for c in closed if c["reason"] == "client"} >= {"rdk-producer", "rdk-consumer",
-                                                                          "otel-terminating-client"}
+    assert {c["client_id"] for c in closed if c["reason"] == "client"} >= {
+        "rdk-producer",
+        "rdk-consumer",
+        "otel-terminating-client",
+    }
     comp = [r for r in rows if r["client_software_name"] == "otel-compression"]
     assert comp and all(r["accepted_compression_types"] == [4] for r in comp)
 
@@ -261,11 +320,18 @@ def test_old_recordings_still_read(tmp_path):
     import pyarrow.parquet as pq
 
     old = record_schema()
-    old = pa.schema([f for f in old if f.name not in ("subscribed_metrics", "push_interval_ms", "delta_temporality",
-                                                      "accepted_compression_types")])
+    old = pa.schema(
+        [
+            f
+            for f in old
+            if f.name
+            not in ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
+        ]
+    )
     row = {f.name: None for f in old}
-    row.update(received_at_ms=1, client_instance_id="x", terminating=False, compression_type=0, error_code=0,
-               payload=b"")
+    row.update(
+        received_at_ms=1, client_instance_id="x", terminating=False, compression_type=0, error_code=0, payload=b""
+    )
     pq.write_table(pa.Table.from_pylist([row], schema=old), tmp_path / "push-old.parquet")
     table = read_recording(tmp_path)
     assert table.schema.equals(record_schema()) and table.num_rows == 1
@@ -276,8 +342,10 @@ def test_old_recordings_still_read(tmp_path):
 def test_every_defect_is_reported_under_its_check(conformance):
     out, data, ids = conformance
     results = json.loads((out / "conformance.json").read_text())
-    assert all(set(r) == {"client_software_name", "client_software_version", "check", "status", "failures",
-                          "examples"} for r in results)
+    assert all(
+        set(r) == {"client_software_name", "client_software_version", "check", "status", "failures", "examples"}
+        for r in results
+    )
     by = {}
     for r in results:
         by.setdefault(r["client_software_name"], {})[r["check"]] = r
@@ -303,39 +371,48 @@ def test_every_defect_is_reported_under_its_check(conformance):
     assert "transactional.id" in detail[("otel-labels", "resource_labels")]
 
 
-def test_report_over_the_pipeline_output_equals_the_report_over_the_recording(recording, conformance, spark,
-                                                                              tmp_path):
+def test_report_over_the_pipeline_output_equals_the_report_over_the_recording(recording, conformance, spark, tmp_path):
     """``kip714 report`` over the points/ and errors/ tables ``kip714 pipeline`` wrote gives the same
     conformance rows (the same workers reduce already-decoded points there)."""
     from kip714.spark.pipeline import run_pipeline
 
     rec, _ = recording
-    out_dir, data, _ = conformance
+    _out_dir, data, _ = conformance
     run_pipeline(str(rec), str(tmp_path / "tables"), spark=spark, progress=False)
     again = report(str(tmp_path / "tables"), spark, closed=str(rec / "_closed")).write(tmp_path / "out")
 
     def key(rows):
-        return sorted((r["client_software_name"], r["check"], r["status"], r["failures"], r["checked"])
-                      for r in rows)
+        return sorted((r["client_software_name"], r["check"], r["status"], r["failures"], r["checked"]) for r in rows)
+
     # decode failures: the recording's pushes that do not decode are in errors/, counted the same way
     assert key(again["conformance"]) == key(data["conformance"])
 
 
 def test_html_page_renders_its_tables(conformance, tmp_path):
-    out, data, _ = conformance
+    out, _data, _ = conformance
     page = (out / "report.html").read_text()
     assert "<script" not in page and "http://" not in page and "https://" not in page  # self-contained
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("chromium is not installed (make chromium installs it)")
-    args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run(args + ["--dump-dom", (out / "report.html").as_uri()], capture_output=True, text=True,
-                         timeout=60).stdout
+    args = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        args + ["--dump-dom", (out / "report.html").as_uri()], capture_output=True, text=True, timeout=60
+    ).stdout
     assert dom.count("<table") >= 4 and "otel-naming" in dom and "metric_naming" in dom
     shot = tmp_path / "report.png"
-    subprocess.run(args + ["--window-size=1400,1800", f"--screenshot={shot}", (out / "report.html").as_uri()],
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        args + ["--window-size=1400,1800", f"--screenshot={shot}", (out / "report.html").as_uri()],
+        capture_output=True,
+        timeout=60,
+    )
     from PIL import Image
 
     img = Image.open(shot).convert("RGB")
@@ -348,6 +425,7 @@ def test_html_page_renders_its_tables(conformance, tmp_path):
 
 
 # ------------------------------------------------------------------------------ insights on a simulated fleet
+
 
 class _Level:
     """Stands in for one of the model's random walks: a fixed level."""
@@ -428,8 +506,9 @@ def test_a_dataframe_source_and_a_push_without_an_instance_id(recording, spark):
 
     rec, _ = recording
     table = read_recording(rec)
-    lost = table.slice(0, 1).set_column(table.schema.get_field_index("client_instance_id"), "client_instance_id",
-                                        pa.array([None], pa.string()))
+    lost = table.slice(0, 1).set_column(
+        table.schema.get_field_index("client_instance_id"), "client_instance_id", pa.array([None], pa.string())
+    )
     rep = report(spark.createDataFrame(pa.concat_tables([table, lost])), spark)
     clients = [r.asDict() for r in rep.clients.collect()]
     assert len(clients) == len(set(table.column("client_instance_id").to_pylist())) + 1
@@ -443,8 +522,8 @@ def test_a_live_recording_is_reported_with_its_open_parts(recording, spark, tmp_
     empty (found by a review: it said 0 pushes)."""
     import pyarrow.parquet as pq
 
-    from kip714.spark.decode import recording_paths
     from kip714.sinks.recorder import OPEN_DIR
+    from kip714.spark.decode import recording_paths
 
     rec, _ = recording
     table = read_recording(rec)
@@ -492,8 +571,9 @@ def test_a_path_that_holds_no_recording_says_so(tmp_path):
     (tmp_path / "parent" / "rec" / "a.parquet").write_bytes(b"")
     with pytest.raises(ValueError, match="folders below it with Parquet files: rec"):
         recording_paths(str(tmp_path / "parent"))
-    proc = subprocess.run([sys.executable, "-m", "kip714", "report", str(tmp_path / "empty")], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kip714", "report", str(tmp_path / "empty")], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "holds no recording" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -509,16 +589,22 @@ def test_an_instance_id_two_clients_push_under_is_reported(recording, spark):
     producer = table.filter(pc.equal(table.column("client_id"), "rdk-producer"))
     iid = producer.column("client_instance_id")[0].as_py()
     impostor = producer.slice(0, 2)
-    impostor = impostor.set_column(impostor.schema.get_field_index("client_id"), "client_id",
-                                   pa.array(["impostor"] * 2, pa.string()))
+    impostor = impostor.set_column(
+        impostor.schema.get_field_index("client_id"), "client_id", pa.array(["impostor"] * 2, pa.string())
+    )
     t = impostor.column("received_at_ms").to_pylist()
-    impostor = impostor.set_column(impostor.schema.get_field_index("received_at_ms"), "received_at_ms",
-                                   pa.array([x + 1 for x in t], impostor.schema.field("received_at_ms").type))
+    impostor = impostor.set_column(
+        impostor.schema.get_field_index("received_at_ms"),
+        "received_at_ms",
+        pa.array([x + 1 for x in t], impostor.schema.field("received_at_ms").type),
+    )
     rep = report(spark.createDataFrame(pa.concat_tables([table, impostor])), spark)
     rows = {(r["client_software_name"], r["check"]): r.asDict() for r in rep.conformance.collect()}
     shared = rows[("confluent-kafka-python", "one_client_per_instance")]
     assert shared["status"] == "fail" and shared["failures"] == 1 and shared["examples"] == [iid]
     assert "impostor" in shared["detail"] and "rdk-producer" in shared["detail"]
-    assert "rdk-consumer" not in shared["detail"]     # only the clients of the shared id are named
-    others = [r for (sw, check), r in rows.items() if check == "one_client_per_instance" and sw != "confluent-kafka-python"]
+    assert "rdk-consumer" not in shared["detail"]  # only the clients of the shared id are named
+    others = [
+        r for (sw, check), r in rows.items() if check == "one_client_per_instance" and sw != "confluent-kafka-python"
+    ]
     assert others and all(r["status"] == "pass" for r in others)

@@ -12,9 +12,9 @@ import kip714
 from kip714.sinks.recorder import read_recording
 
 pytest.importorskip("pyspark")  # kip714.spark needs it importable (the functions run without a session)
-from kip714.spark.report import _rules  # noqa: E402
-from kip714.spark.report_points import OUT_SCHEMA, recording_worker  # noqa: E402
-from kip714.tools.simulate import Fleet  # noqa: E402
+from kip714.spark.report import _rules
+from kip714.spark.report_points import OUT_SCHEMA, recording_worker
+from kip714.tools.simulate import Fleet
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +22,12 @@ def recording(tmp_path_factory):
     path = tmp_path_factory.mktemp("rp") / "rec"
     registry = kip714.SubscriptionRegistry()
     registry.set("all", {"metrics": "*", "interval.ms": "10000"})
-    Fleet(3, 2, seed=7, software="mix").run_in_process(kip714.TelemetryBroker(registry, node_id=1), "3m",
-                                                       recorder=path)
+    Fleet(3, 2, seed=7, software="mix").run_in_process(kip714.TelemetryBroker(registry, node_id=1), "3m", recorder=path)
     rec = read_recording(path)
     # one payload that does not decode, for the error rows
-    bad = rec.slice(0, 1).set_column(rec.schema.get_field_index("payload"), "payload",
-                                     pa.array([b"\x00\x01not zstd"], pa.binary()))
+    bad = rec.slice(0, 1).set_column(
+        rec.schema.get_field_index("payload"), "payload", pa.array([b"\x00\x01not zstd"], pa.binary())
+    )
     return pa.concat_tables([rec, bad]).sort_by("client_instance_id")
 
 
@@ -38,8 +38,9 @@ def _rows(table: pa.Table) -> list:
 def test_streamed_equals_whole_and_counts_match_in_process_decoding(recording):
     run = recording_worker(_rules())
     whole = pa.Table.from_batches(list(run(iter(recording.to_batches()))), schema=OUT_SCHEMA)
-    streamed = pa.Table.from_batches(list(recording_worker(_rules())(iter(recording.to_batches(max_chunksize=7)))),
-                                     schema=OUT_SCHEMA)
+    streamed = pa.Table.from_batches(
+        list(recording_worker(_rules())(iter(recording.to_batches(max_chunksize=7)))), schema=OUT_SCHEMA
+    )
     assert _rows(whole) == _rows(streamed)
 
     kinds = whole.column("row_kind").to_pylist()
@@ -54,9 +55,11 @@ def test_streamed_equals_whole_and_counts_match_in_process_decoding(recording):
     # the oracle: every payload decoded here, points counted per instance
     want: dict[str, int] = {}
     failed: dict[str, int] = {}
-    for iid, data, ctype in zip(recording.column("client_instance_id").to_pylist(),
-                                recording.column("payload").to_pylist(),
-                                recording.column("compression_type").to_pylist()):
+    for iid, data, ctype in zip(
+        recording.column("client_instance_id").to_pylist(),
+        recording.column("payload").to_pylist(),
+        recording.column("compression_type").to_pylist(),
+    ):
         try:
             n = kip714.decode_metrics(kip714.decompress(data, ctype, 1 << 26)).num_rows if data else 0
         except kip714.Kip714Error:
@@ -82,6 +85,8 @@ def test_node_ids_are_the_recordings_strings(recording):
     got = pa.Table.from_batches(list(run(iter(named.to_batches()))), schema=OUT_SCHEMA)
     want = pa.Table.from_batches(list(recording_worker(_rules())(iter(recording.to_batches()))), schema=OUT_SCHEMA)
     inst = pc.equal(got.column("row_kind"), "inst")
-    assert got.filter(inst).column("points").to_pylist() == \
-        want.filter(pc.equal(want.column("row_kind"), "inst")).column("points").to_pylist()
+    assert (
+        got.filter(inst).column("points").to_pylist()
+        == want.filter(pc.equal(want.column("row_kind"), "inst")).column("points").to_pylist()
+    )
     assert sum(got.filter(inst).column("duplicate_series").to_pylist()) == 0

@@ -6,9 +6,9 @@ Loopback only; every client runs a few seconds at most and every wait is bounded
 from __future__ import annotations
 
 import gc
-import signal
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -21,10 +21,10 @@ from rdk_close import await_push_answered
 
 import kip714
 from kip714 import SubscriptionRegistry, TelemetryBroker
-from kip714.otlp import reference as otlp_pb
-from kip714.sinks.recorder import ParquetRecorder, read_recording
 from kip714.endpoint.address import java_host_address
 from kip714.endpoint.server import TelemetryServer
+from kip714.otlp import reference as otlp_pb
+from kip714.sinks.recorder import ParquetRecorder, read_recording
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -55,8 +55,15 @@ def run_producer(srv, until, terminating=False, timeout=15.0, pushes=None, **con
     at most ``timeout`` seconds); ``terminating``: then close it just after a push was answered, so that it
     sends its terminating push (see rdk_close; ``pushes``: the pushes seen so far, by default the server's
     count). Returns whether ``until()`` held."""
-    p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
-                                  "client.id": "kip714-test-producer", "log_level": 0, **conf})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": srv.bootstrap,
+            "enable.sparse.connections": False,
+            "client.id": "kip714-test-producer",
+            "log_level": 0,
+            **conf,
+        }
+    )
     deadline = time.monotonic() + timeout
     while not (held := until()) and time.monotonic() < deadline:
         p.poll(0.05)
@@ -120,8 +127,14 @@ def test_producer_pushes_with_each_codec(server, codec):
 
 def test_consumer_with_a_group_pushes(server):
     srv = server()
-    c = confluent_kafka.Consumer({"bootstrap.servers": srv.bootstrap, "group.id": "kip714-test-group",
-                                  "client.id": "kip714-test-consumer", "log_level": 0})
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": srv.bootstrap,
+            "group.id": "kip714-test-group",
+            "client.id": "kip714-test-consumer",
+            "log_level": 0,
+        }
+    )
     deadline = time.monotonic() + 15
     while accepted_pushes(srv) < 1 and time.monotonic() < deadline:
         c.poll(0.05)
@@ -140,7 +153,7 @@ def test_consumer_with_a_group_pushes(server):
 
 def test_metrics_push_disabled_sends_nothing(server):
     srv = server()
-    ended = time.monotonic() + 1.5    # an enabled client has sent its Get and its first push by then
+    ended = time.monotonic() + 1.5  # an enabled client has sent its Get and its first push by then
     run_producer(srv, lambda: time.monotonic() > ended, **{"enable.metrics.push": False})
     time.sleep(0.3)
     assert srv.server.stats["gets"] == 0 and srv.server.stats["pushes"] == 0
@@ -175,8 +188,9 @@ def test_prefix_subscription_only_sends_matching_metrics(server):
 def test_config_change_makes_the_client_resubscribe(server):
     reg = sub(metrics="*")
     srv = server(registry=reg)
-    p = confluent_kafka.Producer({"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False,
-                                  "log_level": 0})
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": srv.bootstrap, "enable.sparse.connections": False, "log_level": 0}
+    )
     deadline = time.monotonic() + 15.0
     changed = False
     seen = None
@@ -187,7 +201,7 @@ def test_config_change_makes_the_client_resubscribe(server):
             reg.set("test", {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL})
             changed = True
         elif changed and codes[int(kip714.ErrorCode.UNKNOWN_SUBSCRIPTION_ID)] >= 1 and codes != seen:
-            seen = codes   # until a push under the new subscription was accepted
+            seen = codes  # until a push under the new subscription was accepted
             if len({r["subscription_id"] for r in recorded(srv) if r["error_code"] == 0}) == 2:
                 break
     del p
@@ -201,9 +215,13 @@ def test_config_change_makes_the_client_resubscribe(server):
 
 def test_malformed_bytes_from_a_raw_socket_do_not_hurt_the_server(server):
     srv = server()
-    for junk in (b"\x00\x00\x00\x05hello", struct.pack(">i", 2**31 - 1), b"\xff" * 64,
-                 struct.pack(">ihhi", 10, 0, 0, 1) + b"\x00\x00",       # Produce: not served
-                 struct.pack(">ihhih", 10, 72, 0, 9, -7)):              # bad client id length
+    for junk in (
+        b"\x00\x00\x00\x05hello",
+        struct.pack(">i", 2**31 - 1),
+        b"\xff" * 64,
+        struct.pack(">ihhi", 10, 0, 0, 1) + b"\x00\x00",  # Produce: not served
+        struct.pack(">ihhih", 10, 72, 0, 9, -7),
+    ):  # bad client id length
         with socket.create_connection(("127.0.0.1", srv.server.port), timeout=2) as s:
             s.sendall(junk)
             s.settimeout(2)
@@ -235,10 +253,31 @@ def test_serve_command_line(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     rec = tmp_path / "rec"
-    proc = subprocess.Popen([sys.executable, "-m", "kip714", "serve", "--port", str(port), "--metrics", "*",
-                             "--interval-ms", INTERVAL, "--record", str(rec), "--duration", "60",
-                             "--summary-interval", "0.2", "--accepted-compression", "lz4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kip714",
+            "serve",
+            "--port",
+            str(port),
+            "--metrics",
+            "*",
+            "--interval-ms",
+            INTERVAL,
+            "--record",
+            str(rec),
+            "--duration",
+            "60",
+            "--summary-interval",
+            "0.2",
+            "--accepted-compression",
+            "lz4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -271,8 +310,10 @@ def test_subscription_file_reload_bumps_subscription_ids(tmp_path):
     from kip714.endpoint.subscription_file import SubscriptionFileWatcher, load_subscription_file
 
     path = tmp_path / "subs.conf"
-    path.write_text("# name config\nall metrics=[*],interval.ms=500\n"
-                    "java metrics=[org.apache.kafka.producer.],match=[client_software_name=apache-kafka-java]\n")
+    path.write_text(
+        "# name config\nall metrics=[*],interval.ms=500\n"
+        "java metrics=[org.apache.kafka.producer.],match=[client_software_name=apache-kafka-java]\n"
+    )
     reg = SubscriptionRegistry()
     watcher = SubscriptionFileWatcher(reg, path)
     assert len(reg) == 2 and reg.version == 2
@@ -310,16 +351,16 @@ def test_a_bad_subscription_file_changes_nothing_and_its_fix_is_applied(tmp_path
     touch("prod2 metrics=[org.apache.kafka.producer.],interval.ms=5\nother metrics=[x.]\n", 10**18)
     with pytest.raises(kip714.errors.InvalidRequestError):
         watcher.reload()
-    assert watcher.reload() is False          # the same bad file is not re-applied (nor logged) every second
+    assert watcher.reload() is False  # the same bad file is not re-applied (nor logged) every second
     assert [s.name for s in reg.subscriptions()] == ["producers"] and reg.version == version
     assert reg.resolve(kip714.ClientInfo()).push_interval_ms == 1000
-    touch(good, 2 * 10**18)                   # reverted: the same configuration, nothing to change
+    touch(good, 2 * 10**18)  # reverted: the same configuration, nothing to change
     assert watcher.reload() is True and reg.version == version
-    touch("prod2 metrics=[org.apache.kafka.producer.],interval.ms=500\n", 3 * 10**18)   # the fix
+    touch("prod2 metrics=[org.apache.kafka.producer.],interval.ms=500\n", 3 * 10**18)  # the fix
     assert watcher.reload() is True
     assert [s.name for s in reg.subscriptions()] == ["prod2"]
     assert reg.resolve(kip714.ClientInfo()).push_interval_ms == 500
-    touch('{"a": 1}', 4 * 10**18)            # JSON that is not a map of names to configs
+    touch('{"a": 1}', 4 * 10**18)  # JSON that is not a map of names to configs
     with pytest.raises(kip714.errors.InvalidConfigError):
         watcher.reload()
     assert [s.name for s in reg.subscriptions()] == ["prod2"]

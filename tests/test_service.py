@@ -32,6 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # ------------------------------------------------------------------------------------------ the config file
 
+
 def _settings(tmp_path, toml: str | None, argv: list[str], env: dict[str, str]):
     words = ["serve"]
     if toml is not None:
@@ -66,20 +67,28 @@ def test_config_precedence_default_file_flag_environment(tmp_path, toml, argv, e
 
 @pytest.mark.unit
 def test_every_kind_of_option_from_the_file_and_the_environment(tmp_path):
-    toml = ('idle-timeout = "5m"\nrecord-sync = true\nprometheus = "127.0.0.1:9999"\n'
-            'otlp-header = ["Authorization=Bearer secret", "X=1"]\nmax-frame-bytes = "2MB"\n'
-            '[subscriptions.producers]\nmetrics = ["org.apache.kafka.producer.", "x."]\n"interval.ms" = 1000\n')
-    args, settings = _settings(tmp_path, toml, ["--idle-timeout", "1m"],
-                               {"KIP714_RECORD_SYNC": "false", "KIP714_LOG_LEVEL": "debug"})
+    toml = (
+        'idle-timeout = "5m"\nrecord-sync = true\nprometheus = "127.0.0.1:9999"\n'
+        'otlp-header = ["Authorization=Bearer secret", "X=1"]\nmax-frame-bytes = "2MB"\n'
+        '[subscriptions.producers]\nmetrics = ["org.apache.kafka.producer.", "x."]\n"interval.ms" = 1000\n'
+    )
+    args, settings = _settings(
+        tmp_path, toml, ["--idle-timeout", "1m"], {"KIP714_RECORD_SYNC": "false", "KIP714_LOG_LEVEL": "debug"}
+    )
     assert (args.idle_timeout, args.record_sync, args.prometheus, args.max_frame_bytes, args.log_level) == (
-        60.0, False, ("127.0.0.1", 9999), 2 << 20, "debug")
+        60.0,
+        False,
+        ("127.0.0.1", 9999),
+        2 << 20,
+        "debug",
+    )
     assert args.otlp_header == [("Authorization", "Bearer secret"), ("X", "1")]
     assert args.file_subscriptions == {"producers": {"metrics": "org.apache.kafka.producer.,x.", "interval.ms": "1000"}}
     text = settings.render()
     assert "idle-timeout = 60.0  # flag --idle-timeout" in text
     assert "record-sync = false  # env KIP714_RECORD_SYNC" in text
     assert 'otlp-header = ["Authorization=***", "X=***"]' in text and "secret" not in text
-    assert '[subscriptions.producers]' in text
+    assert "[subscriptions.producers]" in text
     # what --print-config prints reads back as the same settings
     (tmp_path / "printed.toml").write_text(text)
     again, _ = _settings(tmp_path, text, [], {})
@@ -87,16 +96,22 @@ def test_every_kind_of_option_from_the_file_and_the_environment(tmp_path):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("toml,message", [
-    ("max_connections = 5", "unknown key 'max_connections': kip714 serve has no option --max_connections "
-                            "(did you mean 'max-connections'?)"),
-    ("upstream = 'x:1'", "unknown key 'upstream'"),
-    ("port = 'high'", "port: "),
-    ("record-sync = 'yes please'", "record-sync: expected true or false"),
-    ("loop = 'fast'", "loop: 'fast' is not one of auto, asyncio, uvloop"),
-    ("port = [", "not valid TOML"),
-    ("[subscriptions]\nx = 1", "subscriptions.x must be a table"),
-])
+@pytest.mark.parametrize(
+    "toml,message",
+    [
+        (
+            "max_connections = 5",
+            "unknown key 'max_connections': kip714 serve has no option --max_connections "
+            "(did you mean 'max-connections'?)",
+        ),
+        ("upstream = 'x:1'", "unknown key 'upstream'"),
+        ("port = 'high'", "port: "),
+        ("record-sync = 'yes please'", "record-sync: expected true or false"),
+        ("loop = 'fast'", "loop: 'fast' is not one of auto, asyncio, uvloop"),
+        ("port = [", "not valid TOML"),
+        ("[subscriptions]\nx = 1", "subscriptions.x must be a table"),
+    ],
+)
 def test_a_bad_config_file_is_an_error_naming_the_key(tmp_path, capsys, toml, message):
     path = tmp_path / "bad.toml"
     path.write_text(toml)
@@ -122,12 +137,15 @@ def test_a_required_flag_may_come_from_the_file_and_subscriptions_are_validated(
 @pytest.mark.integration
 def test_the_example_config_files_are_valid(capsys):
     for command in ("serve", "proxy"):
-        assert main([command, "--config-file", str(ROOT / "deploy" / "systemd" / f"{command}.toml"),
-                     "--print-config"]) == 0
+        assert (
+            main([command, "--config-file", str(ROOT / "deploy" / "systemd" / f"{command}.toml"), "--print-config"])
+            == 0
+        )
     assert "# file" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------ systemd
+
 
 @pytest.mark.integration
 @pytest.mark.parametrize("unit", ["kip714-serve.service", "kip714-proxy.service"])
@@ -141,8 +159,9 @@ def test_systemd_units_verify_clean(tmp_path, unit):
     text = (ROOT / "deploy" / "systemd" / unit).read_text()
     assert "/opt/kip714/bin/kip714" in text and "Type=notify" in text and "ExecReload=/bin/kill -HUP $MAINPID" in text
     (tmp_path / unit).write_text(text.replace("/opt/kip714/bin/", f"{bin_dir}/"))
-    out = subprocess.run([analyze, "verify", "--man=no", f"./{unit}"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [analyze, "verify", "--man=no", f"./{unit}"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
@@ -166,6 +185,7 @@ class Notifications:
 
 # ------------------------------------------------------------------------------------------ health
 
+
 @pytest.mark.integration
 def test_health_endpoints_and_readiness_that_follows_the_cluster(tmp_path):
     from mock_cluster import MockCluster
@@ -175,9 +195,25 @@ def test_health_endpoints_and_readiness_that_follows_the_cluster(tmp_path):
     mc = MockCluster(1)
     try:
         admin_port, port = free_ports(2)
-        proxy = KipProcess(["proxy", "--upstream", mc.bootstraps, "--port", str(port), "--broker-port-base", "0",
-                            "--admin", f"127.0.0.1:{admin_port}", "--prometheus", "127.0.0.1:0",
-                            "--upstream-check-interval", "0.2", "--summary-interval", "0"])
+        proxy = KipProcess(
+            [
+                "proxy",
+                "--upstream",
+                mc.bootstraps,
+                "--port",
+                str(port),
+                "--broker-port-base",
+                "0",
+                "--admin",
+                f"127.0.0.1:{admin_port}",
+                "--prometheus",
+                "127.0.0.1:0",
+                "--upstream-check-interval",
+                "0.2",
+                "--summary-interval",
+                "0",
+            ]
+        )
         with proxy:
             metrics_url = proxy.wait_for(r"event=prometheus url=(\S+)").group(1)
             proxy.wait_for("event=ready")
@@ -191,13 +227,13 @@ def test_health_endpoints_and_readiness_that_follows_the_cluster(tmp_path):
             assert http_get(on_metrics + "/readyz")[0] == 200
             assert "kip714_upstream_up 1.0" in http_get(metrics_url)[1]
             assert http_get(base + "/metrics")[0] == 404
-            assert health._main([base + "/readyz"]) == 0          # the units' ExecStartPost probe
-            mc.close()                                           # the cluster dies
+            assert health._main([base + "/readyz"]) == 0  # the units' ExecStartPost probe
+            mc.close()  # the cluster dies
             wait_until(lambda: http_get(base + "/readyz")[0] == 503, 10, 0.05, "/readyz fails without the cluster")
             status, body = http_get(base + "/readyz")
             assert "[-]upstream failed" in body
             assert health._main([base + "/readyz"]) == 1
-            assert health._main([base + "/healthz"]) == 0          # alive all the same: no restart storm
+            assert health._main([base + "/healthz"]) == 0  # alive all the same: no restart storm
             assert "kip714_upstream_up 0.0" in http_get(metrics_url)[1]
             assert proxy.stop() == 0
     finally:
@@ -205,6 +241,7 @@ def test_health_endpoints_and_readiness_that_follows_the_cluster(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ SIGTERM under load
+
 
 class _Load:
     """Raw KIP-714 clients pipelining Gets and pushes: every push answered 0 is kept; a connection that ends
@@ -240,16 +277,26 @@ class _Load:
         corr = seq = 0
         try:
             while not self.stop.is_set():
-                writer.write(b"".join(encode_request(GetTelemetrySubscriptionsRequest(), corr + i, "load", 0)
-                                      for i in range(self.depth)))
+                writer.write(
+                    b"".join(
+                        encode_request(GetTelemetrySubscriptionsRequest(), corr + i, "load", 0)
+                        for i in range(self.depth)
+                    )
+                )
                 corr += self.depth
                 subs = [await self._read(reader, 71) for _ in range(self.depth)]
                 sent = []
                 for sub in subs:
                     payload = b"%d-%d|" % (n, seq) + b"x" * 200
                     seq += 1
-                    writer.write(encode_request(PushTelemetryRequest(sub.client_instance_id, sub.subscription_id,
-                                                                     metrics=payload), corr, "load", 0))
+                    writer.write(
+                        encode_request(
+                            PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, metrics=payload),
+                            corr,
+                            "load",
+                            0,
+                        )
+                    )
                     corr += 1
                     sent.append(payload)
                 for payload in sent:
@@ -263,14 +310,28 @@ class _Load:
 
 @pytest.mark.integration
 def test_sigterm_under_load_drains_and_loses_nothing_acknowledged(tmp_path):
-    serve = KipProcess(["serve", "--port", "0", "--metrics", "*", "--record", str(tmp_path / "rec"), "--record-sync",
-                        "--drain-timeout", "10s", "--summary-interval", "0"])
+    serve = KipProcess(
+        [
+            "serve",
+            "--port",
+            "0",
+            "--metrics",
+            "*",
+            "--record",
+            str(tmp_path / "rec"),
+            "--record-sync",
+            "--drain-timeout",
+            "10s",
+            "--summary-interval",
+            "0",
+        ]
+    )
     with serve:
         port = int(serve.wait_for(r"event=listening host=\S+ port=(\d+)").group(1))
         serve.wait_for("event=ready")
         load = _Load(port)
         wait_until(lambda: len(load.accepted) >= 300, 30, 0.02, "300 pushes accepted")
-        serve.signal(signal.SIGTERM)                 # mid-load: the clients keep sending
+        serve.signal(signal.SIGTERM)  # mid-load: the clients keep sending
         assert serve.proc.wait(30) == 0
         load.thread.join(30)
         assert not load.thread.is_alive()
@@ -281,6 +342,7 @@ def test_sigterm_under_load_drains_and_loses_nothing_acknowledged(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ SIGHUP
+
 
 def _tls_get(sock: ssl.SSLSocket, corr: int) -> list[str]:
     sock.sendall(encode_request(GetTelemetrySubscriptionsRequest(), corr, "reload", 0))
@@ -318,8 +380,10 @@ def test_sighup_reloads_certificates_and_subscriptions_without_dropping_connecti
     config = tmp_path / "serve.toml"
 
     def write(cert: str, key: str, metrics: str, extra: str = "") -> None:
-        config.write_text(f'port = 0\ntls-cert = "{cert}"\ntls-key = "{key}"\nsummary-interval = 0\n{extra}'
-                          f'[subscriptions.s]\nmetrics = "{metrics}"\n')
+        config.write_text(
+            f'port = 0\ntls-cert = "{cert}"\ntls-key = "{key}"\nsummary-interval = 0\n{extra}'
+            f'[subscriptions.s]\nmetrics = "{metrics}"\n'
+        )
 
     write(cert_a, key_a, "a.")
     notify = Notifications(tmp_path / "notify")
@@ -340,7 +404,7 @@ def test_sighup_reloads_certificates_and_subscriptions_without_dropping_connecti
             new, der = _connect_tls(port)
             with new:
                 assert der == _der(cert_b) and _tls_get(new, 1) == ["b."]
-            assert _tls_get(old, 2) == ["b."]              # the old connection goes on, with the new subscription
+            assert _tls_get(old, 2) == ["b."]  # the old connection goes on, with the new subscription
             # a bad file is refused whole: the running configuration stays
             write(cert_a, key_a, "c.", extra="bogus = 1\n")
             mark = len(serve.lines)

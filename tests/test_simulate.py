@@ -6,6 +6,7 @@ Loopback only; every wait is bounded.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
 from collections import Counter, defaultdict
@@ -15,11 +16,11 @@ import server_thread
 
 import kip714
 from kip714 import ErrorCode, SubscriptionRegistry, TelemetryBroker
-from kip714.otlp import reference as otlp_pb
-from kip714.client.naming import telemetry_metric_name
-from kip714.sinks.recorder import ParquetRecorder, read_recording, record_schema
-from kip714.endpoint.server import TelemetryServer
 from kip714.cli import add_command
+from kip714.client.naming import telemetry_metric_name
+from kip714.endpoint.server import TelemetryServer
+from kip714.otlp import reference as otlp_pb
+from kip714.sinks.recorder import ParquetRecorder, read_recording, record_schema
 from kip714.tools.simulate import (
     JAVA_CONSUMER_METRICS,
     JAVA_PRODUCER_METRICS,
@@ -48,8 +49,10 @@ def expected_names(client, fleet):
         return {f"org.apache.kafka.{client.kind}.{name}" for name, _, _ in table}
     table = JAVA_CONSUMER_METRICS if client.kind == "consumer" else JAVA_PRODUCER_METRICS
     names = {telemetry_metric_name(group, name) for group, name, _, _ in table}
-    names |= {telemetry_metric_name(f"{client.kind}-node-metrics", n)
-              for n in ("request-latency-avg", "request-latency-max", "request-total")}
+    names |= {
+        telemetry_metric_name(f"{client.kind}-node-metrics", n)
+        for n in ("request-latency-avg", "request-latency-max", "request-total")
+    }
     if client.kind == "producer":
         names |= {"org.apache.kafka.producer.topic.record.send.total", "org.apache.kafka.producer.topic.byte.total"}
     return names
@@ -84,7 +87,7 @@ def check_sane(rows, client, t_lo_ns, t_hi_ns):
                 assert set(r["attributes"]) == {"node_id"} and r["attributes"]["node_id"].startswith("node-")
         by_key[(r["metric"], tuple(sorted(r["attributes"].items())))] = v
     for (metric, attrs), v in by_key.items():
-        if metric.endswith("latency.max") or metric.endswith("time.max"):
+        if metric.endswith(("latency.max", "time.max")):
             avg = by_key.get((metric[:-3] + "avg", attrs))
             if avg is not None:
                 assert v >= avg - 1e-9 or (client.layout == "librdkafka" and v >= math.floor(avg)), (metric, v, avg)
@@ -169,11 +172,14 @@ def test_hour_of_telemetry_star_subscription_cumulative():
 @pytest.mark.integration  # a whole fleet for a simulated hour, end to end: not a unit
 def test_prefix_subscription_mixed_codecs_recorded(tmp_path):
     """A prefix subscription, every codec, delta temporality, each push recorded as Parquet."""
-    prefixes = ("org.apache.kafka.producer.node.", "org.apache.kafka.consumer.fetch.manager.",
-                "org.apache.kafka.consumer.poll.", "org.apache.kafka.producer.connection.")
+    prefixes = (
+        "org.apache.kafka.producer.node.",
+        "org.apache.kafka.consumer.fetch.manager.",
+        "org.apache.kafka.consumer.poll.",
+        "org.apache.kafka.producer.connection.",
+    )
     broker = TelemetryBroker(registry(",".join(prefixes), 60_000), node_id=2)
-    fleet = Fleet(50, 50, seed=11, software=[SOFTWARE_JAVA, SOFTWARE_LIBRDKAFKA], codec="mixed",
-                  start_ms=START_MS)
+    fleet = Fleet(50, 50, seed=11, software=[SOFTWARE_JAVA, SOFTWARE_LIBRDKAFKA], codec="mixed", start_ms=START_MS)
     recorder = ParquetRecorder(tmp_path / "rec", flush_interval_s=60)
     try:
         stats = fleet.run_in_process(broker, HOUR, step_ms=100, recorder=recorder)
@@ -209,13 +215,17 @@ def test_prefix_subscription_mixed_codecs_recorded(tmp_path):
             names.add(p["metric"])
         check_sane(points, client, START_MS * 1_000_000, (START_MS + stats.simulated_ms) * 1_000_000)
     assert len(terminating) == 100 and set(terminating.values()) == {1}
-    assert {"org.apache.kafka.producer.node.request.latency.avg", "org.apache.kafka.consumer.poll.idle.ratio.avg",
-            "org.apache.kafka.consumer.fetch.manager.fetch.latency.max",
-            "org.apache.kafka.producer.connection.creation.total"} <= names
+    assert {
+        "org.apache.kafka.producer.node.request.latency.avg",
+        "org.apache.kafka.consumer.poll.idle.ratio.avg",
+        "org.apache.kafka.consumer.fetch.manager.fetch.latency.max",
+        "org.apache.kafka.producer.connection.creation.total",
+    } <= names
     # received_at_ms of one client's pushes are about one interval apart
-    times = sorted(r["received_at_ms"] for r in rows if r["client_id"] == fleet.clients[0].client_id
-                   and not r["terminating"])
-    gaps = [b - a for a, b in zip(times[1:], times[2:])]
+    times = sorted(
+        r["received_at_ms"] for r in rows if r["client_id"] == fleet.clients[0].client_id and not r["terminating"]
+    )
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps and all(60_000 <= g <= 60_000 + 200 for g in gaps)
 
 
@@ -258,8 +268,7 @@ def test_same_seed_same_telemetry():
 
 
 def test_fleet_options_and_validation():
-    fleet = Fleet(4, 6, seed=1, brokers=[101, 102], software=("my-client", "1.0.0"), slow_broker=102,
-                  consumer_groups=2)
+    fleet = Fleet(4, 6, seed=1, brokers=[101, 102], software=("my-client", "1.0.0"), slow_broker=102, consumer_groups=2)
     assert fleet.nodes == (101, 102) and fleet.slow_broker == 102
     assert {c.layout for c in fleet.clients} == {"java"} and len(fleet.producers) == 4
     groups = Counter(c.group_id for c in fleet.consumers)
@@ -298,9 +307,27 @@ def test_cli_in_process_with_recording(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="kip714")
     add_command(parser.add_subparsers(dest="command"), "simulate")
     rec = tmp_path / "rec"
-    args = parser.parse_args(["simulate", "--producers", "3", "--consumers", "2", "--duration", "2m",
-                              "--interval-ms", "5000", "--codec", "lz4", "--software", "mix", "--record", str(rec),
-                              "--seed", "9"])
+    args = parser.parse_args(
+        [
+            "simulate",
+            "--producers",
+            "3",
+            "--consumers",
+            "2",
+            "--duration",
+            "2m",
+            "--interval-ms",
+            "5000",
+            "--codec",
+            "lz4",
+            "--software",
+            "mix",
+            "--record",
+            str(rec),
+            "--seed",
+            "9",
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr()
     assert "clients: 5" in out.out and "errors by code: none" in out.out and "lz4=" in out.out

@@ -14,7 +14,7 @@ import kip714
 from kip714.otlp import reference as otlp_pb
 
 pytest.importorskip("pyspark")
-from kip714 import spark as kspark  # noqa: E402
+from kip714 import spark as kspark
 
 DATA = pathlib.Path(__file__).parent / "data" / "captures"
 PUSH = sorted(DATA.glob("*_push_*.bin"))
@@ -55,10 +55,14 @@ def test_decode_payloads_matches_the_protobuf_oracle(spark):
         assert errors["bad-zstd"]["payload"] == b"garbage"
         # a row checked field by field against the oracle
         want = otlp_pb.flatten(kip714.decompress(payload_rows()[0][2], 4, 1 << 20))
-        got = (res.points.where("source = 'consumer_zstd_push_01_zstd.bin'")
-               .select("metric", "value", "attributes", "time_unix_nano", "compression_type").collect())
+        got = (
+            res.points.where("source = 'consumer_zstd_push_01_zstd.bin'")
+            .select("metric", "value", "attributes", "time_unix_nano", "compression_type")
+            .collect()
+        )
         assert [(r["metric"], r["value"], dict(r["attributes"]), r["time_unix_nano"]) for r in got] == [
-            (w["metric"], w["value"], w["attributes"], w["time_unix_nano"]) for w in want]
+            (w["metric"], w["value"], w["attributes"], w["time_unix_nano"]) for w in want
+        ]
         assert {r["compression_type"] for r in got} == {4}
         # the points pass of its own (workers emit point rows only) equals the points read from the cache
         direct = kspark.decode_payloads(df).points
@@ -96,20 +100,28 @@ def test_sql_functions(spark):
     assert "kip714_points" in names
     df = spark.createDataFrame(payload_rows() + BAD, "source string, compression_type byte, payload binary")
     df.createOrReplaceTempView("kip714_rec")
-    row = spark.sql("SELECT count(*) AS n, count(error_code) AS e, count(DISTINCT metric) AS m "
-                    "FROM kip714_points(TABLE(SELECT * FROM kip714_rec))").first()
+    row = spark.sql(
+        "SELECT count(*) AS n, count(error_code) AS e, count(DISTINCT metric) AS m "
+        "FROM kip714_points(TABLE(SELECT * FROM kip714_rec))"
+    ).first()
     assert row["e"] == 3 and row["n"] == expected_points() + 3 and row["m"] > 10
-    got = spark.sql("SELECT source, length(kip714_decompress(payload, compression_type)) AS n, "
-                    "kip714_payload_error(payload, compression_type) AS err FROM kip714_rec").collect()
+    got = spark.sql(
+        "SELECT source, length(kip714_decompress(payload, compression_type)) AS n, "
+        "kip714_payload_error(payload, compression_type) AS err FROM kip714_rec"
+    ).collect()
     by = {r["source"]: r for r in got}
     assert by["producer_zstd_push_01_zstd.bin"]["n"] == 1450 and by["producer_zstd_push_01_zstd.bin"]["err"] is None
     assert by["bad-zstd"]["n"] is None and by["bad-zstd"]["err"].startswith("INVALID_RECORD (87)")
     assert by["too-big"]["err"].startswith("TELEMETRY_TOO_LARGE (118)")
-    assert spark.sql("SELECT kip714_metric_name('producer-metrics', 'connection-creation-rate')").first()[0] == \
-        "org.apache.kafka.producer.connection.creation.rate"
+    assert (
+        spark.sql("SELECT kip714_metric_name('producer-metrics', 'connection-creation-rate')").first()[0]
+        == "org.apache.kafka.producer.connection.creation.rate"
+    )
     inst = uuid.UUID(int=(0x5E0B1D6A3C4F7A21 << 64) | 0x9D3E2B7C8A1F4E60)
-    q = ("SELECT kip714_subscription_id(array('org.apache.kafka.client.producer.partition.latency', "
-         "'org.apache.kafka.client.producer.partition.queue.'), 30000, '{}')")
+    q = (
+        "SELECT kip714_subscription_id(array('org.apache.kafka.client.producer.partition.latency', "
+        "'org.apache.kafka.client.producer.partition.queue.'), 30000, '{}')"
+    )
     assert spark.sql(q.format("XgsdajxPeiGdPit8ih9OYA")).first()[0] == -111713672
     assert spark.sql(q.format(str(inst))).first()[0] == -111713672
     spark.createDataFrame([(PUSH[0].read_bytes(),), (b"\x01",)], "frame binary").createOrReplaceTempView("kip714_f")
@@ -146,8 +158,9 @@ def test_pipeline_command_on_a_recording(spark, tmp_path, capsys):
 
     reg = SubscriptionRegistry()
     reg.set("all", {"metrics": "*", "interval.ms": "30000"})
-    stats = Fleet(5, 5, seed=3, codec="mixed").run_in_process(TelemetryBroker(reg), "10m",
-                                                              recorder=str(tmp_path / "rec"))
+    stats = Fleet(5, 5, seed=3, codec="mixed").run_in_process(
+        TelemetryBroker(reg), "10m", recorder=str(tmp_path / "rec")
+    )
     assert stats.recorded_rows > 50
     try:
         status = main(["pipeline", str(tmp_path / "rec"), str(tmp_path / "out"), "--master", "local[2]", "--json"])
@@ -188,9 +201,11 @@ def test_decode_payloads_takes_a_recording_as_it_is(spark, tmp_path):
     res = kspark.decode_payloads(spark.read.parquet(str(tmp_path / "rec"))).persist()
     try:
         assert "push_error_code" in res.points.columns and "error_code" in res.errors.columns
-        want = sum(len(otlp_pb.flatten(kip714.decompress(p, c, 1 << 20)))
-                   for p, c in zip(recorded.column("payload").to_pylist(),
-                                   recorded.column("compression_type").to_pylist()) if p)
+        want = sum(
+            len(otlp_pb.flatten(kip714.decompress(p, c, 1 << 20)))
+            for p, c in zip(recorded.column("payload").to_pylist(), recorded.column("compression_type").to_pylist())
+            if p
+        )
         assert res.points.count() == want > 0 and res.errors.count() == 0
         assert {r[0] for r in res.points.select("push_error_code").distinct().collect()} == {0}
     finally:
@@ -205,8 +220,10 @@ def test_a_cut_size_prefixed_frame_is_called_truncated(spark, tmp_path):
     (tmp_path / "in" / "tail.bin").write_bytes(PUSH[0].read_bytes() + PUSH[1].read_bytes()[:9])
     summary = run_pipeline(str(tmp_path / "in"), str(tmp_path / "out"), spark=spark, progress=False)
     assert summary.errors == 2
-    errors = {pathlib.Path(r["source"]).name: r["error"]
-              for r in spark.read.parquet(str(tmp_path / "out" / "errors")).collect()}
+    errors = {
+        pathlib.Path(r["source"]).name: r["error"]
+        for r in spark.read.parquet(str(tmp_path / "out" / "errors")).collect()
+    }
     assert errors["cut.bin"].startswith("truncated frame: the size prefix says")
     assert errors["tail.bin"] == "truncated frame: 9 bytes after the last whole frame"
     assert not any("API key" in e for e in errors.values())

@@ -24,9 +24,9 @@ import kip714
 from kip714.otlp import reference as otlp_pb
 
 pytest.importorskip("pyspark")
-from kip714.spark import decode as kdecode  # noqa: E402
-from kip714.spark import session as ksession  # noqa: E402
-from kip714.tools.bench import scale  # noqa: E402
+from kip714.spark import decode as kdecode
+from kip714.spark import session as ksession
+from kip714.tools.bench import scale
 
 SRC = str(pathlib.Path(kip714.__file__).resolve().parents[1])
 
@@ -47,18 +47,22 @@ def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recordin
     from kip714.sinks.recorder import read_recording
 
     table = read_recording(base_recording).rename_columns(
-        ["push_error_code" if c == "error_code" else c for c in read_recording(base_recording).column_names])
+        ["push_error_code" if c == "error_code" else c for c in read_recording(base_recording).column_names]
+    )
     batch = table.combine_chunks().to_batches()[0]
-    bad = pa.RecordBatch.from_pylist([dict(batch.slice(0, 1).to_pylist()[0], payload=b"\x28\xb5\x2f\xfd junk")],
-                                     schema=batch.schema)
+    bad = pa.RecordBatch.from_pylist(
+        [dict(batch.slice(0, 1).to_pylist()[0], payload=b"\x28\xb5\x2f\xfd junk")], schema=batch.schema
+    )
     carry = pa.schema([f for f in batch.schema if f.name != "payload"])
     schema = kdecode._combined_arrow_schema(carry, pa.field("payload", pa.binary()))
     budget = kdecode._Budget(max_rows=5000, max_bytes=1 << 20)
-    out = list(kdecode._decode_payload_batches(iter([batch, bad]), "payload", "compression_type", schema,
-                                              1 << 20, budget))
+    out = list(
+        kdecode._decode_payload_batches(iter([batch, bad]), "payload", "compression_type", schema, 1 << 20, budget)
+    )
     assert len(out) > 10
-    assert all(b.num_rows <= 5000 and b.nbytes <= 1.05 * (1 << 20) for b in out), \
-        max((b.num_rows, b.nbytes) for b in out)
+    assert all(b.num_rows <= 5000 and b.nbytes <= 1.05 * (1 << 20) for b in out), max(
+        (b.num_rows, b.nbytes) for b in out
+    )
     got = pa.Table.from_batches(out, schema=schema)
     points = got.filter(pa.compute.is_null(got.column("error_code")))
     errors = got.filter(pa.compute.is_valid(got.column("error_code")))
@@ -82,31 +86,50 @@ def test_frames_chunked_inside_one_value_keep_their_header_fields(base_recording
 
     rec = read_recording(base_recording).slice(0, 400)
     frames = []
-    for i, (payload, ctype, inst) in enumerate(zip(rec.column("payload").to_pylist(),
-                                                   rec.column("compression_type").to_pylist(),
-                                                   rec.column("client_instance_id").to_pylist())):
+    for i, (payload, ctype, inst) in enumerate(
+        zip(
+            rec.column("payload").to_pylist(),
+            rec.column("compression_type").to_pylist(),
+            rec.column("client_instance_id").to_pylist(),
+        )
+    ):
         import base64
         import uuid
 
-        body = kip714.PushTelemetryRequest(client_instance_id=uuid.UUID(bytes=base64.urlsafe_b64decode(inst + "==")), subscription_id=7,
-                                           terminating=False, compression_type=ctype, metrics=payload)
+        body = kip714.PushTelemetryRequest(
+            client_instance_id=uuid.UUID(bytes=base64.urlsafe_b64decode(inst + "==")),
+            subscription_id=7,
+            terminating=False,
+            compression_type=ctype,
+            metrics=payload,
+        )
         frames.append(kip714.encode_request(body, correlation_id=i, client_id=f"c{i % 3}"))
     value = b"".join(frames)
     batch = pa.RecordBatch.from_pydict({"source": ["all"], "frame": [value]})
-    extra = [pa.field("client_id", pa.string()), pa.field("correlation_id", pa.int32()),
-             pa.field("client_instance_id", pa.string()), pa.field("subscription_id", pa.int32()),
-             pa.field("terminating", pa.bool_()), pa.field("compression_type", pa.int8())]
-    schema = kdecode._combined_arrow_schema(pa.schema([pa.field("source", pa.string())]),
-                                           pa.field("frame", pa.binary()), extra)
-    out = list(kdecode._decode_frame_batches(iter([batch]), "frame", schema, 1 << 20,
-                                            kdecode._Budget(max_rows=2000, max_bytes=256 << 10)))
+    extra = [
+        pa.field("client_id", pa.string()),
+        pa.field("correlation_id", pa.int32()),
+        pa.field("client_instance_id", pa.string()),
+        pa.field("subscription_id", pa.int32()),
+        pa.field("terminating", pa.bool_()),
+        pa.field("compression_type", pa.int8()),
+    ]
+    schema = kdecode._combined_arrow_schema(
+        pa.schema([pa.field("source", pa.string())]), pa.field("frame", pa.binary()), extra
+    )
+    out = list(
+        kdecode._decode_frame_batches(
+            iter([batch]), "frame", schema, 1 << 20, kdecode._Budget(max_rows=2000, max_bytes=256 << 10)
+        )
+    )
     assert len(out) > 5 and all(b.num_rows <= 2000 for b in out)
     got = pa.Table.from_batches(out, schema=schema)
     assert got.column("error_code").null_count == got.num_rows
     want = [len(otlp_pb.flatten(kip714.decompress(p, 4, 1 << 20))) for p in rec.column("payload").to_pylist()]
     counts = got.group_by("correlation_id").aggregate([("metric", "count")])
     assert dict(zip(counts.column(0).to_pylist(), counts.column(1).to_pylist())) == {
-        i: n for i, n in enumerate(want) if n}
+        i: n for i, n in enumerate(want) if n
+    }
     assert set(got.column("source").to_pylist()) == {"all"}
 
 
@@ -123,16 +146,19 @@ def large_recording(base_recording, tmp_path_factory):
 
 def _pipeline(args, env_extra=None, timeout=600):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]), **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "kip714", "pipeline", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "kip714", "pipeline", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def test_pipeline_with_a_small_driver_heap(large_recording, tmp_path):
     """The whole pipeline in a 512 MiB driver (local[2]) on partitions of ~1 M points: the right number of
     points, and the written table reads back with the in-process count."""
     path, rows, points = large_recording
-    proc = _pipeline([str(path), str(tmp_path / "out"), "--master", "local[2]", "--json", "--quiet"],
-                     {"KIP714_SPARK_DRIVER_MEMORY": "512m"})
+    proc = _pipeline(
+        [str(path), str(tmp_path / "out"), "--master", "local[2]", "--json", "--quiet"],
+        {"KIP714_SPARK_DRIVER_MEMORY": "512m"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["input_rows"] == rows and summary["points"] == points and summary["errors"] == 0
@@ -151,16 +177,20 @@ def test_a_failed_job_ends_with_one_line(tmp_path):
 
     rec = tmp_path / "rec"
     rec.mkdir()
-    row = {name: None for name in record_schema().names}
+    row = dict.fromkeys(record_schema().names)
     row.update(received_at_ms=0, compression_type=0, payload=bytes(640 << 20))
     pq.write_table(pa.Table.from_pylist([row], schema=record_schema()), rec / "huge.parquet", compression="zstd")
     del row
-    proc = _pipeline([str(rec), str(tmp_path / "out"), "--master", "local[1]", "--quiet",
-                      "--conf", "spark.driver.memory=512m"])
+    proc = _pipeline(
+        [str(rec), str(tmp_path / "out"), "--master", "local[1]", "--quiet", "--conf", "spark.driver.memory=512m"]
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("kip714 pipeline: the Spark JVM") and "memory" in last and \
-        "--conf spark.driver.memory=1024m" in last, proc.stderr[-3000:]
+    assert (
+        last.startswith("kip714 pipeline: the Spark JVM")
+        and "memory" in last
+        and "--conf spark.driver.memory=1024m" in last
+    ), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "Py4J" not in proc.stderr
 
 
@@ -174,11 +204,14 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
     class Py4JError(Exception):
         pass
 
-    line = failure_line(Py4JError("py4j.reflection.TypeUtil.isInstanceOf does not exist in the JVM"),
-                        {"spark.driver.memory": "512m"}, "local[1]")
+    line = failure_line(
+        Py4JError("py4j.reflection.TypeUtil.isInstanceOf does not exist in the JVM"),
+        {"spark.driver.memory": "512m"},
+        "local[1]",
+    )
     assert line.startswith("the Spark JVM died") and "--conf spark.driver.memory=1024m" in line
     line = failure_line(Py4JError("py4j does not exist in the JVM"), {"spark.driver.memory": "512m"}, "local[1]")
-    assert line.startswith("the Spark JVM died")      # the package itself (seen in CI)
+    assert line.startswith("the Spark JVM died")  # the package itself (seen in CI)
     # whatever message reached Python, a driver JVM that has exited died (its out-of-memory handler exits it)
     vague = Py4JError("An error occurred while calling o168.parquet.")
     assert failure_line(vague, {}, "local[1]").startswith("Spark job failed")
@@ -196,9 +229,10 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
             try:
                 raise ConnectionResetError(104, "Connection reset by peer")
             except ConnectionResetError:
-                raise Py4JNetworkError("Error while sending or receiving")
+                raise Py4JNetworkError("Error while sending or receiving")  # noqa: B904 (Py4J chains implicitly)
         except Py4JNetworkError:
-            raise Py4JError("An error occurred while calling z:py4j.reflection.TypeUtil.isInstanceOf")
+            raise Py4JError("An error occurred while calling z:py4j.reflection.TypeUtil.isInstanceOf")  # noqa: B904
+
     try:
         broken()
     except Py4JError as exc:
@@ -210,7 +244,7 @@ def test_failure_line_when_the_gateway_broke_with_the_jvm():
 def test_conf_option_reaches_spark(base_recording, tmp_path, capsys):
     from kip714.cli import main
 
-    with pytest.raises(SystemExit) as exit_:      # argparse refuses it before Spark starts
+    with pytest.raises(SystemExit) as exit_:  # argparse refuses it before Spark starts
         main(["pipeline", str(base_recording), str(tmp_path / "out"), "--quiet", "--conf", "bad"])
     assert exit_.value.code == 2 and "--conf takes KEY=VALUE" in capsys.readouterr().err
 
@@ -227,7 +261,8 @@ def test_local_session_commits_its_heap_at_start():
         "args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
         "rt = jvm.java.lang.Runtime.getRuntime()\n"
         "print(json.dumps({'args': args, 'total': rt.totalMemory(), 'max': rt.maxMemory()}))\n"
-        "spark.stop()\n")
+        "spark.stop()\n"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -247,7 +282,8 @@ def test_gc_log_gives_the_heap_after_collections(tmp_path):
         "[1.261s][info][gc] GC(5) Pause Young (Concurrent Start) (Metadata GC Threshold) 42M->29M(460M) 4.549ms\n"
         "[1.285s][info][gc] GC(6) Pause Remark 930M->930M(1200M) 2.728ms\n"
         "[65.382s][info][gc] GC(157) Pause Young (Normal) (G1 Evacuation Pause) 1459M->510M(1566M) 8.098ms\n"
-        "[70.1s][info][gc] GC(158) Pause Full (G1 Compaction Pause) 1G->1G(2G) 90.1ms\n")
+        "[70.1s][info][gc] GC(158) Pause Full (G1 Compaction Pause) 1G->1G(2G) 90.1ms\n"
+    )
     assert scale.heap_live_after_gc(str(log)) == 1 << 30
     log.write_text(log.read_text().replace("1G->1G(2G)", "700M->300M(2G)"))
     assert scale.heap_live_after_gc(str(log)) == 510 << 20
@@ -255,6 +291,7 @@ def test_gc_log_gives_the_heap_after_collections(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ standalone cluster
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -282,25 +319,63 @@ def standalone_cluster(tmp_path):
     spark_class = home / "bin" / "spark-class"
     if not spark_class.exists():
         pytest.skip("this pyspark installation has no bin/spark-class")
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path),
-               SPARK_WORKER_DIR=str(tmp_path / "work"), PYSPARK_PYTHON=sys.executable,
-               PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(tmp_path),
+        SPARK_WORKER_DIR=str(tmp_path / "work"),
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+    )
     port = _free_port()
     procs = []
     logs = []
     try:
         log = open(tmp_path / "master.log", "w")
         logs.append(log)
-        procs.append(subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master", "--host",
-                                       "127.0.0.1", "--port", str(port), "--webui-port", "0"], env=env,
-                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(spark_class),
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    "0",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         assert _wait_port(port, time.monotonic() + 60), (tmp_path / "master.log").read_text()[-2000:]
         log = open(tmp_path / "worker.log", "w")
         logs.append(log)
-        procs.append(subprocess.Popen([str(spark_class), "org.apache.spark.deploy.worker.Worker", "--host",
-                                       "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", "0",
-                                       f"spark://127.0.0.1:{port}"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(spark_class),
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    "0",
+                    f"spark://127.0.0.1:{port}",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + 60
         while "Successfully registered with master" not in (tmp_path / "worker.log").read_text():
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-2000:]
@@ -329,10 +404,30 @@ def test_standalone_cluster_gives_the_same_points(base_recording, standalone_clu
     rec = tmp_path / "rec"
     shutil.copytree(base_recording, rec)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "kip714", "pipeline", str(rec), str(out), "--master", master,
-                           "--json", "--quiet", "--conf", "spark.executor.memory=768m",
-                           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kip714",
+            "pipeline",
+            str(rec),
+            str(out),
+            "--master",
+            master,
+            "--json",
+            "--quiet",
+            "--conf",
+            "spark.executor.memory=768m",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     rows, points = scale.recording_points(rec)
@@ -340,7 +435,8 @@ def test_standalone_cluster_gives_the_same_points(base_recording, standalone_clu
     import pyarrow.dataset as ds
 
     got = ds.dataset(out / "points", format="parquet", partitioning="hive").to_table(
-        columns=["client_instance_id", "metric", "time_unix_nano", "value", "value_int"])
+        columns=["client_instance_id", "metric", "time_unix_nano", "value", "value_int"]
+    )
     from kip714.sinks.recorder import read_recording
 
     base = read_recording(rec)

@@ -23,9 +23,9 @@ from server_thread import ServerThread
 
 import kip714
 from kip714 import GetTelemetrySubscriptionsRequest, PushTelemetryRequest, SubscriptionRegistry, TelemetryBroker
-from kip714.wire import ApiVersionsRequest
-from kip714.sinks.recorder import ParquetRecorder, read_recording
 from kip714.endpoint.server import TelemetryServer
+from kip714.sinks.recorder import ParquetRecorder, read_recording
+from kip714.wire import ApiVersionsRequest
 
 CAPTURES = pathlib.Path(__file__).parent / "data" / "captures"
 N_CLIENTS = 200
@@ -57,7 +57,7 @@ async def _client(k: int, port: int, payloads, log: list, barrier):
     try:
         av = await call(ApiVersionsRequest("kip714-stress", "1.0"), 3, 18)
         assert av.error_code == 0 and {k.api_key for k in av.api_keys} >= {71, 72}
-        await barrier()                                   # every client connected at the same time
+        await barrier()  # every client connected at the same time
         sub = await call(GetTelemetrySubscriptionsRequest(None), 0, 71)
         assert sub.error_code == 0 and sub.requested_metrics == ["*"]
         iid, sid = sub.client_instance_id, sub.subscription_id
@@ -79,13 +79,20 @@ async def _client(k: int, port: int, payloads, log: list, barrier):
 def test_200_concurrent_clients_every_request_is_answered_and_counted(tmp_path):
     registry = SubscriptionRegistry()
     registry.set("all", {"metrics": "*", "interval.ms": "100"})
-    clock = itertools.count(1_700_000_000_000, 1000)      # every request 1 s later: no throttling by time
-    broker = TelemetryBroker(registry, clock=lambda: next(clock), max_instances=10_000,
-                             cache_expiry_ms=10**9)   # the fake clock runs ~1400 s; nothing may expire
+    clock = itertools.count(1_700_000_000_000, 1000)  # every request 1 s later: no throttling by time
+    broker = TelemetryBroker(
+        registry, clock=lambda: next(clock), max_instances=10_000, cache_expiry_ms=10**9
+    )  # the fake clock runs ~1400 s; nothing may expire
     exported = Counter()
     recorder = ParquetRecorder(tmp_path / "rec", flush_interval_s=0.5)
-    server = TelemetryServer(broker, "127.0.0.1", 0, recorder=recorder, max_connections=N_CLIENTS + 10,
-                             on_payload=lambda p: exported.update([p.compression_type]))
+    server = TelemetryServer(
+        broker,
+        "127.0.0.1",
+        0,
+        recorder=recorder,
+        max_connections=N_CLIENTS + 10,
+        on_payload=lambda p: exported.update([p.compression_type]),
+    )
     srv = ServerThread(server)
     payloads = _payloads()
     log: list = []
@@ -104,8 +111,10 @@ def test_200_concurrent_clients_every_request_is_answered_and_counted(tmp_path):
                     all_here.set()
                 await asyncio.wait_for(all_here.wait(), 30)
 
-            await asyncio.wait_for(asyncio.gather(*(_client(k, server.port, payloads, log, barrier)
-                                                    for k in range(N_CLIENTS))), 60)
+            await asyncio.wait_for(
+                asyncio.gather(*(_client(k, server.port, payloads, log, barrier) for k in range(N_CLIENTS))), 60
+            )
+
         logging.getLogger("kip714").setLevel(logging.WARNING)
         asyncio.run(main())
         elapsed = time.monotonic() - started
@@ -116,9 +125,9 @@ def test_200_concurrent_clients_every_request_is_answered_and_counted(tmp_path):
         codes = srv.call(lambda: dict(server.push_codes))
         open_connections = srv.call(lambda: len(server.connections))
     finally:
-        srv.stop()                                          # also closes (flushes) the recorder
+        srv.stop()  # also closes (flushes) the recorder
 
-    assert peak == [N_CLIENTS]                              # 200 connections open at once
+    assert peak == [N_CLIENTS]  # 200 connections open at once
     assert len(log) == 5 * N_CLIENTS
     wrong = [(k, got, want) for k, got, want in log if got != want]
     assert not wrong, wrong[:10]
@@ -128,14 +137,17 @@ def test_200_concurrent_clients_every_request_is_answered_and_counted(tmp_path):
     assert not stats["connections_refused"] and open_connections == 0
     m = broker.metrics()
     assert m["get-request-count"] == N_CLIENTS and m["push-request-count"] == 5 * N_CLIENTS
-    assert m["push-results"] == {"NONE": 3 * N_CLIENTS, "UNKNOWN_SUBSCRIPTION_ID": N_CLIENTS,
-                                 "INVALID_REQUEST": N_CLIENTS}
+    assert m["push-results"] == {
+        "NONE": 3 * N_CLIENTS,
+        "UNKNOWN_SUBSCRIPTION_ID": N_CLIENTS,
+        "INVALID_REQUEST": N_CLIENTS,
+    }
     assert m["plugin-export-count"] == 3 * N_CLIENTS and m["plugin-error-count"] == 0
     # every client created its instance on its own connection; each went when its connection closed
     assert m["instance-count"] == 0 and m["throttle-count"] == 0
     assert stats["instances_dropped_on_disconnect"] == N_CLIENTS
-    assert sum(exported.values()) == 3 * N_CLIENTS             # every accepted payload reached on_payload
-    rows = read_recording(tmp_path / "rec").to_pylist()         # and every push was recorded, none lost
+    assert sum(exported.values()) == 3 * N_CLIENTS  # every accepted payload reached on_payload
+    rows = read_recording(tmp_path / "rec").to_pylist()  # and every push was recorded, none lost
     assert len(rows) == 5 * N_CLIENTS
     assert Counter(r["error_code"] for r in rows) == Counter(codes)
     assert len({r["client_instance_id"] for r in rows}) == N_CLIENTS
@@ -157,7 +169,7 @@ def test_threads_share_a_broker_with_shared_instances_and_config_changes():
     broker = TelemetryBroker(registry, clock=lambda: next(clock), max_instances=64, receivers=[Receiver()])
     data = kip714.compress(b"\x0a\x00" * 50, 4)
     ids = []
-    for _ in range(40):                                  # 40 instances shared by every thread
+    for _ in range(40):  # 40 instances shared by every thread
         resp, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(None))
         ids.append((resp.client_instance_id, resp.subscription_id))
     results: list[Counter] = []
@@ -170,15 +182,20 @@ def test_threads_share_a_broker_with_shared_instances_and_config_changes():
         rng = random.Random(seed)
         mine, mine_gets, got = Counter(), Counter(), 0
         try:
-            for i in range(1500):
+            for _i in range(1500):
                 iid, sid = rng.choice(ids)
                 if rng.random() < 0.2:
                     r, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(iid))
                     mine_gets[r.error_code] += 1
                     continue
                 term = rng.random() < 0.02
-                body = kip714.PushTelemetryRequest(iid, sid if rng.random() < 0.9 else sid ^ 1, term,
-                                                   rng.choice((0, 4, 4, 9)), data if rng.random() < 0.8 else b"")
+                body = kip714.PushTelemetryRequest(
+                    iid,
+                    sid if rng.random() < 0.9 else sid ^ 1,
+                    term,
+                    rng.choice((0, 4, 4, 9)),
+                    data if rng.random() < 0.8 else b"",
+                )
                 if body.compression_type == 0:
                     body.metrics = b"\x0a\x00" * 50
                 r, payload = broker.handle(body)
@@ -193,7 +210,7 @@ def test_threads_share_a_broker_with_shared_instances_and_config_changes():
 
     def reconfigure():
         n = 0
-        while not stop.is_set():                        # config changes bump the subscription version
+        while not stop.is_set():  # config changes bump the subscription version
             registry.set("extra", {"metrics": f"m{n % 3}.", "interval.ms": "200"})
             n += 1
             time.sleep(0.002)

@@ -32,8 +32,11 @@ def _declared(stub: pathlib.Path) -> tuple[dict[str, ast.AST], set[str]]:
 
 
 def _runtime_public(mod) -> set[str]:
-    return {n for n, v in vars(mod).items() if not n.startswith("_")
-            and (getattr(v, "__module__", None) == mod.__name__ or n.isupper())}
+    return {
+        n
+        for n, v in vars(mod).items()
+        if not n.startswith("_") and (getattr(v, "__module__", None) == mod.__name__ or n.isupper())
+    }
 
 
 @pytest.mark.parametrize("stub", STUBS, ids=lambda p: p.stem)
@@ -44,15 +47,21 @@ def test_stub_covers_the_public_surface(stub):
     assert not missing, f"{stub.name} lacks {missing}"
     for name, node in defs.items():
         if name.startswith("_") or _typing_only(node):
-            continue   # typing helpers (aliases, TypedDicts, typing-only bases) exist only in the stub
+            continue  # typing helpers (aliases, TypedDicts, typing-only bases) exist only in the stub
         assert hasattr(mod, name), f"{stub.name} declares {name}, which kip714.{stub.stem} does not have"
         if isinstance(node, ast.ClassDef) and isinstance(getattr(mod, name), type):
             cls = getattr(mod, name)
             stub_members = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            stub_members |= {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)
-                             and isinstance(n.target, ast.Name)}
-            stub_members |= {t.id for n in node.body if isinstance(n, ast.Assign)   # enum members: NAME = value
-                             for t in n.targets if isinstance(t, ast.Name)}
+            stub_members |= {
+                n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+            stub_members |= {
+                t.id
+                for n in node.body
+                if isinstance(n, ast.Assign)  # enum members: NAME = value
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
             runtime = {n for n in vars(cls) if not n.startswith("_")}
             lacking = sorted(runtime - stub_members - _inherited_in_stub(defs, node))
             assert not lacking, f"{stub.name}: {name} lacks {lacking}"
@@ -60,7 +69,8 @@ def test_stub_covers_the_public_surface(stub):
 
 def _typing_only(node: ast.AST) -> bool:
     return isinstance(node, ast.ClassDef) and any(
-        isinstance(b, ast.Name) and b.id in ("TypedDict", "Protocol", "NamedTuple") for b in node.bases)
+        isinstance(b, ast.Name) and b.id in ("TypedDict", "Protocol", "NamedTuple") for b in node.bases
+    )
 
 
 def _inherited_in_stub(defs: dict[str, ast.AST], node: ast.ClassDef) -> set[str]:

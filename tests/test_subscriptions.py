@@ -28,18 +28,36 @@ def test_kafka_uuid_string():
 
 
 # Vectors from docs/reference/kafka-java-behaviour.md §6, computed with real JDK 17 / 25 HashSet, ConcurrentHashMap, CRC32C.
-@pytest.mark.parametrize("subs,interval,order,sid", [
-    ([], 300000, [], -1583195767),
-    ([("sub-1", P + "client.producer.partition.queue.," + P + "client.producer.partition.latency", 30000)], 30000,
-     [P + "client.producer.partition.latency", P + "client.producer.partition.queue."], -111713672),
-    ([("sub-1", P + "client.producer.partition.queue.," + P + "client.producer.partition.latency", 30000),
-      ("sub-2", "*", 300000)], 30000, ["*"], -1387469480),
-    ([("a", P + "producer.," + P + "consumer.", 60000), ("b", P + "consumer.," + P + "producer.node.", 10000)], 10000,
-     [P + "producer.", P + "consumer.", P + "producer.node."], 881785404),
-    ([("a", P + "producer.", 600000)], 300000, [P + "producer."], -1446181002),
-    ([("a", P + "producer.,", 1000)], 1000, [P + "producer.", ""], 38142455),
-    ([("a", ",", 5000)], 5000, [""], 1691415660),  # "," parses to ["", ""]: the set {""}
-])
+@pytest.mark.parametrize(
+    "subs,interval,order,sid",
+    [
+        ([], 300000, [], -1583195767),
+        (
+            [("sub-1", P + "client.producer.partition.queue.," + P + "client.producer.partition.latency", 30000)],
+            30000,
+            [P + "client.producer.partition.latency", P + "client.producer.partition.queue."],
+            -111713672,
+        ),
+        (
+            [
+                ("sub-1", P + "client.producer.partition.queue.," + P + "client.producer.partition.latency", 30000),
+                ("sub-2", "*", 300000),
+            ],
+            30000,
+            ["*"],
+            -1387469480,
+        ),
+        (
+            [("a", P + "producer.," + P + "consumer.", 60000), ("b", P + "consumer.," + P + "producer.node.", 10000)],
+            10000,
+            [P + "producer.", P + "consumer.", P + "producer.node."],
+            881785404,
+        ),
+        ([("a", P + "producer.", 600000)], 300000, [P + "producer."], -1446181002),
+        ([("a", P + "producer.,", 1000)], 1000, [P + "producer.", ""], 38142455),
+        ([("a", ",", 5000)], 5000, [""], 1691415660),  # "," parses to ["", ""]: the set {""}
+    ],
+)
 def test_documented_subscription_ids(subs, interval, order, sid):
     r = reg(*subs)
     res = r.resolve(ClientInfo(client_instance_id=DOC))
@@ -57,23 +75,47 @@ def test_vector_7_empty_value_gives_no_metrics_but_the_same_id():
 
 
 def test_vector_8_the_thirteen_kip_metrics():
-    names = [P + "producer." + n for n in ("connection.creation.rate", "connection.creation.total",
-                                          "node.request.latency.avg", "node.request.latency.max",
-                                          "produce.throttle.time.avg", "produce.throttle.time.max",
-                                          "record.queue.time.avg", "record.queue.time.max")]
-    names += [P + "consumer." + n for n in ("connection.creation.rate", "connection.creation.total",
-                                           "node.request.latency.avg", "node.request.latency.max",
-                                           "poll.idle.ratio.avg")]
+    names = [
+        P + "producer." + n
+        for n in (
+            "connection.creation.rate",
+            "connection.creation.total",
+            "node.request.latency.avg",
+            "node.request.latency.max",
+            "produce.throttle.time.avg",
+            "produce.throttle.time.max",
+            "record.queue.time.avg",
+            "record.queue.time.max",
+        )
+    ]
+    names += [
+        P + "consumer." + n
+        for n in (
+            "connection.creation.rate",
+            "connection.creation.total",
+            "node.request.latency.avg",
+            "node.request.latency.max",
+            "poll.idle.ratio.avg",
+        )
+    ]
     r = reg(("a", ",".join(names), 100))
     res = r.resolve(ClientInfo(client_instance_id=DOC))
     short = [m.replace(P, "") for m in res.requested_metrics]
-    assert short == ["producer.record.queue.time.avg", "producer.node.request.latency.max",
-                     "consumer.node.request.latency.max", "producer.produce.throttle.time.avg",
-                     "consumer.poll.idle.ratio.avg", "producer.connection.creation.total",
-                     "producer.connection.creation.rate", "producer.produce.throttle.time.max",
-                     "producer.record.queue.time.max", "consumer.node.request.latency.avg",
-                     "producer.node.request.latency.avg", "consumer.connection.creation.total",
-                     "consumer.connection.creation.rate"]
+    assert short == [
+        "producer.record.queue.time.avg",
+        "producer.node.request.latency.max",
+        "consumer.node.request.latency.max",
+        "producer.produce.throttle.time.avg",
+        "consumer.poll.idle.ratio.avg",
+        "producer.connection.creation.total",
+        "producer.connection.creation.rate",
+        "producer.produce.throttle.time.max",
+        "producer.record.queue.time.max",
+        "consumer.node.request.latency.avg",
+        "producer.node.request.latency.avg",
+        "consumer.connection.creation.total",
+        "consumer.connection.creation.rate",
+    ]
     assert res.subscription_id == 1179564880
 
 
@@ -85,13 +127,16 @@ def test_vectors_9_and_10():
     assert SubscriptionRegistry().resolve(ClientInfo(client_instance_id=odd)).subscription_id == 725132320
 
 
-@pytest.mark.parametrize("jdk,order,sid", [
-    (17, "alpha kappa gamma lambda iota epsilon beta sigma phi delta mu nu", -1939838256),
-    (19, "alpha kappa gamma lambda epsilon beta iota phi sigma delta mu nu", -836231277),
-    (21, "alpha kappa gamma lambda epsilon beta iota phi sigma delta mu nu", -836231277),
-])
+@pytest.mark.parametrize(
+    "jdk,order,sid",
+    [
+        (17, "alpha kappa gamma lambda iota epsilon beta sigma phi delta mu nu", -1939838256),
+        (19, "alpha kappa gamma lambda epsilon beta iota phi sigma delta mu nu", -836231277),
+        (21, "alpha kappa gamma lambda epsilon beta iota phi sigma delta mu nu", -836231277),
+    ],
+)
 def test_vector_11_depends_on_the_jdk(jdk, order, sid):
-    listed = "lambda epsilon nu phi beta gamma sigma delta mu kappa alpha iota".split()
+    listed = ["lambda", "epsilon", "nu", "phi", "beta", "gamma", "sigma", "delta", "mu", "kappa", "alpha", "iota"]
     r = reg(("a", ",".join(P + "producer." + x for x in listed), 60000), jdk=jdk)
     res = r.resolve(ClientInfo(client_instance_id=DOC))
     assert [m.rsplit(".", 1)[-1] for m in res.requested_metrics] == order.split()
@@ -100,27 +145,41 @@ def test_vector_11_depends_on_the_jdk(jdk, order, sid):
 
 # ------------------------------------------------------------------------------------ validation
 
-@pytest.mark.parametrize("value,items", [
-    ("", []), ("   ", []), ("a", ["a"]), ("a,b", ["a", "b"]), (" a , b ", ["a", "b"]), ("a,", ["a", ""]),
-    (",", ["", ""]), ("a,,b", ["a", "", "b"]), ("a b,c", ["a b", "c"]),
-])
+
+@pytest.mark.parametrize(
+    "value,items",
+    [
+        ("", []),
+        ("   ", []),
+        ("a", ["a"]),
+        ("a,b", ["a", "b"]),
+        (" a , b ", ["a", "b"]),
+        ("a,", ["a", ""]),
+        (",", ["", ""]),
+        ("a,,b", ["a", "", "b"]),
+        ("a b,c", ["a b", "c"]),
+    ],
+)
 def test_kafka_list_parsing_keeps_empty_items(value, items):
     assert parse_kafka_list(value) == items
 
 
-@pytest.mark.parametrize("config,error", [
-    ({"metrics": "a", "bogus": "1"}, kip714.errors.InvalidRequestError),
-    ({"interval.ms": "99"}, kip714.errors.InvalidRequestError),
-    ({"interval.ms": "3600001"}, kip714.errors.InvalidRequestError),
-    ({"interval.ms": "bbb"}, kip714.errors.InvalidConfigError),
-    ({"interval.ms": "1.5"}, kip714.errors.InvalidConfigError),
-    ({"match": "client_id"}, kip714.errors.InvalidConfigError),
-    ({"match": "client_id="}, kip714.errors.InvalidConfigError),
-    ({"match": "client_id=a=b"}, kip714.errors.InvalidConfigError),
-    ({"match": "=abc"}, kip714.errors.InvalidConfigError),
-    ({"match": "client_rack=abc"}, kip714.errors.InvalidConfigError),
-    ({"match": "client_id=[unclosed"}, kip714.errors.InvalidConfigError),
-])
+@pytest.mark.parametrize(
+    "config,error",
+    [
+        ({"metrics": "a", "bogus": "1"}, kip714.errors.InvalidRequestError),
+        ({"interval.ms": "99"}, kip714.errors.InvalidRequestError),
+        ({"interval.ms": "3600001"}, kip714.errors.InvalidRequestError),
+        ({"interval.ms": "bbb"}, kip714.errors.InvalidConfigError),
+        ({"interval.ms": "1.5"}, kip714.errors.InvalidConfigError),
+        ({"match": "client_id"}, kip714.errors.InvalidConfigError),
+        ({"match": "client_id="}, kip714.errors.InvalidConfigError),
+        ({"match": "client_id=a=b"}, kip714.errors.InvalidConfigError),
+        ({"match": "=abc"}, kip714.errors.InvalidConfigError),
+        ({"match": "client_rack=abc"}, kip714.errors.InvalidConfigError),
+        ({"match": "client_id=[unclosed"}, kip714.errors.InvalidConfigError),
+    ],
+)
 def test_invalid_configs_are_refused_with_kafka_error_codes(config, error):
     with pytest.raises(error) as e:
         SubscriptionRegistry().set("s", config)
@@ -148,13 +207,19 @@ def test_empty_config_deletes_and_versions_move_only_on_change():
     assert r.delete("a") is False and r.version == 2
     r.set("b", "metrics=[x,y],interval.ms=1000,match=[client_id=c.*,client_software_name=apache-kafka-java]")
     sub = r.subscriptions()[0]
-    assert sub.metrics == ("x", "y") and sub.interval_ms == 1000 and set(sub.match) == {"client_id",
-                                                                                        "client_software_name"}
+    assert (
+        sub.metrics == ("x", "y")
+        and sub.interval_ms == 1000
+        and set(sub.match) == {"client_id", "client_software_name"}
+    )
 
 
 def test_parse_config_string():
     assert parse_config_string("metrics=[a,b],interval.ms=15000,match=[client_id=x,client_source_port=1]") == {
-        "metrics": "a,b", "interval.ms": "15000", "match": "client_id=x,client_source_port=1"}
+        "metrics": "a,b",
+        "interval.ms": "15000",
+        "match": "client_id=x,client_source_port=1",
+    }
     assert parse_config_string("metrics=org.apache.kafka.producer.") == {"metrics": "org.apache.kafka.producer."}
     with pytest.raises(kip714.errors.InvalidConfigError):
         parse_config_string("metrics=[a,b")
@@ -162,25 +227,33 @@ def test_parse_config_string():
 
 # ------------------------------------------------------------------------------------- matching
 
-CLIENT = ClientInfo(client_instance_id=DOC, client_id="producer-1", client_software_name="apache-kafka-java",
-                    client_software_version="3.5.2", client_source_address="127.0.0.1",
-                    client_source_port=56078)
+CLIENT = ClientInfo(
+    client_instance_id=DOC,
+    client_id="producer-1",
+    client_software_name="apache-kafka-java",
+    client_software_version="3.5.2",
+    client_source_address="127.0.0.1",
+    client_source_port=56078,
+)
 
 
-@pytest.mark.parametrize("match,matches", [
-    ("", True),
-    ("client_software_name=apache-kafka-java,client_software_version=3.5.*", True),
-    ("client_software_version=3.5", False),            # full match, not search
-    ("client_software_version=3.5.2.*", True),
-    ("client_id=producer-\\d", True),
-    ("client_id=Producer-1", False),                   # case-sensitive
-    ("client_source_port=56078", True),
-    ("client_source_port=5607", False),
-    ("client_source_address=127\\.0\\.0\\.1", True),
-    ("client_instance_id=XgsdajxPeiGdPit8ih9OYA", True),
-    ("client_instance_id=Xgsd.*", True),
-    ("client_id=producer-1,client_software_name=librdkafka", False),  # AND within a subscription
-])
+@pytest.mark.parametrize(
+    "match,matches",
+    [
+        ("", True),
+        ("client_software_name=apache-kafka-java,client_software_version=3.5.*", True),
+        ("client_software_version=3.5", False),  # full match, not search
+        ("client_software_version=3.5.2.*", True),
+        ("client_id=producer-\\d", True),
+        ("client_id=Producer-1", False),  # case-sensitive
+        ("client_source_port=56078", True),
+        ("client_source_port=5607", False),
+        ("client_source_address=127\\.0\\.0\\.1", True),
+        ("client_instance_id=XgsdajxPeiGdPit8ih9OYA", True),
+        ("client_instance_id=Xgsd.*", True),
+        ("client_id=producer-1,client_software_name=librdkafka", False),  # AND within a subscription
+    ],
+)
 def test_match_selectors(match, matches):
     r = SubscriptionRegistry()
     r.set("s", {"metrics": "m.", "match": match} if match else {"metrics": "m."})

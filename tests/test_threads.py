@@ -14,12 +14,16 @@ import threading
 import uuid
 from collections import Counter
 
-import pytest
-
 import kip714
-from kip714 import (ClientInfo, ErrorCode, GetTelemetrySubscriptionsRequest, Kip714Error, PushTelemetryRequest,
-                    SubscriptionRegistry, TelemetryBroker)
-
+from kip714 import (
+    ClientInfo,
+    ErrorCode,
+    GetTelemetrySubscriptionsRequest,
+    Kip714Error,
+    PushTelemetryRequest,
+    SubscriptionRegistry,
+    TelemetryBroker,
+)
 
 SCALE = max(1, int(os.environ.get("KIP714_STRESS_SCALE", "1")))
 THREADS = 8
@@ -59,6 +63,7 @@ def _run_threads(targets: list, timeout: float = 120.0) -> list[BaseException]:
                 fn()
             except BaseException as exc:  # reported by the caller
                 errors.append(exc)
+
         return run
 
     threads = [threading.Thread(target=guard(t)) for t in targets]
@@ -94,9 +99,19 @@ class _Hooks:
             self.closed += 1
 
 
-def _client_loop(broker: TelemetryBroker, seed: int, clock: Clock, data: bytes, pushes: Counter, gets: Counter,
-                 kip_errors: Counter, conns: list, conns_lock: threading.Lock, accepted_payloads: list,
-                 delivered: Counter | None = None) -> None:
+def _client_loop(
+    broker: TelemetryBroker,
+    seed: int,
+    clock: Clock,
+    data: bytes,
+    pushes: Counter,
+    gets: Counter,
+    kip_errors: Counter,
+    conns: list,
+    conns_lock: threading.Lock,
+    accepted_payloads: list,
+    delivered: Counter | None = None,
+) -> None:
     """One thread's clients: new instances (which evict others from the small table), Gets and pushes on
     known ones (sometimes with a stale SubscriptionId, a bad codec, a terminating flag, an empty payload),
     each on a connection another thread may close at any moment. With ``delivered``, a few pushes are fed
@@ -124,8 +139,13 @@ def _client_loop(broker: TelemetryBroker, seed: int, clock: Clock, data: bytes, 
                 resp, _ = broker.handle(GetTelemetrySubscriptionsRequest(iid), info, None, conn)
                 gets[resp.error_code] += 1
                 continue
-            body = PushTelemetryRequest(iid, sid if rng.random() < 0.95 else sid ^ 1, rng.random() < 0.02,
-                                        rng.choice((4, 4, 4, 9)), data if rng.random() < 0.9 else b"")
+            body = PushTelemetryRequest(
+                iid,
+                sid if rng.random() < 0.95 else sid ^ 1,
+                rng.random() < 0.02,
+                rng.choice((4, 4, 4, 9)),
+                data if rng.random() < 0.9 else b"",
+            )
             if delivered is not None and rng.random() < 0.05:
                 delivered[broker.deliver(body, info, 0) is not None] += 1
                 continue
@@ -179,10 +199,16 @@ def test_eight_threads_on_a_small_table_answer_every_request_with_a_kafka_code()
     # each thread has its own counters: a Counter is not shared between threads
     per_thread = [(Counter(), Counter(), Counter()) for _ in range(THREADS)]
     delivered = [Counter() for _ in range(THREADS)]
-    errors = _run_threads([
-        (lambda k=k: _client_loop(broker, k, clock, data, *per_thread[k], conns, conns_lock, accepted_payloads,
-                                  delivered[k]))
-        for k in range(THREADS)])
+    errors = _run_threads(
+        [
+            (
+                lambda k=k: _client_loop(
+                    broker, k, clock, data, *per_thread[k], conns, conns_lock, accepted_payloads, delivered[k]
+                )
+            )
+            for k in range(THREADS)
+        ]
+    )
     done.set()
     for th in side:
         th.join(30)
@@ -192,7 +218,7 @@ def test_eight_threads_on_a_small_table_answer_every_request_with_a_kafka_code()
         gets.update(g)
         kip_errors.update(k)
     assert set(pushes) | set(gets) <= KAFKA_CODES
-    assert not kip_errors, kip_errors           # this workload is well-formed: no request is refused by raising
+    assert not kip_errors, kip_errors  # this workload is well-formed: no request is refused by raising
     fed = sum(delivered, Counter())
     total = sum(pushes.values()) + sum(gets.values()) + sum(fed.values())
     assert total == THREADS * ROUNDS and fed[True] > 0
@@ -201,7 +227,7 @@ def test_eight_threads_on_a_small_table_answer_every_request_with_a_kafka_code()
     assert m["get-request-count"] == sum(gets.values())
     assert {ErrorCode[name]: n for name, n in m["push-results"].items()} == +pushes
     assert {ErrorCode[name]: n for name, n in m["get-results"].items()} == +gets
-    assert set(pushes) <= {0, 42, 76, 89, 117}   # NONE, INVALID_REQUEST, UNSUPPORTED_COMPRESSION, THROTTLED, UNKNOWN_SUB
+    assert set(pushes) <= {0, 42, 76, 89, 117}  # NONE, INVALID_REQUEST, UNSUPPORTED_COMPRESSION, THROTTLED, UNKNOWN_SUB
     assert pushes[0] > 0 and pushes[117] > 0 and gets[0] > 0
     # every push reached the observer once with its answer (delivered ones with NONE); every accepted
     # payload, handled or delivered, was exported once
@@ -261,17 +287,24 @@ def test_receivers_shared_by_threads_lose_nothing(tmp_path):
     forwarder = OtlpForwarder(collector.url, labels=("client_id",), max_queue=64, compression="none")
     counted = _Hooks()
     background = BackgroundReceiver(counted, max_queue=64)
-    broker = TelemetryBroker(registry, clock=clock, max_instances=1024,
-                             receivers=[recorder, exporter, forwarder, background])
+    broker = TelemetryBroker(
+        registry, clock=clock, max_instances=1024, receivers=[recorder, exporter, forwarder, background]
+    )
     data = _zstd_payload()
     per_thread = [(Counter(), Counter(), Counter()) for _ in range(THREADS)]
     accepted_payloads: list[int] = []
     conns: list = []
     try:
-        errors = _run_threads([
-            (lambda k=k: _client_loop(broker, 100 + k, clock, data, *per_thread[k], conns, threading.Lock(),
-                                      accepted_payloads))
-            for k in range(THREADS)])
+        errors = _run_threads(
+            [
+                (
+                    lambda k=k: _client_loop(
+                        broker, 100 + k, clock, data, *per_thread[k], conns, threading.Lock(), accepted_payloads
+                    )
+                )
+                for k in range(THREADS)
+            ]
+        )
         assert not errors, errors
         assert exporter.flush(30) and forwarder.flush(30) and background.flush(30)
     finally:
