@@ -178,6 +178,8 @@ class MockCluster:
         if disable_apis:
             cmd += ["--disable-api", ",".join(map(str, disable_apis))]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
         self.timeout = timeout
         line = self._line()
         if not line.startswith("bootstraps "):
@@ -190,12 +192,12 @@ class MockCluster:
         import selectors
 
         sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        sel.register(self._stdout, selectors.EVENT_READ)
         deadline = time.monotonic() + self.timeout
         try:
             while time.monotonic() < deadline:
                 if sel.select(0.2):
-                    return self.proc.stdout.readline().strip()
+                    return self._stdout.readline().strip()
                 if self.proc.poll() is not None:
                     return f"exited {self.proc.returncode}"
             return "timeout"
@@ -203,8 +205,8 @@ class MockCluster:
             sel.close()
 
     def command(self, *words) -> None:
-        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
-        self.proc.stdin.flush()
+        self._stdin.write(" ".join(map(str, words)) + "\n")
+        self._stdin.flush()
         answer = self._line()
         if answer != "ok":
             raise RuntimeError(f"mock cluster: {words} -> {answer}")
@@ -241,8 +243,8 @@ class MockCluster:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.flush()
+                self._stdin.write("quit\n")
+                self._stdin.flush()
             except (BrokenPipeError, ValueError):
                 pass
             try:

@@ -9,17 +9,31 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal, TypedDict
 
 from .machine import describe
 from .peers import PeerMissing
 from .registry import GROUPS, load
 from .render import fmt_ns, fmt_rate, fmt_ratio
-from .timing import interleaved, settle_allocator
+from .timing import Contender, Summary, interleaved, settle_allocator
 
 __all__ = ["Bench", "Case"]
+
+#: A peer's contender as its factory returns it: (name, f, args).
+PeerContender = tuple[str, Callable[..., object], tuple[object, ...]]
+#: A table row, a curve, a skipped peer or an error as the JSON result holds it.
+Row = dict[str, Any]
+
+
+class Goal(TypedDict):
+    """A row's goal: ``kind`` decides how ``value`` is compared (see :meth:`Bench.add_row`), ``text`` is
+    what the table shows."""
+
+    kind: Literal["ratio", "within", "rate", "max_bytes", "max_value", "max_time", "min_value", "added_ns", "max_s"]
+    value: float
+    text: str
 
 
 @dataclass(frozen=True)
@@ -31,8 +45,8 @@ class Case:
     group: str
     key: str
     operation: str
-    kip714: tuple
-    peer: tuple | None
+    kip714: Contender
+    peer: PeerContender | None
 
 
 class Bench:
@@ -57,11 +71,11 @@ class Bench:
         self.cases: list[Case] | None = [] if collect else None
         self.groups = list(groups)
         self.log_stream = log if log is not None else sys.stderr
-        self.rows: list[dict] = []
-        self.curves: dict[str, dict] = {}
-        self.skipped: list[dict] = []
+        self.rows: list[Row] = []
+        self.curves: dict[str, Row] = {}
+        self.skipped: list[dict[str, str]] = []
         self.notes: list[str] = []
-        self.errors: list[dict] = []
+        self.errors: list[dict[str, str]] = []
         self.group_seconds: dict[str, float] = {}
         self.spark_k = spark_k
         self.extra_machine: dict[str, Any] = {}
@@ -86,15 +100,15 @@ class Bench:
         group: str,
         key: str,
         operation: str,
-        kip: dict,
-        peer: dict | None = None,
+        kip: Summary,
+        peer: Summary | None = None,
         peer_name: str | None = None,
         peer_skipped: str | None = None,
-        goal: dict | None = None,
+        goal: Goal | None = None,
         unit: str = "time",
         note: str = "",
-        extra: dict | None = None,
-    ) -> dict:
+        extra: Mapping[str, Any] | None = None,
+    ) -> Row:
         """``kip`` / ``peer``: summaries in ns per operation (unit time/rate) or {"value": bytes}."""
         ratio = None
         if peer is not None and unit in ("time", "rate", "throughput"):
@@ -168,27 +182,27 @@ class Bench:
         group: str,
         key: str,
         operation: str,
-        kip: tuple[Callable, tuple],
-        peer_factory: Callable[[], tuple[str, Callable, tuple]] | None,
-        goal: dict | None = None,
+        kip: Contender,
+        peer_factory: Callable[[], PeerContender] | None,
+        goal: Goal | None = None,
         note: str = "",
         peer_dist: str | None = None,
-        extra: dict | None = None,
+        extra: Mapping[str, Any] | None = None,
         rounds: int | None = None,
-    ) -> dict:
+    ) -> Row:
         """Measure kip714's ``(f, args)`` against the peer that ``peer_factory()`` builds (or skip it)."""
         peer_name = peer_skipped = None
+        peer_case: PeerContender | None = None
         contenders = [kip]
         if peer_factory is not None:
             try:
                 peer_name, pf, pa_ = peer_factory()
                 contenders.append((pf, pa_))
+                peer_case = (peer_name, pf, pa_)
             except PeerMissing as exc:
                 peer_skipped = self.skip(group, peer_dist or "peer", str(exc))
         if self.cases is not None:
-            self.cases.append(
-                Case(group, key, operation, kip, (peer_name, *contenders[1]) if len(contenders) > 1 else None)
-            )
+            self.cases.append(Case(group, key, operation, kip, peer_case))
         stats = interleaved(contenders, rounds or self.rounds, budget_s=self.budget)
         return self.add_row(
             group,
@@ -209,8 +223,8 @@ class Bench:
         title: str,
         xlabel: str,
         ylabel: str,
-        x: Sequence,
-        series: dict[str, Sequence],
+        x: Sequence[object],
+        series: Mapping[str, Sequence[float | None]],
         logx: bool = True,
         logy: bool = True,
         **extra: Any,
@@ -254,17 +268,17 @@ class Bench:
             self.log(f"[{group}] done in {self.group_seconds[group]:.1f} s")
 
     # -------------------------------------------------------------- output
-    def machine(self) -> dict:
+    def machine(self) -> dict[str, Any]:
         """What this run was measured on (:func:`.machine.describe`) and what its groups added (Java, the
         protobuf backend)."""
         return describe() | self.extra_machine
 
     def to_json(
         self, started: float, elapsed: float, load_before: list[float] | None, load_after: list[float] | None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The JSON result: mode, groups, timings, machine, method, rows, curves, skipped peers, notes, errors."""
 
-        def clean(row: dict) -> dict:
+        def clean(row: Row) -> Row:
             return {k: v for k, v in row.items() if k not in ("kip714_text", "peer_text")} | {
                 "kip714_text": row["kip714_text"],
                 "peer_text": row["peer_text"],

@@ -154,14 +154,14 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
         cv = c["spark"]
         fig, ax = plt.subplots(figsize=(7.5, 3.5))
         labels, vals = [], []
-        names = {
+        run_labels = {
             "kip714": "decode_payloads().points",
             "kip714-combined": "decode_payloads().combined",
             "peer": "mapInArrow + protobuf/Python",
         }
         for name, runs in cv["runs_s"].items():
             best = min(runs[1:]) if len(runs) > 1 else runs[0]
-            labels.append(names.get(name, name))
+            labels.append(run_labels.get(name, name))
             vals.append(cv["points"] / best / 1e3)
         ax.barh(labels, vals, color=["tab:blue", "tab:orange", "tab:cyan"][: len(vals)])
         for i, v in enumerate(vals):

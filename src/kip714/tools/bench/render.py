@@ -4,7 +4,7 @@ the result table as text or Markdown, and the JSON encoder's fallback for values
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .payloads import KB
@@ -83,7 +83,7 @@ def fmt_ratio(r: float | None) -> str:
     return f"{r:.3g}×" if r < 100 else f"{r:,.0f}×"
 
 
-def render_table(rows: Sequence[dict]) -> str:
+def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows as an aligned text table: operation, kip714, peer, ratio, goal, met."""
     headers = ("operation", "kip714", "peer", "ratio", "goal", "met")
     cells = []
@@ -103,7 +103,7 @@ def render_table(rows: Sequence[dict]) -> str:
     return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(c) for c in cells])
 
 
-def render_markdown(rows: Sequence[dict]) -> str:
+def render_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The same table in Markdown (``kip714 bench --markdown``)."""
     out = ["| operation | kip714 | peer | ratio | goal | met |", "|---|---|---|---|---|---|"]
     for row in rows:

@@ -38,7 +38,7 @@ __all__ = [
 
 
 def fleet_recording(
-    directory: str | os.PathLike,
+    directory: str | os.PathLike[str],
     producers: int = 10,
     consumers: int = 10,
     duration: str = "10m",
@@ -58,8 +58,8 @@ def fleet_recording(
 
 
 def replicate_recording(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
     copies: int,
     rows_per_file: int = 50_000,
     shift_ms: int | None = None,
@@ -121,7 +121,7 @@ def replicate_recording(
     return written
 
 
-def recording_points(directory: str | os.PathLike, max_output: int = 1 << 20) -> tuple[int, int]:
+def recording_points(directory: str | os.PathLike[str], max_output: int = 1 << 20) -> tuple[int, int]:
     """(rows, data points) of a recording, decoding every payload in this process with kip714 (the count the
     pipeline must reproduce). Payloads that fail count no points."""
     import pyarrow.parquet as pq
@@ -163,7 +163,9 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def _status(pid: int) -> dict[str, int] | None:
+def _status(pid: int) -> tuple[str, dict[str, int]] | None:
+    """What the sampler reads of process ``pid``: its kind (``java``, ``worker`` or ``other``) and its
+    numbers (``VmHWM`` and ``VmRSS`` in bytes when it has them, ``cpu_ticks``); None once it is gone."""
     out: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -179,14 +181,14 @@ def _status(pid: int) -> dict[str, int] | None:
     except (OSError, IndexError, ValueError):
         return None
     exe = cmd.split(b"\0", 1)[0]
-    out["kind"] = (
+    kind = (
         "java"
         if exe.endswith(b"java")
         else "worker"
         if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd
         else "other"
     )
-    return out
+    return kind, out
 
 
 @dataclass
@@ -232,13 +234,14 @@ class ProcessSampler:
         p_ = self.peaks
         workers_rss = 0
         for pid in seen:
-            st = _status(pid)
-            if not st or "VmHWM" not in st:
+            status = _status(pid)
+            if status is None or "VmHWM" not in status[1]:
                 continue
-            self._cpu[pid] = (st["kind"], st["cpu_ticks"])
-            if st["kind"] == "java":
+            kind, st = status
+            self._cpu[pid] = (kind, st["cpu_ticks"])
+            if kind == "java":
                 p_.jvm_hwm = max(p_.jvm_hwm, st["VmHWM"])
-            elif st["kind"] == "worker":
+            elif kind == "worker":
                 p_.worker_hwm = max(p_.worker_hwm, st["VmHWM"])
                 workers_rss += st["VmRSS"]
         p_.workers_rss = max(p_.workers_rss, workers_rss)
@@ -263,12 +266,12 @@ class JobRun:
 
     job: str
     seconds: float | None
-    result: dict = field(default_factory=dict)
+    result: dict[str, float] = field(default_factory=dict)  # what the child printed: points, seconds, ...
     peaks: MemoryPeaks = field(default_factory=MemoryPeaks)
     returncode: int = 0
     error: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -278,9 +281,9 @@ def run_job(
     output: str,
     *,
     master: str = "local[2]",
-    conf: dict | None = None,
+    conf: dict[str, str] | None = None,
     timeout_s: float = 1800,
-    env: dict | None = None,
+    env: dict[str, str] | None = None,
 ) -> JobRun:
     """Run ``job`` (``kip714``: :func:`kip714.spark.pipeline.run_pipeline`; ``peer``: read the recording, the
     protobuf mapInArrow peer, write the points to Parquet by date as the pipeline does) in a fresh Python
@@ -319,7 +322,14 @@ _GC_UNIT = {"K": 10, "M": 20, "G": 30}
 
 
 def _run_child(
-    job: str, recording: str, output: str, master: str, conf: dict, timeout_s: float, env: dict | None, gc_log: str
+    job: str,
+    recording: str,
+    output: str,
+    master: str,
+    conf: dict[str, str],
+    timeout_s: float,
+    env: dict[str, str] | None,
+    gc_log: str,
 ) -> JobRun:
     cmd = [sys.executable, "-m", "kip714.tools.bench.scale", job, recording, output, master, json.dumps(conf)]
     child_env = dict(os.environ, **(env or {}))
@@ -337,7 +347,7 @@ def _run_child(
             sampler.peaks.heap_live = heap_live_after_gc(gc_log)
             return JobRun(job, None, peaks=sampler.peaks, returncode=-9, error=f"timed out after {timeout_s:.0f} s")
     sampler.peaks.heap_live = heap_live_after_gc(gc_log)
-    result: dict = {}
+    result: dict[str, float] = {}
     for line in reversed(out.splitlines()):
         if line.startswith("{"):
             result = json.loads(line)
@@ -355,6 +365,7 @@ def _child(job: str, recording: str, output: str, master: str, conf_json: str) -
     spark = kspark.local_session(master, app_name=f"kip714-scale-{job}", conf=conf)
     spark.sparkContext.setLogLevel("OFF")
     started = time.perf_counter()
+    result: dict[str, float]
     if job == "kip714":
         from kip714.spark.pipeline import run_pipeline
 
@@ -370,7 +381,7 @@ def _child(job: str, recording: str, output: str, master: str, conf_json: str) -
     return 0
 
 
-def _peer_job(spark, recording: str, output: str) -> dict:
+def _peer_job(spark: Any, recording: str, output: str) -> dict[str, float]:
     """The straightforward peer of the bench's spark group on a recording: mapInArrow whose function
     decompresses with zstandard and flattens with protobuf + Python (``otlp_pb.flatten``), one output batch
     per input batch, the recording's columns carried; the points written to Parquet by date."""

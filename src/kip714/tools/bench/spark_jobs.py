@@ -72,12 +72,13 @@ def protobuf_mapper(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
     import zstandard
 
-    from kip714.otlp.reference import COLUMNS, flatten
+    from kip714.otlp.reference import flatten
+    from kip714.otlp.schema import COLUMNS
 
     schema = _peer_schema()
     dctx = zstandard.ZstdDecompressor()
     for batch in batches:
-        cols: dict[str, list] = {name: [] for name in COLUMNS}
+        cols: dict[str, list[object]] = {name: [] for name in COLUMNS}
         ids, ctypes = [], []
         for rid, ctype, payload in zip(
             batch.column("id").to_pylist(),
@@ -121,11 +122,12 @@ def recording_protobuf_mapper(batches: Iterator[Any], carry: list[str], schema: 
     import pyarrow as pa
     import zstandard
 
-    from kip714.otlp.reference import COLUMNS, flatten
+    from kip714.otlp.reference import flatten
+    from kip714.otlp.schema import COLUMNS
 
     dctx = zstandard.ZstdDecompressor()
     for batch in batches:
-        cols: dict[str, list] = {name: [] for name in list(COLUMNS) + list(carry)}
+        cols: dict[str, list[object]] = {name: [] for name in list(COLUMNS) + list(carry)}
         payloads = batch.column("payload").to_pylist()
         carried = [batch.column(c).to_pylist() for c in carry]
         for i, (ctype, payload) in enumerate(zip(batch.column("compression_type").to_pylist(), payloads)):

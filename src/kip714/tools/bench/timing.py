@@ -16,11 +16,19 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from itertools import repeat
+from typing import Any
 
 __all__ = ["inner_loop_size", "interleaved", "settle_allocator", "summarise"]
 
+#: What is timed: a callable and the positional arguments of each call.
+Contender = tuple[Callable[..., object], tuple[object, ...]]
+#: A measurement as rows hold it and the JSON result writes it: statistics of ns per operation ("median",
+#: "min", "max", "q1", "q3", "mean", "rounds", from :func:`summarise`) or ``{"value": ...}``, plus what the
+#: timing or the group adds ("calls_per_round", "paired_ratio_median" which may be None, "samples", ...).
+Summary = dict[str, Any]
 
-def _loop_ns(f: Callable, args: tuple, n: int) -> int:
+
+def _loop_ns(f: Callable[..., object], args: tuple[object, ...], n: int) -> int:
     it = repeat(None, n)
     t0 = time.perf_counter_ns()
     for _ in it:
@@ -28,7 +36,7 @@ def _loop_ns(f: Callable, args: tuple, n: int) -> int:
     return time.perf_counter_ns() - t0
 
 
-def inner_loop_size(f: Callable, args: tuple = (), target_ns: int = 1_000_000) -> int:
+def inner_loop_size(f: Callable[..., object], args: tuple[object, ...] = (), target_ns: int = 1_000_000) -> int:
     """Calls per round so that a round lasts about ``target_ns`` (1 for calls slower than that)."""
     f(*args)  # warm up (lazy imports, caches)
     n = 1
@@ -40,7 +48,7 @@ def inner_loop_size(f: Callable, args: tuple = (), target_ns: int = 1_000_000) -
     return max(1, round(target_ns * n / max(dt, 1)))
 
 
-def summarise(samples: Sequence[float]) -> dict:
+def summarise(samples: Sequence[float]) -> Summary:
     """Summary of per-operation samples (ns)."""
     s = sorted(samples)
     q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0]] * 3
@@ -56,13 +64,13 @@ def summarise(samples: Sequence[float]) -> dict:
 
 
 def interleaved(
-    contenders: Sequence[tuple[Callable, tuple]],
+    contenders: Sequence[Contender],
     rounds: int,
     target_ns: int = 1_000_000,
     budget_s: float | None = None,
     min_rounds: int = 3,
     per_call: Sequence[float] | None = None,
-) -> list[dict]:
+) -> list[Summary]:
     """Time each ``(f, args)`` in alternating rounds (order reversed every other round); returns one summary
     per contender, in ns per call (divided by ``per_call[i]`` when given, e.g. decisions per call).
 
@@ -84,7 +92,7 @@ def interleaved(
     finally:
         if enabled:
             gc.enable()
-    out = []
+    out: list[Summary] = []
     for i, s in enumerate(samples):
         div = per_call[i] if per_call else 1
         summ = summarise([x / div for x in s])

@@ -142,7 +142,10 @@ class MetricModel:
     """The evolving numbers behind one client's metrics, and their publication into its collector."""
 
     def __init__(self, client: SimClient, fleet: FleetLayout, now_ms: int) -> None:
+        collector = client.collector
+        assert collector is not None  # SimClient.start() creates the collector before the model
         self.client = client
+        self.collector = collector
         self.fleet = fleet
         self.rng = client.rng
         self.nodes = fleet.nodes
@@ -185,7 +188,7 @@ class MetricModel:
             self._init_producer(rng)
         self._register()
         if client.streams is not None:
-            client.streams.register(client.collector, now_ms, rng)
+            client.streams.register(collector, now_ms, rng)
 
     # -- which connections the client has
     def node_keys(self) -> list[int]:
@@ -232,10 +235,10 @@ class MetricModel:
         return lambda: conv(s[key])
 
     def _register(self) -> None:
-        c, client = self.client.collector, self.client
+        c, client = self.collector, self.client
         if client.layout == "librdkafka":
             prefix = f"org.apache.kafka.{client.kind}."
-            table = RDK_CONSUMER_METRICS if client.kind == "consumer" else RDK_PRODUCER_METRICS
+            rdk_table = RDK_CONSUMER_METRICS if client.kind == "consumer" else RDK_PRODUCER_METRICS
             keys = {
                 "connection.creation.rate": "conn_rate",
                 "connection.creation.total": "conn_total",
@@ -255,7 +258,7 @@ class MetricModel:
                 "coordinator.commit.latency.avg": "commit_avg",
                 "coordinator.commit.latency.max": "commit_max",
             }
-            for name, kind, vtype in table:
+            for name, kind, vtype in rdk_table:
                 desc = _RDK_DESCRIPTIONS[name]
                 conv = _ceil_int if vtype == "int" else (_rdk_double if name != "poll.idle.ratio.avg" else _ratio)
                 if name.startswith("node.request.latency."):
@@ -445,7 +448,7 @@ class MetricModel:
         s["assigned"] = self.assigned
         if self.first and self.client.member_id:
             key = "member_id" if self.client.layout == "librdkafka" else "group_member_id"
-            self.client.collector.set_resource_attribute(key, self.client.member_id)
+            self.collector.set_resource_attribute(key, self.client.member_id)
 
 
 def _ceil_int(v: float) -> int:
@@ -505,7 +508,7 @@ class SimClient:
     accepted_pushes: int = 0
     terminating_pushes: int = 0
     payload_bytes: int = 0
-    errors: Counter = field(default_factory=Counter)
+    errors: Counter[int] = field(default_factory=Counter)  # error code -> count
     failed_requests: int = 0
     started: bool = False
     closed: bool = False
@@ -569,7 +572,9 @@ class SimClient:
         )
 
     def _before_collect(self) -> None:
-        self.model.update(self._clock_ns() // 1_000_000)
+        model, clock_ns = self.model, self._clock_ns
+        assert model is not None and clock_ns is not None  # collections come after start()
+        model.update(clock_ns() // 1_000_000)
 
     def __repr__(self) -> str:
         return (

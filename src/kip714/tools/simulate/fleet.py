@@ -18,8 +18,8 @@ from typing import Any
 from kip714._enums import CompressionType
 from kip714._protocol import ApiVersionsRequest, PushTelemetryRequest
 from kip714._units import parse_duration  # kip714's one duration syntax (re-exported here)
-from kip714.broker.manager import TelemetryBroker, TelemetryPayload
-from kip714.broker.receivers import ReceiverContext
+from kip714.broker.manager import TelemetryBroker
+from kip714.broker.receivers import ReceiverContext, TelemetryPayload
 from kip714.broker.subscriptions import ClientInfo
 from kip714.client.telemetry import INT_MAX
 from kip714.sinks.recorder import push_row
@@ -326,8 +326,9 @@ class Fleet:
         return [c for c in self.clients if c.kind == "consumer"]
 
     @property
-    def run_start_ms(self) -> int:
-        """When the in-process run started on the simulated clock (Unix-epoch milliseconds)."""
+    def run_start_ms(self) -> int | None:
+        """When the in-process run started on the simulated clock (Unix-epoch milliseconds); ``None``
+        before the first run."""
         return self._t0
 
     @property
@@ -353,7 +354,7 @@ class Fleet:
     def count_push(self, client: SimClient, body: PushTelemetryRequest, code: int) -> None:
         """Count one push a client sent (sizes, codecs, terminating)."""
         st = self.stats
-        size = len(body.metrics) if body.metrics is not None else 0
+        size = body.metrics_size
         st.payload_bytes += size
         client.payload_bytes += size
         client.pushes += 1
@@ -457,6 +458,7 @@ class Fleet:
         return self.stats
 
     def _progress(self, progress, wall0: float) -> None:
+        assert self._t0 is not None  # progress is reported from inside a run
         wall_before = self.stats.wall_s
         self.stats.simulated_ms = self._now - self._t0
         self.stats.wall_s = wall_before + time.perf_counter() - wall0
@@ -558,6 +560,7 @@ class _RunContext:
     def tick(self, t: int) -> int:
         """The first poll tick at or after ``t``."""
         t0, step = self.fleet.run_start_ms, self.step
+        assert t0 is not None  # ticks are taken during a run
         return t0 + -(-(t - t0) // step) * step
 
     def dispatch(self, kind: int, client: SimClient, data: Any, reschedule: bool = True) -> None:
@@ -570,12 +573,14 @@ class _RunContext:
         elif kind == _POLL:
             self.poll(client, now)
         else:
+            assert client.telemetry is not None  # responses answer the requests of started clients
             client.telemetry.handle_response(data, now)
             if reschedule:
                 self.schedule(client, now)
 
     def schedule(self, client: SimClient, now: int, minimum: int = 0) -> None:
         tel = client.telemetry
+        assert tel is not None  # only started clients are scheduled
         if not tel.enabled:
             return
         wait = tel.time_to_next_update(_REQUEST_TIMEOUT_MS, now)
@@ -626,6 +631,7 @@ class _RunContext:
             fleet.count_response("GetTelemetrySubscriptions", code, client)
 
     def record(self, body: PushTelemetryRequest, client: SimClient, code: int, now: int) -> None:
+        assert client.telemetry is not None  # only started clients push
         self.recorder.record(push_row(body, client.client_info, self.node_id, code, now, client.telemetry.subscription))
         self.fleet.stats.recorded_rows += 1
 
@@ -633,6 +639,7 @@ class _RunContext:
         if not client.started or client.closed:
             return
         tel = client.telemetry
+        assert tel is not None  # started
         now = self.fleet.now_ms
         if tel.enabled and tel.initiate_close(now):
             body = tel.create_request(now)

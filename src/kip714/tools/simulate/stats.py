@@ -35,15 +35,15 @@ class FleetStats:
 
     clients: int = 0
     started: int = 0
-    requests: Counter = field(default_factory=Counter)  # API name -> count
-    get_results: Counter = field(default_factory=Counter)  # error code -> count
-    push_results: Counter = field(default_factory=Counter)
+    requests: Counter[str] = field(default_factory=Counter)  # API name -> count
+    get_results: Counter[int] = field(default_factory=Counter)  # error code -> count
+    push_results: Counter[int] = field(default_factory=Counter)
     accepted: int = 0  # pushes answered with error code 0 (including empty payloads)
     payloads: int = 0  # non-empty accepted payloads handed to receivers / callbacks
     terminating_pushes: int = 0
     payload_bytes: int = 0  # wire (compressed) bytes of every push
     uncompressed_bytes: int = 0  # OTLP bytes of the accepted payloads
-    by_compression: Counter = field(default_factory=Counter)
+    by_compression: Counter[str] = field(default_factory=Counter)
     recorded_rows: int = 0
     failed_requests: int = 0  # transport failures (TCP mode)
     connect_failures: int = 0
@@ -61,7 +61,7 @@ class FleetStats:
     @property
     def errors_by_code(self) -> dict[int, int]:
         """Every non-zero error code of either API with its count."""
-        out: Counter = Counter()
+        out: Counter[int] = Counter()
         for results in (self.get_results, self.push_results):
             for code, n in results.items():
                 if code:

@@ -109,8 +109,9 @@ async def drive(
         if not_done:
             await asyncio.wait(not_done, timeout=2.0)
         for t in done:
-            if not t.cancelled() and t.exception() is not None:
-                raise t.exception()
+            exc = None if t.cancelled() else t.exception()
+            if exc is not None:
+                raise exc
     finally:
         if reporter is not None:
             reporter.cancel()
@@ -202,6 +203,8 @@ async def _client(
 async def _exchange(
     fleet: TcpFleet, conn: _TcpConnection, client: SimClient, body: Any, timeout: float, now_ms: Callable[[], int]
 ) -> bool:
+    tel = client.telemetry
+    assert tel is not None  # exchanges follow client.start()
     api = _API_NAMES[type(body).API_KEY]
     fleet.stats.requests[api] += 1
     if api == "GetTelemetrySubscriptions":
@@ -211,18 +214,18 @@ async def _exchange(
     except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, Kip714Error) as exc:
         fleet.stats.failed_requests += 1
         client.failed_requests += 1
-        client.telemetry.handle_failed_request(now_ms(), exc)
+        tel.handle_failed_request(now_ms(), exc)
         return False
     code = resp.body.error_code
     fleet.count_response(api, code, client)
     if type(body) is PushTelemetryRequest:
         fleet.count_push(client, body, code)
-        otlp_total = client.telemetry.stats.uncompressed_bytes_pushed
+        otlp_total = tel.stats.uncompressed_bytes_pushed
         if code == 0:
             fleet.stats.payloads += 1 if body.metrics else 0
             fleet.stats.uncompressed_bytes += otlp_total - client._otlp_seen
         client._otlp_seen = otlp_total
-    client.telemetry.handle_response(resp.body, now_ms())
+    tel.handle_response(resp.body, now_ms())
     return True
 
 

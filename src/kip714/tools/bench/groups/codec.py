@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Callable
 
 import kip714
 from kip714._enums import compression_type_from_name
 
-from ..harness import Bench
+from ..harness import Bench, Goal, PeerContender
 from ..payloads import KB, LIMIT, otlp_like
 from ..peers import PeerMissing, dist_version, peer_module
 from ..render import fmt_bytes, fmt_ns, size_name
@@ -51,7 +52,7 @@ def run(bench: Bench) -> None:
             return "cramjam.snappy.decompress_raw", cramjam.snappy.decompress_raw, comp
         return "zlib.decompress(wbits=31)", lambda c: zlib.decompress(c, 31), lambda d: gzip.compress(d, mtime=0)
 
-    curve: dict[str, dict[str, list]] = {}
+    curve: dict[str, dict[str, list[float]]] = {}
     for codec in codecs:
         try:
             label, fn, comp = direct(codec)
@@ -72,6 +73,7 @@ def run(bench: Bench) -> None:
             assert bytes(kip714.decompress(packed, ctype[codec], LIMIT)) == data
             assert bytes(peer_call(*peer_args)) == data
             extra = {"payload_bytes": len(data), "compressed_bytes": len(packed)}
+            goal: Goal | None
             if size in table_sizes:
                 if codec == "snappy-xerial":
                     op = (
@@ -84,12 +86,20 @@ def run(bench: Bench) -> None:
                     op = f"decompress {codec}, {fmt_bytes(len(data))} OTLP ({fmt_bytes(len(packed))} compressed)"
                     goal = {"kind": "within", "value": 0.10, "text": "≥ 0.91× (≤ 10% slower)"}
                     note, pl = "", label.split(" (")[0] + ver
+
+                def peer(
+                    pl: str = pl,
+                    peer_call: Callable[..., object] = peer_call,
+                    peer_args: tuple[object, ...] = peer_args,
+                ) -> PeerContender:
+                    return pl, peer_call, peer_args
+
                 row = bench.pair(
                     G,
                     f"decompress-{codec}-{size}",
                     op,
                     (kip714.decompress, (packed, ctype[codec], LIMIT)),
-                    lambda pl=pl, peer_call=peer_call, peer_args=peer_args: (pl, peer_call, peer_args),
+                    peer,
                     goal=goal,
                     note=note,
                     extra=extra,

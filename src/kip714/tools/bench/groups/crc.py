@@ -90,7 +90,7 @@ def run(bench: Bench) -> None:
             peers.append((peer_label(dist), getattr(peer_module(mod), attr)))
         except PeerMissing as exc:
             bench.skip(G, dist, str(exc))
-    series: dict[str, list] = {"kip714.crc32c": []}
+    series: dict[str, list[float]] = {"kip714.crc32c": []}
     for label, _ in peers:
         series[label] = []
     for size in sizes:

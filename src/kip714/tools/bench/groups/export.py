@@ -34,10 +34,14 @@ from ..timing import interleaved
 __all__ = ["run"]
 
 
-def _render(v) -> str:
+def _render(v: Any) -> str | None:
     from kip714.otlp.reference import render_any_value
 
     return render_any_value(v)
+
+
+#: The peer's state of one metric family: (type, help, {sorted label pairs: value}).
+_Family = tuple[str, str, dict[tuple[tuple[str, str], ...], float]]
 
 
 class ProtobufPeer:
@@ -45,7 +49,7 @@ class ProtobufPeer:
 
     def __init__(self, labels=("client_id", "client_instance_id")) -> None:
         self.labels = labels
-        self.families: dict[str, list] = {}  # name → [type, help, {label tuple: value}]
+        self.families: dict[str, _Family] = {}  # name → (type, help, {label tuple: value})
 
     def absorb(self, items) -> None:
         from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
@@ -66,7 +70,7 @@ class ProtobufPeer:
                         name = metric_name(m.name, m.unit, kind, mono)
                         fam = self.families.get(name)
                         if fam is None:
-                            fam = self.families[name] = ["counter" if mono else "gauge", m.description, {}]
+                            fam = self.families[name] = ("counter" if mono else "gauge", m.description, {})
                         series = fam[2]
                         delta = kind == "sum" and body.aggregation_temporality == 1
                         for p in body.data_points:
@@ -81,6 +85,7 @@ class ProtobufPeer:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         for name, (typ, help_, series) in self.families.items():
+            fam: CounterMetricFamily | GaugeMetricFamily
             if typ == "counter":
                 fam = CounterMetricFamily(name, help_)
             else:
@@ -225,6 +230,7 @@ def run(bench: Bench) -> None:
     fwd = OtlpForwarder("http://127.0.0.1:9/v1/metrics", max_queue=1 << 62)
     fwd._closed = True  # stop the sender: only the request path is timed
     fwd._wake.set()
+    assert fwd._thread is not None  # a background forwarder has its sender thread
     fwd._thread.join(5)
 
     def request_path():

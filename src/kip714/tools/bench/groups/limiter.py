@@ -170,12 +170,13 @@ def run(bench: Bench) -> None:
     stream = 200_000
     picks = rng.choices(pool, k=stream)
     now_ms = T0 + INTERVAL  # the first push of each instance is due, repeats are throttled
-    ids = memoryview(b"".join(picks))
-    sids = memoryview(array.array("i", [CRC_BASE ^ java_uuid_hash(p) for p in picks]))
+    # memoryviews (the _v names): each batch below is a slice of the stream, not a copy
+    ids_v = memoryview(b"".join(picks))
+    sids_v = memoryview(array.array("i", [CRC_BASE ^ java_uuid_hash(p) for p in picks]))
     nows = memoryview(array.array("q", [now_ms]) * stream)
-    term = memoryview(bytes(stream))
-    ctypes = memoryview(array.array("b", [4]) * stream)
-    wsizes = memoryview(array.array("i", [900]) * stream)
+    term_v = memoryview(bytes(stream))
+    ctypes_v = memoryview(array.array("b", [4]) * stream)
+    wsizes_v = memoryview(array.array("i", [900]) * stream)
     bsizes = [1, 10, 100, 1_000, 10_000, 100_000]
     dp = functools.partial(
         t.decide_pushes, subscription_version=0, crc_base=CRC_BASE, push_interval_ms=INTERVAL, telemetry_max_bytes=maxb
@@ -186,12 +187,12 @@ def run(bench: Bench) -> None:
         argsets = itertools.cycle(
             [
                 (
-                    ids[16 * i : 16 * (i + b)],
+                    ids_v[16 * i : 16 * (i + b)],
                     nows[i : i + b],
-                    sids[i : i + b],
-                    term[i : i + b],
-                    ctypes[i : i + b],
-                    wsizes[i : i + b],
+                    sids_v[i : i + b],
+                    term_v[i : i + b],
+                    ctypes_v[i : i + b],
+                    wsizes_v[i : i + b],
                     out,
                 )
                 for i in range(0, stream, b)
@@ -205,7 +206,7 @@ def run(bench: Bench) -> None:
 
     contenders = [(batched(b), ()) for b in bsizes]
     per_call = list(bsizes)
-    s_picks, s_sids = picks[:10_000], list(sids[:10_000])
+    s_picks, s_sids = picks[:10_000], list(sids_v[:10_000])
     try_push = t.try_push
     chunks = itertools.cycle(range(0, 10_000, 1_000))
 

@@ -12,7 +12,7 @@ import tempfile
 import time
 
 from .. import scale
-from ..harness import Bench
+from ..harness import Bench, Goal
 from ..machine import java_version
 from ..peers import PeerMissing, peer_module
 from ..render import size_name_points
@@ -56,17 +56,11 @@ def run(bench: Bench) -> None:
             f"{base_rows} pushes, {base_points:,} points in {time.perf_counter() - t0:.1f} s; larger inputs "
             "replicate its rows under new client instance ids and shifted receive times"
         )
-        xs, series, mem = (
-            [],
-            {"kip714 pipeline": [], "peer": []},
-            {
-                "kip714 JVM": [],
-                "kip714 JVM heap after GC": [],
-                "kip714 Python worker": [],
-                "peer JVM": [],
-                "peer Python worker": [],
-            },
-        )
+        xs: list[int] = []
+        series: dict[str, list[float | None]] = {"kip714 pipeline": [], "peer": []}
+        # MiB by size; the peer's are None above peer_max
+        kip_mem: dict[str, list[float]] = {"kip714 JVM": [], "kip714 JVM heap after GC": [], "kip714 Python worker": []}
+        peer_mem: dict[str, list[float | None]] = {"peer JVM": [], "peer Python worker": []}
         for target in sizes:
             copies = max(1, round(target / base_points))
             rec = work / f"rec-{target}"
@@ -108,11 +102,11 @@ def run(bench: Bench) -> None:
             xs.append(points)
             series["kip714 pipeline"].append(kip.seconds)
             series["peer"].append(peer.seconds if peer else None)
-            mem["kip714 JVM"].append(kip.peaks.jvm_hwm / 2**20)
-            mem["kip714 JVM heap after GC"].append(kip.peaks.heap_live / 2**20)
-            mem["kip714 Python worker"].append(kip.peaks.worker_hwm / 2**20)
-            mem["peer JVM"].append(peer.peaks.jvm_hwm / 2**20 if peer else None)
-            mem["peer Python worker"].append(peer.peaks.worker_hwm / 2**20 if peer else None)
+            kip_mem["kip714 JVM"].append(kip.peaks.jvm_hwm / 2**20)
+            kip_mem["kip714 JVM heap after GC"].append(kip.peaks.heap_live / 2**20)
+            kip_mem["kip714 Python worker"].append(kip.peaks.worker_hwm / 2**20)
+            peer_mem["peer JVM"].append(peer.peaks.jvm_hwm / 2**20 if peer else None)
+            peer_mem["peer Python worker"].append(peer.peaks.worker_hwm / 2**20 if peer else None)
             extra = {
                 "points": points,
                 "pushes": rows,
@@ -122,7 +116,7 @@ def run(bench: Bench) -> None:
             }
             kip_s = {"median": (kip.seconds or float("nan")) * 1e9}
             peer_s = {"median": peer.seconds * 1e9} if peer and peer.seconds else None
-            goal = {"kind": "max_s", "value": 120, "text": "≤ 2 min"} if target == 10_000_000 else None
+            goal: Goal | None = {"kind": "max_s", "value": 120, "text": "≤ 2 min"} if target == 10_000_000 else None
             bench.add_row(
                 G,
                 f"pipeline-scale-{target}",
@@ -145,7 +139,7 @@ def run(bench: Bench) -> None:
         ok = [i for i, s in enumerate(series["kip714 pipeline"]) if s]
         if len(ok) >= 2:
             lo, hi = ok[0] if xs[ok[0]] >= 1_000_000 or len(ok) < 3 else ok[1], ok[-1]
-            growth = mem["kip714 JVM"][hi] / mem["kip714 JVM"][lo]
+            growth = kip_mem["kip714 JVM"][hi] / kip_mem["kip714 JVM"][lo]
             bench.add_row(
                 G,
                 "pipeline-scale-memory",
@@ -163,7 +157,7 @@ def run(bench: Bench) -> None:
             "seconds",
             xs,
             series,
-            memory=mem,
+            memory={**kip_mem, **peer_mem},
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

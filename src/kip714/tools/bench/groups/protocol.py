@@ -9,7 +9,7 @@ import random
 import sys
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kip714
 
@@ -19,6 +19,9 @@ from ..payloads import ACCEPTED, KB, LIMIT
 from ..peers import PeerMissing, peer_label, peer_module
 from ..render import fmt_ns, size_name
 from ..timing import interleaved
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 __all__ = ["run"]
 
@@ -142,6 +145,13 @@ def run(bench: Bench) -> None:
             "subscription_id",
             "terminating",
         )
+        body: Built
+        client_id: str | None
+        client_instance_id_bytes: bytes
+        compression_type: int
+        metrics: Buffer
+        subscription_id: int
+        terminating: bool
 
     built = Built()
     touched = touch(frame)
@@ -335,6 +345,7 @@ def _kafka_python_classes(bench: Bench, group: str) -> dict[str, Any] | None:
         spec = importlib.util.spec_from_file_location(
             "kp_schemas", schemas / "__init__.py", submodule_search_locations=[str(schemas)]
         )
+        assert spec is not None and spec.loader is not None  # a .py file location always has its loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules["kp_schemas"] = mod
         spec.loader.exec_module(mod)

@@ -27,7 +27,8 @@ import threading
 import time
 from typing import Any
 
-from ..harness import Bench
+from ..harness import Bench, Row
+from ..timing import Summary
 
 __all__ = ["run"]
 
@@ -75,20 +76,23 @@ class ProxyProcess:
             loop,
         ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stderr = self.proc.stderr
+        assert stderr is not None  # stderr=PIPE
         deadline = time.monotonic() + 30
-        self.port = None
-        while self.port is None and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
+        port = None
+        while port is None and time.monotonic() < deadline:
+            line = stderr.readline()
             if not line and self.proc.poll() is not None:
                 break
             m = re.search(r"event=listening host=\S+ port=(\d+)", line)
             if m:
-                self.port = int(m.group(1))
-        if self.port is None:
+                port = int(m.group(1))
+        if port is None:
             self.close()
             raise RuntimeError("kip714 proxy did not start")
+        self.port: int = port
         # keep draining its log so it never blocks on a full pipe
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def cpu(self) -> float:
@@ -163,7 +167,7 @@ def latency_run(bootstrap: str, topic: str, n: int) -> list[float]:
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, "log_level": 0})
     p.list_topics(topic, timeout=10)
     out = []
-    done = []
+    done: list[object] = []  # the delivery report's error (None: delivered)
     for _ in range(n):
         done.clear()
         t0 = time.perf_counter()
@@ -433,7 +437,8 @@ def _pinned_rows(bench: Bench, mc: Any, proxy: ProxyProcess, rounds: int, total:
         _pin(proxy.proc.pid, {allowed[1]})
         mb = total / 1e6
         for producers in (1, many):
-            direct_s, proxy_s = [], []
+            direct_s: list[float] = []
+            proxy_s: list[float] = []
             for r in range(rounds):
                 for which in ("direct", "proxy") if r % 2 == 0 else ("proxy", "direct"):
                     boot = mc.bootstraps if which == "direct" else proxy.bootstrap
@@ -483,7 +488,7 @@ def _splice_forwarder(conn: Any) -> None:
     conn.send(time.process_time() - cpu0)
 
 
-def _bytes_run(mb: int, via: Any = None) -> tuple[float, float]:
+def _bytes_run(mb: int, via: Any = None) -> tuple[float, float, float]:
     """Send ``mb`` MiB in 1 MiB writes to a receiver thread, directly or through the forwarder process
     (``via``: its pipe end). (seconds, the forwarder's CPU seconds, the whole machine's busy CPU seconds)."""
     ls = socket.create_server(("127.0.0.1", 0))
@@ -572,7 +577,7 @@ def _floor_row(bench: Bench, rounds: int, mb: int) -> None:
     )
 
 
-def _per_mb(seconds: list[float], mb: float) -> dict:
+def _per_mb(seconds: list[float], mb: float) -> Summary:
     """A throughput row's summary from the runs' seconds: ns per MB (the bench's throughput unit)."""
     return {"median": statistics.median(seconds) / mb * 1e9, "samples": [x / mb * 1e9 for x in seconds]}
 
@@ -587,7 +592,7 @@ def _throughput_row(
     mb: float,
     note: str,
     **kw: Any,
-) -> dict:
+) -> Row:
     """A row of MB/s from alternating runs of ``mb`` MB each (seconds per run on each side)."""
     return bench.add_row(
         "proxy",

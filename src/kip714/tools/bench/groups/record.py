@@ -165,11 +165,13 @@ class ServeProcess:
         if sync:
             cmd.append("--record-sync")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+        assert self.proc.stderr is not None  # stderr=PIPE
+        self._stderr = self.proc.stderr
         self.port = 0
         deadline = time.monotonic() + timeout_s
         lines = []
         while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
+            line = self._stderr.readline()
             if not line:
                 break
             lines.append(line)
@@ -185,7 +187,7 @@ class ServeProcess:
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
-        for line in self.proc.stderr:
+        for line in self._stderr:
             self.log.append(line)
 
     def kill(self) -> None:
