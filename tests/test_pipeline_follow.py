@@ -20,7 +20,7 @@ from kip714.sinks.recorder import read_recording
 from kip714.spark.pipeline import follow_pipeline, run_pipeline
 from kip714.tools.simulate import Fleet
 
-CHUNKS = 10
+CHUNKS = 6
 
 
 def _write_chunk(table, directory, i):
@@ -56,20 +56,20 @@ def test_follow_survives_a_restart_without_loss_or_duplicates(spark, tmp_path):
     seen = []
     running = follow_pipeline(str(live), str(out), trigger_s=0.5, spark=spark, progress=False)
     try:
-        for i in range(4):
+        for i in range(2):  # picked up by the running stream, batch by batch
             _write_chunk(chunks[i], live, i)
             time.sleep(0.4)
         running.process_all_available()
-        _write_chunk(chunks[4], live, 4)
+        _write_chunk(chunks[2], live, 2)
         time.sleep(0.3)
     finally:
-        running.stop()  # midway: chunk 4 may be inside an interrupted micro-batch
+        running.stop()  # midway: chunk 2 may be inside an interrupted micro-batch
     seen += running.batches
-    for i in range(5, 8):  # written while no stream runs
+    for i in range(3, 5):  # written while no stream runs
         _write_chunk(chunks[i], live, i)
     running = follow_pipeline(str(live), str(out), trigger_s=0.5, spark=spark, progress=False)
     try:
-        for i in range(8, CHUNKS):
+        for i in range(5, CHUNKS):
             _write_chunk(chunks[i], live, i)
             time.sleep(0.3)
         running.process_all_available()
