@@ -61,6 +61,7 @@ TIERS = {
     "test_nullability": "unit",
     "test_operations": "integration",
     "test_operations_prometheus": "integration",
+    "test_otlp_accumulate": "unit",
     "test_otlp_decode": "unit",
     "test_otlp_encode": "unit",
     "test_otlp_forward": "integration",
