@@ -33,7 +33,9 @@ class PrometheusExporter(BoundedQueueReceiver):
     Options: ``labels`` (broker-added labels put on every series), ``max_series`` (exposed time series
     at most), ``max_queue`` (payloads waiting to be absorbed; a full queue drops, counts ``queue-full`` and
     logs the episode once, the push is still accepted), ``batch``
-    (payloads decoded per call), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
+    (payloads decoded per call), ``linger_s`` (how long the worker waits for a fuller batch before it
+    absorbs a smaller one: a decode per push at a high rate pays pyarrow's fixed costs per push; default
+    0.05), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
     ``otel_scope_version``), ``max_buckets`` (per histogram point), ``background`` (False absorbs in the
     caller, for tests and tools), ``clock`` (seconds, monotonic), ``expired_retention_s`` (how long an
     instance that went silent without a terminating push stays in
@@ -49,6 +51,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         max_series: int = 100_000,
         max_queue: int = 10_000,
         batch: int = 256,
+        linger_s: float = 0.05,
         expiry_floor_s: float = INSTANCE_CACHE_EXPIRY_MS / 1000,
         scope_labels: bool = True,
         max_buckets: int = 160,
@@ -80,7 +83,9 @@ class PrometheusExporter(BoundedQueueReceiver):
         self._queues: dict[str, tuple[Callable[[], int], int | None]] = {}
         self._http: tuple | None = None
         self._next_expiry = clock() + 1.0
-        super().__init__(max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus")
+        super().__init__(
+            max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus", linger_s=linger_s
+        )
 
     # ------------------------------------------------------------------ the store's settings and counters
 
