@@ -19,7 +19,9 @@ Targets (``TARGETS``):
                   reference library where both accept, compress() round trip.
 ``otlp``          OTLP MetricsData decoding: the native decoder (``kip714.decode_metrics``) when it is
                   built, checked against the protobuf reference (``kip714.otlp.reference``); the reference alone
-                  otherwise.
+                  otherwise. Every input is also appended to one shared ``kip714.MetricsAccumulator``
+                  (refuses what decode_metrics refuses, keeps nothing of it; its tables equal
+                  ``decode_metrics_batch``'s).
 ``config``        subscription config parsing (parse_kafka_list, parse_config_string, the subscription
                   file format, SubscriptionRegistry.set) and matching with hostile client attributes,
                   with a time budget per resolution (the regex-complexity defence).
@@ -357,6 +359,35 @@ def native_otlp_decoder():
     return fn
 
 
+#: The accumulating decoder the ``otlp`` target feeds every input to (a batch spans several inputs, so that
+#: appends after refused payloads and tables of several payloads are exercised too) and what it holds.
+_ACCUMULATOR: list = []
+_ACCUMULATED: list[bytes] = []
+
+
+def _accumulate(data: bytes, accepted: bool) -> None:
+    """Append ``data`` to the shared MetricsAccumulator: it refuses exactly what decode_metrics refuses (and
+    keeps nothing of it), and every table it hands out is decode_metrics_batch's for the same payloads."""
+    if not _ACCUMULATOR:
+        _ACCUMULATOR.append(kip714.MetricsAccumulator(max_payloads=4))
+    acc = _ACCUMULATOR[0]
+    rows_before = acc.rows
+    try:
+        table = acc.append(data)
+    except Kip714Error:
+        assert not accepted, "MetricsAccumulator refused a payload decode_metrics accepts"
+        assert acc.rows == rows_before and len(acc) == len(_ACCUMULATED), "a refused payload left rows behind"
+        return
+    assert accepted, "MetricsAccumulator accepted a payload decode_metrics refuses"
+    _ACCUMULATED.append(data)
+    if table is not None:
+        want = kip714.decode_metrics_batch(_ACCUMULATED)
+        _ACCUMULATED.clear()
+        assert table.schema == want.schema and table.num_rows == want.num_rows
+        for name in table.column_names:  # (to_pylist: NaN compares unequal in Table.equals)
+            assert repr(table.column(name).to_pylist()) == repr(want.column(name).to_pylist()), name
+
+
 def otlp(data: bytes) -> None:
     try:
         rows = otlp_pb.flatten(data)
@@ -369,6 +400,8 @@ def otlp(data: bytes) -> None:
         table = decode(data)
     except Kip714Error:
         table = None
+    if hasattr(kip714, "MetricsAccumulator"):
+        _accumulate(data, table is not None)
     # values that the int64 columns cannot hold: the native decoder refuses them, naming the field
     if rows is not None and any(otlp_pb.exceeds_int64(r) for r in rows):
         assert table is None, "native decoder accepted an unsigned value >= 2**63 (would wrap negative)"

@@ -187,3 +187,40 @@ def test_the_pyarrow_floor_row_keeps_its_c_struct_alive(tmp_path):
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_endpoint_group_gives_figures_and_checks_its_generator():
+    """The endpoint group's rows in a tiny configuration (the figures are not checked, only that there are
+    some): pushes per CPU-second with the floor as peer, the latency row, and the generator check, evaluated."""
+    pytest.importorskip("pyarrow")
+    from kip714.tools.bench.groups import endpoint
+
+    b = bench.Bench(quick=True, groups=[], log=io.StringIO())
+    cfg = endpoint.Config(
+        modes=("serve", "prometheus", "floor"),
+        payloads=("rdk1450",),
+        instances=(300,),
+        rounds=1,
+        warm_s=0.1,
+        first_warm_s=0.2,
+        seconds=0.3,
+        latency_s=0.2,
+        generator_check=("serve", 300),
+        unpipelined=(),
+    )
+    endpoint.report(b, cfg, endpoint.measure(b, cfg))
+    rows = {r["id"]: r for r in b.rows}
+    serve = rows["endpoint.serve.rdk1450.0k"]
+    assert serve["unit"] == "rate" and serve["kip714"]["median"] > 0 and serve["peer_name"] == "floor"
+    assert serve["per_cpu_s"] > 0 and isinstance(serve["generator_below_endpoint"], bool)
+    assert rows["endpoint.floor.rdk1450.0k"]["per_cpu_s"] > 0
+    assert rows["endpoint.serve-vs-floor.rdk1450.0k"]["met"] in (True, False)
+    latency = rows["endpoint.latency.serve.rdk1450.0k"]
+    assert latency["p99_ms"] >= latency["p50_ms"] > 0
+    prometheus = rows["endpoint.prometheus.rdk1450.0k"]  # pushes counted as exported: scraped from the exporter
+    assert prometheus["per_cpu_s"] > 0 and prometheus["exported_fraction"] > 0
+    check = rows["endpoint.generator"]
+    assert isinstance(check["not_bottleneck"], bool) and isinstance(check["generator_below_endpoint"], bool)
+    assert check["second_generator_rate_ratio"] > 0 and check["met"] is check["not_bottleneck"]
+    assert rows["endpoint.memory.connection"]["kip714"]["value"] > 0  # resident bytes per open connection

@@ -3,7 +3,7 @@
 The top level (``__all__``) holds what a user builds with, in the order of the data flow: Kafka's numbers
 and the error base, the wire functions and the four KIP-714 messages, the codecs, the broker and its
 subscription registry, the receiver contract, the client half's entry points, the endpoints
-(``kip714 serve``, ``kip714 proxy``), the sinks and the OTLP → Arrow decoder.
+(``kip714 serve``, ``kip714 proxy``), the sinks and the OTLP → Arrow decoders.
 
 Every subpackage is public too, each with its own ``__all__``; every top-level name but the enums and
 ``__version__`` is re-exported from one of them:
@@ -39,7 +39,7 @@ from .client import ClientTelemetry, MetricsCollector, telemetry_metric_name
 from .codec import compress, compute_subscription_id, crc32c, decompress
 from .endpoint import TelemetryProxy, TelemetryServer
 from .errors import Kip714Error
-from .otlp import decode_metrics, decode_metrics_batch
+from .otlp import MetricsAccumulator, decode_metrics, decode_metrics_batch
 from .sinks import OtlpForwarder, ParquetRecorder, PrometheusExporter, read_recording
 from .wire import (
     GetTelemetrySubscriptionsRequest,
@@ -90,6 +90,7 @@ __all__ = [
     "OtlpForwarder",
     "decode_metrics",
     "decode_metrics_batch",
+    "MetricsAccumulator",
 ]
 
 #: The public subpackages (and the errors module), each documented with an ``__all__``, in the order of the data

@@ -8,7 +8,15 @@ from typing_extensions import Buffer
 
 from ._enums import ErrorCode
 
-__all__ = ["COLUMNS", "MAX_AMPLIFIED_BYTES", "MAX_ROWS", "decode_metrics", "decode_metrics_batch", "output_schema"]
+__all__ = [
+    "COLUMNS",
+    "MAX_AMPLIFIED_BYTES",
+    "MAX_ROWS",
+    "MetricsAccumulator",
+    "decode_metrics",
+    "decode_metrics_batch",
+    "output_schema",
+]
 
 COLUMNS: Final[tuple[str, ...]]  # == kip714.otlp.schema.COLUMNS
 MAX_ROWS: Final[int]  # 10_000_000 data points per payload
@@ -55,5 +63,30 @@ def decode_metrics_batch(
     max_rows: int = ...,
     max_amplified_bytes: int = ...,
 ) -> tuple[pa.Table, list[tuple[int, ErrorCode, str]]]: ...
+
+class MetricsAccumulator:
+    """Payloads appended one by one, walked at once into shared native columns; one table per batch:
+    exactly what decode_metrics_batch returns for the batch's payloads and labels."""
+
+    def __init__(
+        self,
+        max_payloads: int = 256,
+        *,
+        max_delay_s: float | None = None,
+        max_rows: int = ...,
+        max_amplified_bytes: int = ...,
+    ) -> None: ...
+    @property
+    def max_payloads(self) -> int: ...
+    @property
+    def max_delay_s(self) -> float | None: ...
+    @property
+    def rows(self) -> int: ...
+    def __len__(self) -> int: ...
+    def append(self, payload: Buffer, labels: Labels | None = None) -> pa.Table | None:
+        """Walk one payload (CorruptPayloadError if it is not OTLP); the batch's table when it is complete."""
+    def flush(self) -> pa.Table:
+        """The table of every payload appended since the last one; a new batch starts."""
+
 def output_schema(labels: Labels | None = None, *, batch: bool = False) -> pa.Schema:
     """The schema decode_metrics (or, with batch=True, decode_metrics_batch) returns for these labels."""

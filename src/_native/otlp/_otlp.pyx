@@ -103,8 +103,8 @@ include "otlp_arrow.pxi"
 
 from kip714._enums import ErrorCode
 
-__all__ = ["decode_metrics", "decode_metrics_batch", "output_schema", "COLUMNS", "MAX_ROWS",
-           "MAX_AMPLIFIED_BYTES"]
+__all__ = ["decode_metrics", "decode_metrics_batch", "MetricsAccumulator", "output_schema", "COLUMNS",
+           "MAX_ROWS", "MAX_AMPLIFIED_BYTES"]
 
 from kip714.otlp.schema import COLUMNS  # the column contract has one home
 globals()["MAX_ROWS"] = MAX_ROWS
@@ -301,6 +301,73 @@ cdef str _error_text(Ctx* c):
     return f"not a valid OTLP MetricsData payload: {msg}"
 
 
+cdef object _table(Ctx* c, Py_ssize_t n, list specs, object schema, bint batch, Py_ssize_t total):
+    """The ``pyarrow.Table`` of everything walked into ``c`` (``n`` payloads, ``total`` bytes): the attribute
+    values rendered, the label columns of ``specs`` (:func:`_label_specs`) added, every column built into
+    Arrow buffers (without the GIL for large inputs) and imported with ``schema``."""
+    cdef Py_ssize_t i, j
+    cdef int rc
+    cdef int n_labels = len(specs)
+    cdef LabelCol* lcols = NULL
+    cdef Span* spans
+    cdef int64_t* ints
+    cdef uint8_t* present
+    cdef ArrowArray root
+    cdef object b
+    c.base = NULL
+    try:
+        render_all(c)
+        if n_labels:
+            lcols = <LabelCol*>calloc(<size_t>n_labels, sizeof(LabelCol))
+            if lcols == NULL:
+                raise MemoryError()
+            for j, (name, is_int, values) in enumerate(specs):
+                lcols[j].is_int = is_int
+                if is_int:
+                    ints = <int64_t*>calloc(<size_t>(n if n else 1), 8)
+                    present = <uint8_t*>calloc(<size_t>(n if n else 1), 1)
+                    lcols[j].ints = ints
+                    lcols[j].present = present
+                    if ints == NULL or present == NULL:
+                        raise MemoryError()
+                    for i in range(n):
+                        if values[i] is not None:
+                            ints[i] = values[i]
+                            present[i] = 1
+                else:
+                    spans = <Span*>calloc(<size_t>(n if n else 1), sizeof(Span))
+                    lcols[j].spans = spans
+                    if spans == NULL:
+                        raise MemoryError()
+                    for i in range(n):
+                        b = values[i]
+                        if b is not None:
+                            spans[i].p = <const uint8_t*>PyBytes_AS_STRING(b)
+                            spans[i].n = PyBytes_GET_SIZE(b)
+        if total >= NOGIL_THRESHOLD:
+            with nogil:
+                rc = build_root(c, &root, batch, lcols, n_labels)
+        else:
+            rc = build_root(c, &root, batch, lcols, n_labels)
+        if rc < 0:
+            if c.err_oom:
+                raise MemoryError()
+            raise CorruptPayloadError(_error_text(c))
+        try:
+            rb = _import_batch(<uintptr_t>&root, schema)
+        finally:
+            if root.release != NULL:
+                root.release(&root)     # not taken over (import failed): ours to release
+        return _from_batches([rb], schema)
+    finally:
+        if lcols != NULL:
+            for j in range(n_labels):
+                free(<void*>lcols[j].spans)
+                free(<void*>lcols[j].ints)
+                free(<void*>lcols[j].present)
+            free(lcols)
+
+
 cdef object _decode(list payloads, object labels, bint batch, bint collect, object max_rows,
                     object max_amplified_bytes):
     cdef Ctx c
@@ -309,12 +376,6 @@ cdef object _decode(list payloads, object labels, bint batch, bint collect, obje
     cdef Input* inputs = NULL
     cdef Marks marks
     cdef int rc
-    cdef LabelCol* lcols = NULL
-    cdef Span* spans
-    cdef int64_t* ints
-    cdef uint8_t* present
-    cdef int n_labels = 0
-    cdef ArrowArray root
     cdef list keep = []
     cdef list errors = []
     cdef object obj, b
@@ -391,68 +452,19 @@ cdef object _decode(list payloads, object labels, bint batch, bint collect, obje
                 c.err_msg = NULL
         c.base = NULL
 
-        # ---------------------------------------------------------------- render, labels
-        render_all(&c)
-        n_labels = len(specs)
-        if n_labels:
-            lcols = <LabelCol*>calloc(<size_t>n_labels, sizeof(LabelCol))
-            if lcols == NULL:
-                raise MemoryError()
-            for j, (name, is_int, values) in enumerate(specs):
-                lcols[j].is_int = is_int
-                if is_int:
-                    ints = <int64_t*>calloc(<size_t>(n if n else 1), 8)
-                    present = <uint8_t*>calloc(<size_t>(n if n else 1), 1)
-                    lcols[j].ints = ints
-                    lcols[j].present = present
-                    if ints == NULL or present == NULL:
-                        raise MemoryError()
-                    for i in range(n):
-                        if values[i] is not None:
-                            ints[i] = values[i]
-                            present[i] = 1
-                else:
-                    spans = <Span*>calloc(<size_t>(n if n else 1), sizeof(Span))
-                    lcols[j].spans = spans
-                    if spans == NULL:
-                        raise MemoryError()
-                    for i in range(n):
-                        b = values[i]
-                        if b is not None:
-                            spans[i].p = <const uint8_t*>PyBytes_AS_STRING(b)
-                            spans[i].n = PyBytes_GET_SIZE(b)
-
-        # ---------------------------------------------------------------- build, hand over
-        if total >= NOGIL_THRESHOLD:
-            with nogil:
-                rc = build_root(&c, &root, batch, lcols, n_labels)
-        else:
-            rc = build_root(&c, &root, batch, lcols, n_labels)
-        if rc < 0:
-            if c.err_oom:
-                raise MemoryError()
-            raise CorruptPayloadError(_error_text(&c))
-        try:
-            rb = _import_batch(<uintptr_t>&root, schema)
-        finally:
-            if root.release != NULL:
-                root.release(&root)     # not taken over (import failed): ours to release
-        table = _from_batches([rb], schema)
+        table = _table(&c, n, specs, schema, batch, total)
     finally:
         for i in range(n):
             if inputs[i].has_view:
                 PyBuffer_Release(&inputs[i].view)
         free(inputs)
-        if lcols != NULL:
-            for j in range(n_labels):
-                free(<void*>lcols[j].spans)
-                free(<void*>lcols[j].ints)
-                free(<void*>lcols[j].present)
-            free(lcols)
         _ctx_give_spare(&c)
     if collect:
         return table, errors
     return table
+
+
+include "otlp_accumulate.pxi"
 
 
 def decode_metrics(otlp_bytes, labels=None, *, max_rows=MAX_ROWS, max_amplified_bytes=MAX_AMPLIFIED_BYTES):

@@ -41,8 +41,12 @@ class BoundedQueueReceiver:
     ``super().__init__`` last: that starts the worker.
 
     ``max_queue``: items waiting at most; a full queue drops the payload (the module docstring's policy).
-    ``batch``: items per :meth:`_process` call at most. ``background=False`` processes each push in the
-    caller instead (tests, tools). Counters: :attr:`payloads_dropped` (payloads not processed, by reason:
+    ``batch``: items per :meth:`_process` call at most. ``linger_s``: how long the worker, woken by a push,
+    waits for more before it takes a batch smaller than ``batch`` (0: it takes what is there at once); a
+    full batch, :meth:`flush` and :meth:`close` end the wait. Work with a fixed cost per call (a decode,
+    an HTTP request) is then paid per batch rather than per push when pushes arrive at a high rate, for at
+    most ``linger_s`` more delay. ``background=False`` processes each push in the caller instead (tests,
+    tools). Counters: :attr:`payloads_dropped` (payloads not processed, by reason:
     ``queue-full``, ``shutdown`` for what :meth:`close` could not process, ``internal-error`` when
     :meth:`_process` raised, and the subclass's own), :attr:`queue_depth`."""
 
@@ -53,10 +57,17 @@ class BoundedQueueReceiver:
     log = logging.getLogger("kip714.broker")
 
     def __init__(
-        self, max_queue: int = 10_000, batch: int = 256, background: bool = True, thread_name: str = "kip714-queue"
+        self,
+        max_queue: int = 10_000,
+        batch: int = 256,
+        background: bool = True,
+        thread_name: str = "kip714-queue",
+        linger_s: float = 0.0,
     ) -> None:
         self.max_queue = int(max_queue)
         self.batch = max(1, int(batch))
+        self.linger_s = max(0.0, float(linger_s))
+        self._batch_ready = threading.Event()  # ends a linger: a full batch queued, a flush, a close
         #: Payloads not processed, by reason (read it with :meth:`dropped_counts` from another thread).
         self.payloads_dropped: dict[str, int] = {}
         # items are what :meth:`_item` makes: each subclass chooses their type (``Any`` here)
@@ -118,6 +129,8 @@ class BoundedQueueReceiver:
                 self._queue.append(item)
                 if self._idle.is_set():  # (set and cleared only under this lock)
                     self._idle.clear()
+                if len(self._queue) == self.batch and self.linger_s:
+                    self._batch_ready.set()
                 if self._full is None:
                     if not self._wake.is_set():  # the worker clears it before it drains the queue
                         self._wake.set()
@@ -165,6 +178,9 @@ class BoundedQueueReceiver:
         while True:
             self._wake.wait(0.5)
             self._wake.clear()
+            if self.linger_s and not self._closed and 0 < len(self._queue) < self.batch:
+                self._batch_ready.wait(self.linger_s)
+            self._batch_ready.clear()
             while True:
                 with self._queue_lock:
                     if not self._queue:
@@ -188,6 +204,7 @@ class BoundedQueueReceiver:
         no limit)."""
         if self._thread is None:
             return True
+        self._batch_ready.set()
         return self._idle.wait(timeout)
 
     def close(self, timeout: float | None = 5.0) -> None:
@@ -196,6 +213,7 @@ class BoundedQueueReceiver:
         self.flush(timeout)
         self._closed = True
         self._stopping()
+        self._batch_ready.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)

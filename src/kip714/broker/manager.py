@@ -68,6 +68,10 @@ _ZERO = uuid.UUID(int=0)
 _ONE = uuid.UUID(int=1)
 _ANONYMOUS = ClientInfo()
 
+#: ReceiverContexts kept for reuse at most (TelemetryBroker._context).
+_MAX_CONTEXTS = 4096
+_new_context = object.__new__
+
 _NONE = int(ErrorCode.NONE)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _INVALID_RECORD = int(ErrorCode.INVALID_RECORD)
@@ -139,6 +143,7 @@ class TelemetryBroker:
         self._closers: list[InstanceCloseObserver] = []  # receivers that hear when an instance's connection closes
         # what the last successful Get told each instance (for the observers; bounded like the table)
         self._told: dict[bytes, ClientSubscription] = {}
+        self._told_values: dict[ClientSubscription, ClientSubscription] = {}  # equal values: one object
         self._seen_on: dict[Any, dict[bytes, ClientInfo]] = {}  # connection → instances that used it
         self._max_told = int(max_instances)
         for receiver in receivers:
@@ -172,6 +177,8 @@ class TelemetryBroker:
         # Entries of instances that left the native table by expiry or eviction are swept out once the
         # map outgrows the live instances by a quarter (amortised O(1) per creation).
         self._metadata: dict[bytes, ClientInfo] = {}
+        self._contexts: dict[tuple[Any, ...], ReceiverContext] = {}  # see _context
+        self._expiries: dict[int, int] = {}  # push interval → the instance table's expiry (a constant rule)
 
     # ---------------------------------------------------------------------------------- dispatch
 
@@ -287,6 +294,11 @@ class TelemetryBroker:
         )
         id16 = response.client_instance_id.bytes
         with self._lock:
+            # every instance of a subscription is told the same: one object for all of them (what the
+            # observers receive per push; the recorder makes its columns once per object)
+            told = self._told_values.setdefault(told, told)
+            if len(self._told_values) > 1024:
+                self._told_values.clear()
             told_map = self._told
             told_map.pop(id16, None)
             told_map[id16] = told
@@ -313,6 +325,9 @@ class TelemetryBroker:
         )
 
     def _seen(self, connection: Hashable, id16: bytes, client_info: ClientInfo | None) -> None:
+        seen = self._seen_on.get(connection)
+        if seen is not None and id16 in seen:  # (every push of an instance after its first one)
+            return
         with self._lock:
             seen = self._seen_on.get(connection)
             if seen is None:
@@ -373,7 +388,7 @@ class TelemetryBroker:
                 with self._lock:
                     subscription = self._told.get(body.client_instance_id_bytes)
         interval = subscription.push_interval_ms if subscription is not None else None
-        ctx = ReceiverContext(client_info or _ANONYMOUS, node_id, interval, subscription, self._expiry(interval))
+        ctx = self._context(client_info or _ANONYMOUS, node_id, interval, subscription, self._expiry(interval))
         for observer in self._observers:
             try:
                 observer.push_completed(ctx, body, error_code, now_ms)
@@ -515,11 +530,45 @@ class TelemetryBroker:
             return PushTelemetryResponse(0, code), None
         return PushTelemetryResponse(0, 0), payload
 
+    def _context(
+        self,
+        client_info: ClientInfo,
+        node_id: int,
+        interval: int | None,
+        subscription: ClientSubscription | None,
+        expiry: int | None,
+    ) -> ReceiverContext:
+        """The ReceiverContext of these values: one made per push costs more than the rest of a push's
+        bookkeeping, so the contexts (immutable) are kept and handed out again for the same client
+        connection, node, subscription and timing (at most ``_MAX_CONTEXTS``, then made afresh)."""
+        key = (id(client_info), node_id, interval, id(subscription), expiry)
+        ctx = self._contexts.get(key)
+        if ctx is None or ctx.client_info is not client_info or ctx.subscription is not subscription:
+            # (what the frozen dataclass's __init__ makes, its fields set in its __dict__ directly: this runs
+            # for a push of every instance, each told a subscription of its own)
+            ctx = _new_context(ReceiverContext)
+            fields = ctx.__dict__
+            fields["client_info"] = client_info
+            fields["node_id"] = node_id
+            fields["push_interval_ms"] = interval
+            fields["subscription"] = subscription
+            fields["expiry_ms"] = expiry
+            contexts = self._contexts
+            if len(contexts) >= _MAX_CONTEXTS:
+                contexts.clear()
+            contexts[key] = ctx  # (holds client_info and subscription: their ids stay theirs while kept)
+        return ctx
+
     def _expiry(self, push_interval_ms: int | None) -> int | None:
         """The instance table's expiry for a push interval (None when the interval is not known)."""
         if push_interval_ms is None or not 0 <= push_interval_ms <= 0x7FFFFFFF:
             return None
-        return self.instances.expiry_for(push_interval_ms)
+        expiry = self._expiries.get(push_interval_ms)
+        if expiry is None:
+            expiry = self.instances.expiry_for(push_interval_ms)
+            if len(self._expiries) < 1024:
+                self._expiries[push_interval_ms] = expiry
+        return expiry
 
     def _timing(self, id16: bytes, subscription: ClientSubscription | None) -> tuple[int | None, int | None]:
         """``(push interval, expiry)`` of an instance for the receivers: the table's when it holds the
@@ -559,19 +608,19 @@ class TelemetryBroker:
         except Kip714Error:
             self._count(counted + "decompression-error")
             return None, _INVALID_RECORD
-        payload = TelemetryPayload(
-            client_instance_id=id16,
-            terminating=body.terminating,
-            content_type="OTLP",
-            data=data,
-            labels=client_info.labels(node_id, id16),
-            compression_type=0 if self.decompress_payloads else ctype,
-            subscription_id=body.subscription_id,
-            received_at_ms=now_ms,
+        payload = TelemetryPayload._accepted(
+            id16,
+            body.terminating,
+            data,
+            client_info,
+            node_id,
+            0 if self.decompress_payloads else ctype,
+            body.subscription_id,
+            now_ms,
         )
         if self.receivers:
             interval, expiry = self._timing(id16, subscription)
-            ctx = ReceiverContext(client_info, node_id, interval, None, expiry)
+            ctx = self._context(client_info, node_id, interval, None, expiry)
             for receiver in self.receivers:
                 try:
                     receiver.export_metrics(ctx, payload)

@@ -36,15 +36,17 @@ class TelemetryPayload:
     ``client_instance_id`` is a ``uuid.UUID`` (built on first access: the broker carries the 16 raw bytes,
     ``client_instance_id_bytes``, and pays for the UUID only when a receiver asks); the constructor takes
     either. ``data`` is the decompressed OTLP MetricsData (``content_type`` "OTLP"); ``labels`` are the
-    KIP's broker-added labels."""
+    KIP's broker-added labels (a payload the broker makes builds them on first access, from the client's
+    :class:`ClientInfo`, as it builds the UUID)."""
 
     __slots__ = (
+        "_label_source",
+        "_labels",
         "_uuid",
         "client_instance_id_bytes",
         "compression_type",
         "content_type",
         "data",
-        "labels",
         "received_at_ms",
         "subscription_id",
         "terminating",
@@ -65,10 +67,11 @@ class TelemetryPayload:
     terminating: bool
     content_type: str
     data: bytes
-    labels: dict[str, str]
     compression_type: int
     subscription_id: int
     received_at_ms: int
+    _labels: dict[str, str] | None
+    _label_source: tuple[ClientInfo, int] | None
 
     def __init__(
         self,
@@ -93,10 +96,49 @@ class TelemetryPayload:
         setattr_(self, "terminating", terminating)
         setattr_(self, "content_type", content_type)
         setattr_(self, "data", data)
-        setattr_(self, "labels", labels)
+        setattr_(self, "_labels", labels)
+        setattr_(self, "_label_source", None)
         setattr_(self, "compression_type", compression_type)
         setattr_(self, "subscription_id", subscription_id)
         setattr_(self, "received_at_ms", received_at_ms)
+
+    @classmethod
+    def _accepted(
+        cls,
+        id16: bytes,
+        terminating: bool,
+        data: bytes,
+        client_info: ClientInfo,
+        node_id: int,
+        compression_type: int,
+        subscription_id: int,
+        received_at_ms: int,
+    ) -> TelemetryPayload:
+        """The payload of a push the broker accepted (``id16``: its 16-byte instance id, checked by the
+        decoder), made on the request path for every push: no checks, and the labels built on first access
+        (``client_info.labels(node_id, id16)``)."""
+        self = _new_payload(cls)
+        _set_id16(self, id16)
+        _set_uuid(self, None)
+        _set_terminating(self, terminating)
+        _set_content_type(self, "OTLP")
+        _set_data(self, data)
+        _set_labels(self, None)
+        _set_label_source(self, (client_info, node_id))
+        _set_compression_type(self, compression_type)
+        _set_subscription_id(self, subscription_id)
+        _set_received_at_ms(self, received_at_ms)
+        return self
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels = self._labels
+        if labels is None:
+            assert self._label_source is not None  # (one of the two is always set)
+            client_info, node_id = self._label_source
+            labels = client_info.labels(node_id, self.client_instance_id_bytes)
+            object.__setattr__(self, "_labels", labels)
+        return labels
 
     @property
     def client_instance_id(self) -> uuid.UUID:
@@ -139,6 +181,36 @@ class TelemetryPayload:
 
     def __reduce__(self) -> tuple[type[TelemetryPayload], tuple[Any, ...]]:
         return (TelemetryPayload, (self.client_instance_id_bytes, *(getattr(self, f) for f in self._FIELDS[1:])))
+
+
+# TelemetryPayload._accepted sets the slots through their descriptors (not the refusing __setattr__)
+_new_payload = object.__new__
+(
+    _set_id16,
+    _set_uuid,
+    _set_terminating,
+    _set_content_type,
+    _set_data,
+    _set_labels,
+    _set_label_source,
+    _set_compression_type,
+    _set_subscription_id,
+    _set_received_at_ms,
+) = (
+    TelemetryPayload.__dict__[name].__set__
+    for name in (
+        "client_instance_id_bytes",
+        "_uuid",
+        "terminating",
+        "content_type",
+        "data",
+        "_labels",
+        "_label_source",
+        "compression_type",
+        "subscription_id",
+        "received_at_ms",
+    )
+)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,16 @@
 """OTLP MetricsData → Arrow (public): the native decoder's Python face and its column schema.
 
-``__all__`` is the public part (the decode functions are also in ``kip714``).
+``__all__`` is the public part (the decoders are also in ``kip714``).
 
-:func:`decode_metrics` / :func:`decode_metrics_batch` are implemented in the native ``kip714._otlp``;
+:func:`decode_metrics` (one payload), :func:`decode_metrics_batch` (many at once) and
+:class:`MetricsAccumulator` (payloads appended one by one as they arrive, a table per batch: the per-push
+path) are implemented in the native ``kip714._otlp``;
 :mod:`kip714.otlp.schema` holds the column contract; :mod:`kip714.otlp.reference` (protobuf + Python) is the
 independent reference used by the tests, the benchmark peer and ``kip714 decode``'s JSON rendering."""
 
 from __future__ import annotations
 
-from .._otlp import decode_metrics, decode_metrics_batch
+from .._otlp import MetricsAccumulator, decode_metrics, decode_metrics_batch
 from .schema import COLUMNS
 
-__all__ = ["COLUMNS", "decode_metrics", "decode_metrics_batch"]
+__all__ = ["COLUMNS", "decode_metrics", "decode_metrics_batch", "MetricsAccumulator"]

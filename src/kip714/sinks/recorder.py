@@ -39,6 +39,7 @@ import os
 import pathlib
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("kip714.recorder")
@@ -95,7 +96,7 @@ CLOSED_COLUMNS = ("closed_at_ms",) + LABEL_COLUMNS + ("reason",)
 
 
 def push_row(
-    body, client_info, node_id, error_code: int, received_at_ms: int, subscription: Any = None
+    body: Any, client_info: Any, node_id: int | str, error_code: int, received_at_ms: int, subscription: Any = None
 ) -> dict[str, Any]:
     """The recording row of one PushTelemetry request (``body``) as a broker with ``node_id`` received it
     from ``client_info`` and answered ``error_code``. ``subscription`` is what the endpoint had told the
@@ -119,10 +120,140 @@ def push_row(
     return row
 
 
-def closed_row(client_info, node_id, client_instance_id, closed_at_ms: int, reason: str = "client") -> dict[str, Any]:
+def closed_row(
+    client_info: Any, node_id: int, client_instance_id: Any, closed_at_ms: int, reason: str = "client"
+) -> dict[str, Any]:
     """The ``_closed`` row of an instance whose client connection closed at ``closed_at_ms``; ``reason``
     is ``"client"`` (the peer closed it) or ``"endpoint"`` (the endpoint did: shutdown, idle, protocol error)."""
     return {"closed_at_ms": closed_at_ms, **client_info.labels(node_id, client_instance_id), "reason": reason}
+
+
+def rows_table(rows: list[Any]) -> Any:
+    """The ``pyarrow.Table`` (:func:`record_schema`) of buffered rows, in order: row dicts (keys:
+    RECORD_COLUMNS) and pushes as :meth:`ParquetRecorder.push_completed` buffers them (the fields of
+    :func:`push_row`'s arguments), whose columns are made here in bulk."""
+    import pyarrow as pa
+
+    if all(type(r) is tuple for r in rows):
+        return _push_table(rows)
+    columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
+    for r in rows:
+        if type(r) is tuple:
+            r = _tuple_row(r)
+        for c in RECORD_COLUMNS:
+            columns[c].append(r.get(c))
+    return pa.Table.from_pydict(columns, schema=record_schema())
+
+
+def _tuple_row(t: tuple[Any, ...]) -> dict[str, Any]:
+    """A buffered push as :func:`push_row` makes its row."""
+    at, id16, client_info, node_id, subscription_id, terminating, ctype, error_code, payload, subscription = t
+    row = {
+        "received_at_ms": at,
+        **client_info.labels(node_id, id16),
+        "subscription_id": subscription_id,
+        "terminating": terminating,
+        "compression_type": ctype,
+        "error_code": error_code,
+        "payload": payload,
+    }
+    if subscription is not None:
+        row["subscribed_metrics"] = list(subscription.requested_metrics)
+        row["push_interval_ms"] = subscription.push_interval_ms
+        row["delta_temporality"] = bool(subscription.delta_temporality)
+        row["accepted_compression_types"] = [int(c) for c in subscription.accepted_compression_types]
+    return row
+
+
+def _push_table(rows: list[tuple[Any, ...]]) -> Any:
+    """The table of buffered pushes (all tuples), column by column: the instance ids base64-encoded in one
+    call, the label and subscription columns made once per distinct client connection (ClientInfo and node)
+    and subscription and taken for every row, the scalars converted by pyarrow. The same table as
+    ``pa.Table.from_pydict`` of their :func:`push_row` rows (tests/test_record_sync.py checks it)."""
+    import binascii
+
+    import numpy as np
+    import pyarrow as pa
+
+    schema = record_schema()
+    n = len(rows)
+    at, ids, infos, nodes, sub_ids, terminating, ctypes, codes, payloads, subs = zip(*rows) if n else ((),) * 10
+    # client_instance_id: Kafka's Uuid.toString() (kafka_uuid_string) of every id at once. Each id padded
+    # to 18 bytes is 6 whole base64 groups, so the encoding of the padded ids is each one's encoding; the
+    # first 22 characters of each are the unpadded text.
+    padded = np.zeros((n, 18), dtype=np.uint8)
+    if n:
+        padded[:, :16] = np.frombuffer(b"".join(ids), dtype=np.uint8).reshape(n, 16)
+    text = np.frombuffer(binascii.b2a_base64(padded.tobytes(), newline=False), dtype=np.uint8).reshape(n, 24)
+    ids_data = np.ascontiguousarray(text[:, :22]).tobytes().translate(_URLSAFE)
+    offsets = np.arange(0, 22 * n + 1, 22, dtype=np.int32)
+    instance_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids_data)])
+    # the other labels, once per (ClientInfo, node id)
+    who: dict[tuple[int, Any], int] = {}
+    who_rows: list[tuple[Any, Any]] = []
+    who_index: list[int] = []
+    for info, node in zip(infos, nodes):
+        key = (id(info), node)
+        k = who.get(key)
+        if k is None:
+            k = who[key] = len(who_rows)
+            who_rows.append((info, node))
+        who_index.append(k)
+    take_who = pa.array(who_index, pa.int32())
+    label_values = [info.labels(node, bytes(16)) for info, node in who_rows]
+    # the subscription columns, once per distinct value (every instance has a subscription object of its
+    # own, its SubscriptionId is the instance's, but what the columns hold is the same for all of them)
+    by_object: dict[int, int] = {}
+    by_value: dict[Any, int] = {}
+    subs_rows: list[Any] = []
+    subs_index: list[int] = []
+    for sub in subs:
+        k = by_object.get(id(sub))
+        if k is None:
+            value = (
+                None
+                if sub is None
+                else (
+                    tuple(sub.requested_metrics),
+                    sub.push_interval_ms,
+                    bool(sub.delta_temporality),
+                    tuple(int(c) for c in sub.accepted_compression_types),
+                )
+            )
+            k = by_value.get(value)
+            if k is None:
+                k = by_value[value] = len(subs_rows)
+                subs_rows.append(value)
+            by_object[id(sub)] = k
+        subs_index.append(k)
+    take_subs = pa.array(subs_index, pa.int32())
+
+    def per_subscription(name: str, field: int) -> pa.Array:
+        values = [None if sub is None else sub[field] for sub in subs_rows]
+        return pa.array(values, schema.field(name).type).take(take_subs)
+
+    columns = {
+        "received_at_ms": pa.array(at, pa.int64()),
+        "client_instance_id": instance_ids,
+        **{
+            c: pa.array([labels[c] for labels in label_values], pa.string()).take(take_who)
+            for c in LABEL_COLUMNS
+            if c != "client_instance_id"
+        },
+        "subscription_id": pa.array(sub_ids, pa.int32()),
+        "terminating": pa.array(terminating, pa.bool_()),
+        "compression_type": pa.array(ctypes, pa.int8()),
+        "error_code": pa.array(codes, pa.int16()),
+        "payload": pa.array(payloads, pa.binary()),
+        "subscribed_metrics": per_subscription("subscribed_metrics", 0),
+        "push_interval_ms": per_subscription("push_interval_ms", 1),
+        "delta_temporality": per_subscription("delta_temporality", 2),
+        "accepted_compression_types": per_subscription("accepted_compression_types", 3),
+    }
+    return pa.Table.from_arrays([columns[c] for c in RECORD_COLUMNS], schema=schema)
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _fsync_dir(folder: pathlib.Path) -> None:
@@ -134,7 +265,7 @@ def _fsync_dir(folder: pathlib.Path) -> None:
         os.close(fd)
 
 
-def _write_file(path: pathlib.Path, write, sync: bool) -> None:
+def _write_file(path: pathlib.Path, write: Callable[[Any], None], sync: bool) -> None:
     """Create ``path`` through a temporary file that ``write(f)`` fills and that is renamed into place
     (fsync'd first, and the folder after, with ``sync``), so ``path`` is either complete or absent."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -152,7 +283,7 @@ def _write_file(path: pathlib.Path, write, sync: bool) -> None:
         _fsync_dir(path.parent)
 
 
-def _write_parquet(table, path: pathlib.Path, compression: str, sync: bool) -> None:
+def _write_parquet(table: Any, path: pathlib.Path, compression: str, sync: bool) -> None:
     """Write ``table`` to ``path`` as :func:`_write_file` does: complete or absent."""
     import pyarrow.parquet as pq
 
@@ -199,7 +330,7 @@ def _readable(path: pathlib.Path) -> bool:
         return False
 
 
-def record_schema():
+def record_schema() -> Any:
     import pyarrow as pa
 
     return pa.schema(
@@ -226,7 +357,7 @@ def record_schema():
     )
 
 
-def closed_schema():
+def closed_schema() -> Any:
     import pyarrow as pa
 
     return pa.schema(
@@ -244,7 +375,7 @@ class ParquetRecorder:
 
     def __init__(
         self,
-        directory: str | os.PathLike,
+        directory: str | os.PathLike[str],
         flush_interval_s: float = 1.0,
         max_buffer_bytes: int = 32 << 20,
         compression: str = "zstd",
@@ -282,7 +413,9 @@ class ParquetRecorder:
         self.last_error: BaseException | None = None
         #: commits (parts written) so far
         self.commits = 0
-        self._columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
+        # rows buffered, in arrival order: a push's fields as a tuple (push_completed, the request path: the
+        # columns are made per part, see _push_table), or a row dict (record())
+        self._rows: list[Any] = []
         self._closed_rows: list[dict[str, Any]] = []
         self.closed_written = 0
         self._buffered_bytes = 0
@@ -294,8 +427,8 @@ class ParquetRecorder:
         self._closed = False
         self._stop = threading.Event()
         # sync: the future of the rows buffered now, and of the rows being written
-        self._waiter: concurrent.futures.Future | None = concurrent.futures.Future() if sync else None
-        self._inflight: concurrent.futures.Future | None = None
+        self._waiter: concurrent.futures.Future[int] | None = concurrent.futures.Future() if sync else None
+        self._inflight: concurrent.futures.Future[int] | None = None
         self._wake = threading.Event()
         if self._parts:  # a crash's leftovers become a file of the recording now
             self.roll()
@@ -327,16 +460,31 @@ class ParquetRecorder:
 
     # ------------------------------------------------------------------ receiver (kip714.TelemetryReceiver)
 
-    def export_metrics(self, context, payload) -> None:
+    def export_metrics(self, context: Any, payload: Any) -> None:
         """Nothing to do: every push, accepted or not, is recorded by :meth:`push_completed`."""
 
-    def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
-        """Record one PushTelemetry request with the answer it got (the broker calls this for every push)."""
-        self.record(
-            push_row(request, context.client_info, context.node_id, error_code, received_at_ms, context.subscription)
+    def push_completed(self, context: Any, request: Any, error_code: int, received_at_ms: int) -> None:
+        """Record one PushTelemetry request with the answer it got (the broker calls this for every push): the
+        row :func:`push_row` makes, kept as its fields until the part is written."""
+        metrics = request.metrics
+        payload = None if metrics is None else bytes(metrics)
+        self._buffer(
+            (
+                received_at_ms,
+                request.client_instance_id_bytes,
+                context.client_info,
+                context.node_id,
+                request.subscription_id,
+                request.terminating,
+                request.compression_type,
+                error_code,
+                payload,
+                context.subscription,
+            ),
+            0 if payload is None else len(payload),
         )
 
-    def instance_closed(self, context, client_instance_id, at_ms: int, reason: str = "client") -> None:
+    def instance_closed(self, context: Any, client_instance_id: Any, at_ms: int, reason: str = "client") -> None:
         """Record that the client connection ``client_instance_id`` used closed (the broker calls this).
         Closes after the recorder itself closed (the endpoint shutting down) are not recorded."""
         row = closed_row(context.client_info, context.node_id, client_instance_id, at_ms, reason)
@@ -346,41 +494,43 @@ class ParquetRecorder:
 
     def record(self, row: dict[str, Any]) -> None:
         """Buffer one row (keys: RECORD_COLUMNS); with ``sync``, wake the commit thread."""
-        flush = False
+        payload = row.get("payload")
+        self._buffer(dict(row), len(payload) if payload is not None else 0)
+
+    def _buffer(self, row: Any, size: int) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("recorder is closed")
-            for c in RECORD_COLUMNS:
-                self._columns[c].append(row.get(c))
+            self._rows.append(row)
             if self._oldest_buffered is None:
                 self._oldest_buffered = time.monotonic()
-            payload = row.get("payload")
-            self._buffered_bytes += len(payload) if payload is not None else 0
+            self._buffered_bytes += size
             flush = self._buffered_bytes >= self.max_buffer_bytes
         if self.sync:
             self._wake.set()
         elif flush:
             self.flush()
 
-    def durable(self) -> concurrent.futures.Future:
+    def durable(self) -> concurrent.futures.Future[int]:
         """With ``sync``: a future done when every row recorded so far is durably on disk (its result: the
         rows of the commit that wrote them), or failed with the error that commit met (the rows are then
         not in the recording). Rows recorded together share one future (a group commit)."""
         if not self.sync:
             raise RuntimeError("durable() needs ParquetRecorder(sync=True)")
         with self._lock:
-            if self._columns["received_at_ms"]:
+            if self._rows:
+                assert self._waiter is not None  # (sync)
                 return self._waiter
             inflight = self._inflight
         if inflight is not None:
             return inflight
-        done: concurrent.futures.Future = concurrent.futures.Future()
+        done: concurrent.futures.Future[int] = concurrent.futures.Future()
         done.set_result(0)
         return done
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._columns["received_at_ms"])
+            return len(self._rows)
 
     def lag_s(self) -> float:
         """How long the oldest row not yet written has waited (seconds; 0 when every row is written): what
@@ -422,14 +572,13 @@ class ParquetRecorder:
         return n
 
     def _write_buffered(self) -> int:
-        import pyarrow as pa
 
         with self._write_lock:
             with self._lock:
-                n = len(self._columns["received_at_ms"])
+                n = len(self._rows)
                 if not n:
                     return 0
-                columns, self._columns = self._columns, {c: [] for c in RECORD_COLUMNS}
+                rows, self._rows = self._rows, []
                 self._buffered_bytes = 0
                 self._oldest_writing, self._oldest_buffered = self._oldest_buffered, None
                 self._seq += 1
@@ -442,7 +591,7 @@ class ParquetRecorder:
             folder = self._open_dir if rolling else self.directory
             name = f"{'part' if rolling else 'push'}-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
             try:
-                table = pa.Table.from_pydict(columns, schema=record_schema())
+                table = rows_table(rows)
                 if not folder.is_dir():
                     folder.mkdir(exist_ok=True)
                     if self.sync:
@@ -493,7 +642,7 @@ class ParquetRecorder:
             schema = record_schema().with_metadata({PARTS_KEY: json.dumps([p.name for p in parts])})
             rows = 0
 
-            def merge(f) -> None:
+            def merge(f: Any) -> None:
                 nonlocal rows
                 with pq.ParquetWriter(f, schema, compression=self.compression) as writer:
                     for part in parts:
@@ -574,7 +723,7 @@ class ParquetRecorder:
         )
 
 
-def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:
+def recording_files(directory: str | os.PathLike[str]) -> list[pathlib.Path]:
     """The push files of a recording: the rolled files, then the parts of the file being filled
     (``_open/``) but those a rolled file already holds (a crash between a roll's rename and the parts'
     removal). Side tables (``_closed/``) are not push files."""
@@ -584,7 +733,7 @@ def recording_files(directory: str | os.PathLike) -> list[pathlib.Path]:
     return sorted(folder.glob("*.parquet")) + [p for p in parts if p.name not in rolled]
 
 
-def read_recording(directory: str | os.PathLike):
+def read_recording(directory: str | os.PathLike[str]) -> Any:
     """All rows recorded under ``directory`` as one ``pyarrow.Table`` in :func:`record_schema`: the rolled files,
     then the parts of the file being filled (``_open/``); columns a recording made by an older kip714 lacks
     are null. It reads what a killed recorder left (its parts in ``_open/``; a part a roll had already merged
@@ -593,7 +742,7 @@ def read_recording(directory: str | os.PathLike):
     return read_recording_files(recording_files(directory))
 
 
-def read_recording_files(files: list[pathlib.Path]):
+def read_recording_files(files: list[pathlib.Path]) -> Any:
     """The rows of these recording files (as :func:`recording_files` lists them) as one ``pyarrow.Table`` in
     :func:`record_schema`. A part in ``_open/`` that cannot be read is skipped with a warning; one that is gone
     was merged by a roll since it was listed (a live recording) and is skipped too."""
@@ -627,7 +776,7 @@ def read_recording_files(files: list[pathlib.Path]):
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def read_closed(directory: str | os.PathLike):
+def read_closed(directory: str | os.PathLike[str]) -> Any:
     """The connection-closed rows of a recording (``_closed/``) as a ``pyarrow.Table`` (empty when the
     recording has none, e.g. one made before they were recorded)."""
     import pyarrow as pa

@@ -169,7 +169,7 @@ def read_recording_df(spark: "SparkSession", path: str) -> "DataFrame":
     recorder merges and deletes them when it rolls, which would fail a Spark job that reads them later."""
     from ..sinks.recorder import OPEN_DIR, read_recording_files
 
-    schema = _to_spark_schema(record_schema())  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+    schema = _to_spark_schema(record_schema())
     files = recording_paths(path)
     local = "://" not in path
     parts = [f for f in files if local and pathlib.Path(f).parent.name == OPEN_DIR]
@@ -664,7 +664,7 @@ def register(spark: "SparkSession", max_output: int = DEFAULT_MAX_OUTPUT) -> lis
     from .._crc import compute_subscription_id
     from ..client.naming import telemetry_metric_name
 
-    recording = record_schema()  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+    recording = record_schema()
     label_fields = [recording.field(n) for n in RECORDING_LABELS]
     out_schema = pa.schema(
         list(points_schema()) + label_fields + [pa.field(ERROR_CODE, pa.int16()), pa.field(ERROR, pa.string())]

@@ -431,9 +431,7 @@ class FollowingPipeline:
         self.points_dir, self.errors_dir = out + "/points", out + "/errors"
         self.checkpoint = checkpoint or out + "/_checkpoint"
         self.batches: list[BatchProgress] = []
-        reader = spark.readStream.schema(
-            from_arrow_schema(record_schema())  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
-        )
+        reader = spark.readStream.schema(from_arrow_schema(record_schema()))
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
         stream = reader.parquet(input_path).withColumnRenamed("error_code", "push_error_code")

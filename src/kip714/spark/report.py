@@ -320,10 +320,10 @@ def _load(
 
     from .report_points import FACT_COLUMNS, PUSH_COLUMNS, points_worker, recording_worker
 
-    rec_schema: pa.Schema = record_schema()  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+    rec_schema: pa.Schema = record_schema()
 
     def closed_spark_schema() -> StructType:
-        return _spark_schema(closed_schema())  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+        return _spark_schema(closed_schema())
 
     closed_df = None
     path = None if hasattr(source, "schema") else str(source)

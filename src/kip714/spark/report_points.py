@@ -155,7 +155,7 @@ _Tables = tuple[pa.Table, pa.Table, "str | None"]
 
 def _record_schema() -> pa.Schema:
     """The recording's schema (the recording columns keep their own types here)."""
-    schema: pa.Schema = record_schema()  # type: ignore[no-untyped-call]  # sinks.recorder: unannotated
+    schema: pa.Schema = record_schema()
     return schema
 
 

@@ -6,6 +6,7 @@ self-metrics."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,6 +23,21 @@ __all__ = ["PrometheusExporter"]
 
 log = logging.getLogger("kip714.prometheus")
 
+#: Error code → its name (kip714_pushes_total's label), filled as codes are seen.
+_CODE_NAMES: dict[int, str] = {}
+
+
+def _code_name(code: int) -> str:
+    from ..._enums import ErrorCode
+
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = str(code)
+    if len(_CODE_NAMES) < 1024:
+        _CODE_NAMES[code] = name
+    return name
+
 
 class PrometheusExporter(BoundedQueueReceiver):
     """Exposes client telemetry for Prometheus to scrape (see :mod:`kip714.sinks.prometheus` for the mapping).
@@ -33,7 +49,9 @@ class PrometheusExporter(BoundedQueueReceiver):
     Options: ``labels`` (broker-added labels put on every series), ``max_series`` (exposed time series
     at most), ``max_queue`` (payloads waiting to be absorbed; a full queue drops, counts ``queue-full`` and
     logs the episode once, the push is still accepted), ``batch``
-    (payloads decoded per call), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
+    (payloads decoded per call), ``linger_s`` (how long the worker waits for a fuller batch before it
+    absorbs a smaller one: a decode per push at a high rate pays pyarrow's fixed costs per push; default
+    0.05), ``expiry_floor_s`` (60), ``scope_labels`` (``otel_scope_name`` /
     ``otel_scope_version``), ``max_buckets`` (per histogram point), ``background`` (False absorbs in the
     caller, for tests and tools), ``clock`` (seconds, monotonic), ``expired_retention_s`` (how long an
     instance that went silent without a terminating push stays in
@@ -49,6 +67,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         max_series: int = 100_000,
         max_queue: int = 10_000,
         batch: int = 256,
+        linger_s: float = 0.05,
         expiry_floor_s: float = INSTANCE_CACHE_EXPIRY_MS / 1000,
         scope_labels: bool = True,
         max_buckets: int = 160,
@@ -75,12 +94,15 @@ class PrometheusExporter(BoundedQueueReceiver):
         self._exposition = Exposition(self._store)
         # counters (self-metrics) besides the store's and the queue's (payloads_dropped)
         self.push_codes: dict[str, int] = {}
+        self._codes_lock = threading.Lock()  # push_codes
         self.scrapes = 0
         self._extra: list[Callable[[], Iterable[Any]]] = []
         self._queues: dict[str, tuple[Callable[[], int], int | None]] = {}
-        self._http: tuple | None = None
+        self._http: tuple[Any, ...] | None = None
         self._next_expiry = clock() + 1.0
-        super().__init__(max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus")
+        super().__init__(
+            max_queue=max_queue, batch=batch, background=background, thread_name="kip714-prometheus", linger_s=linger_s
+        )
 
     # ------------------------------------------------------------------ the store's settings and counters
 
@@ -105,7 +127,7 @@ class PrometheusExporter(BoundedQueueReceiver):
 
     # ------------------------------------------------------------------ receiver (request path)
 
-    def _item(self, context, payload) -> tuple:
+    def _item(self, context: Any, payload: Any) -> tuple[Any, ...]:
         return (
             payload.client_instance_id_bytes,
             payload.labels,
@@ -114,20 +136,19 @@ class PrometheusExporter(BoundedQueueReceiver):
             (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)),
         )
 
-    def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
-        """Count every push by the error code it was answered with (``kip714_pushes_total``)."""
-        from ...errors import ErrorCode
-
-        try:
-            name = ErrorCode(error_code).name
-        except ValueError:
-            name = str(error_code)
-        with self._lock:
+    def push_completed(self, context: Any, request: Any, error_code: int, received_at_ms: int) -> None:
+        """Count every push by the error code it was answered with (``kip714_pushes_total``). Runs on the
+        request path for every push: under a lock of its own, not the store's (which a batch being absorbed
+        holds)."""
+        name = _CODE_NAMES.get(error_code)
+        if name is None:
+            name = _code_name(error_code)
+        with self._codes_lock:
             self.push_codes[name] = self.push_codes.get(name, 0) + 1
 
     # ------------------------------------------------------------------ worker
 
-    def _process(self, items: list) -> None:
+    def _process(self, items: list[Any]) -> None:
         self.absorb(items)  # (an exception counts the items as internal-error)
 
     def _tick(self) -> None:
@@ -137,7 +158,7 @@ class PrometheusExporter(BoundedQueueReceiver):
             self.expire(now)
             self._next_expiry = now + 1.0
 
-    def absorb(self, items: list) -> None:
+    def absorb(self, items: list[Any]) -> None:
         """Absorb queued items ``(instance, labels, otlp bytes, terminating, timing)``
         (:meth:`.store.SeriesStore.absorb`); then render the new series' lines for the formats scraped so
         far, so that a scrape after many new series does not pay for them."""
@@ -173,14 +194,16 @@ class PrometheusExporter(BoundedQueueReceiver):
         """Also yield the metric families ``source()`` returns on every scrape (another sink's counters)."""
         self._extra.append(source)
 
-    def _self_metrics(self) -> list:
+    def _self_metrics(self) -> list[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         store = self._store
         pushes = CounterMetricFamily(
             "kip714_pushes", "PushTelemetry requests by the error code they were answered with", labels=["error_code"]
         )
-        for code, n in sorted(self.push_codes.items()):
+        with self._codes_lock:
+            codes = sorted(self.push_codes.items())
+        for code, n in codes:
             pushes.add_metric([code], n)
         live = GaugeMetricFamily(
             "kip714_export_instances", "Client instances with series exposed", value=store.instances
@@ -283,8 +306,8 @@ class PrometheusExporter(BoundedQueueReceiver):
         self.scrapes += 1
         self._store.drop_terminated(started)
 
-    def _extra_metrics(self) -> list:
-        out: list = []
+    def _extra_metrics(self) -> list[Any]:
+        out: list[Any] = []
         for source in self._extra:
             try:
                 out.extend(source())
@@ -294,7 +317,7 @@ class PrometheusExporter(BoundedQueueReceiver):
 
     # ------------------------------------------------------------------ scrapes
 
-    def collect(self) -> list:
+    def collect(self) -> list[Any]:
         """The prometheus_client collector protocol: the clients' series, then kip714's own."""
         started = self.clock()
         with self._lock:
@@ -322,7 +345,7 @@ class PrometheusExporter(BoundedQueueReceiver):
                 self._exposition.formats.pop(content_type, None)
             return encoder(Collected(self.collect())), content_type
 
-    def _render(self, encoder, key: str) -> bytes:
+    def _render(self, encoder: Callable[..., bytes], key: str) -> bytes:
         started = self.clock()
         with self._lock:
             text = self._exposition.render(encoder, key)
@@ -331,7 +354,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         own.extend(self._extra_metrics())
         return text.encode("utf-8") + encoder(Collected(own))
 
-    def wsgi_app(self, environ: dict, start_response: Callable) -> list[bytes]:
+    def wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         """A WSGI application serving the exposition (any path; ``?name[]=`` keeps the families named, by
         family or sample name, as prometheus_client's ``make_wsgi_app`` means it; gzip when accepted)."""
         return scrape_response(self, environ, start_response)
@@ -349,7 +372,8 @@ class PrometheusExporter(BoundedQueueReceiver):
         ``app``: another WSGI application to serve instead (one that hands the scrapes to :meth:`wsgi_app`,
         such as :meth:`kip714.endpoint.health.Health.wsgi`)."""
         self._http = start_server(app or self.wsgi_app, host, port, certfile, keyfile)
-        return self._http[0].server_port
+        bound: int = self._http[0].server_port
+        return bound
 
     @property
     def tls_context(self) -> Any:

@@ -23,6 +23,7 @@ source id.
 
 from __future__ import annotations
 
+import array
 import itertools
 import math
 import threading
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...client.catalog import NON_MONOTONIC_SUMS
+from ...otlp import MetricsAccumulator
 from .accumulators import ExpHistogram, Histogram, Summary
 from .names import broker_node_labels, label_name, merge_labels, metric_name, prometheus_unit
 
@@ -89,7 +91,9 @@ class Family:
 
 class _Instance:
     """What the store keeps per client instance: its sources, when it pushed (the store's clock, and the
-    wall clock for ``kip714_client_last_push_timestamp_seconds``) and its broker-added label values."""
+    wall clock for ``kip714_client_last_push_timestamp_seconds``), its broker-added label values, and the
+    source of each row of its last payload whose rows all had one (``shape``: that payload's row keys, see
+    :meth:`SeriesStore.absorb`)."""
 
     __slots__ = (
         "broker_labels",
@@ -98,6 +102,10 @@ class _Instance:
         "last_seen",
         "last_wall",
         "previous_seen",
+        "shape",
+        "shape_refused",
+        "shape_sources",
+        "shape_state",
         "software",
         "sources",
         "terminated_at",
@@ -108,6 +116,13 @@ class _Instance:
         self.broker_labels: tuple[str, ...] = ()
         self.software: tuple[str, str] = ("", "")
         self.last_wall = 0.0
+        # the last payload's shape and, per row, its source (or -1: refused); a shape with refused rows
+        # holds only while the store's series are as they were then (shape_state), and says what the
+        # refusals counted (shape_refused: series refused, points dropped by reason)
+        self.shape: str | None = None
+        self.shape_sources: list[int] = []
+        self.shape_state: tuple[int, int] | None = None
+        self.shape_refused: tuple[int, dict[str, int]] | None = None
         self.last_seen = now
         self.previous_seen: float | None = None
         self.interval_s: float | None = None
@@ -144,22 +159,27 @@ class SeriesStore:
         self.count_payloads = count_payloads
         self.on_forget: Callable[[int, str | None], None] = lambda slot, family_gone: None
         self.lock = threading.RLock()
+        # the decoder of absorb() (an accumulator is used by one thread at a time: _decoding)
+        self._accumulator = MetricsAccumulator(max_payloads=1 << 30)
+        self._decoding = threading.Lock()
         # sources: one per (instance, broker labels, OTLP series); key text → id
         self._sources: dict[str, int] = {}
         self._src_key: list[str | None] = []
-        self._src_slot: list[int] = []
-        self._src_mode: list[int] = []
+        # (machine arrays: a batch indexes them with numpy without copying them)
+        self._src_slot = array.array("q")
+        self._src_mode = array.array("b")
         self._src_state: dict[int, Any] = {}  # cumulative points: id → (start, value or buckets)
         self._src_free: list[int] = []
         # exposed series: slot → value (float) or accumulator object
-        self._series: dict[tuple, int] = {}
-        self._slot_key: list[tuple | None] = []
+        self._series: dict[tuple[Any, ...], int] = {}
+        self._slot_key: list[tuple[Any, ...] | None] = []
         self.slot_family: list[Family | None] = []
         self._slot_refs: list[int] = []
         self.slot_value: list[Any] = []
         self._slot_weight: list[int] = []
         self._slot_free: list[int] = []
         self.series_count = 0  # exposed time series (histogram lines included)
+        self._slot_changes = 0  # series created or dropped so far (with series_count: what refusals depend on)
         self.families: dict[str, Family] = {}
         self._otlp_names: dict[str, int] = {}  # OTLP metric name → exposed series using it
         self._slot_otlp: list[str | None] = []
@@ -182,7 +202,7 @@ class SeriesStore:
         """Count ``n`` points dropped under ``reason`` (the lock is held)."""
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
-    def absorb(self, items: list) -> None:
+    def absorb(self, items: list[Any]) -> None:
         """Absorb items ``(instance, labels, otlp bytes, terminating, timing)`` (``instance``: the 16-byte id,
         or a ``uuid.UUID``); ``timing`` is ``(push_interval_ms, expiry_ms)`` from the receiver context (either
         None when not known), a bare push interval, or None. Undecodable payloads are counted through
@@ -191,24 +211,33 @@ class SeriesStore:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from ...otlp import decode_metrics_batch
+        from ...errors import Kip714Error
 
         now = self.clock()
         wall = self.wall_clock()
-        seeds = []
         # instances are keyed by their 16 bytes (what the broker hands over: no uuid.UUID per push);
         # a uuid.UUID from a direct caller is keyed the same way
         items = [it if type(it[0]) is bytes else (it[0].bytes,) + tuple(it[1:]) for it in items]
-        for instance, labels, _, _, _ in items:
-            seeds.append({"_k": instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)})
-        table, errors = decode_metrics_batch([it[2] for it in items], seeds, errors="collect")
-        with self.lock:
-            if errors:
-                self.count_payloads("undecodable", len(errors))
-            bad = {e[0] for e in errors}
-            for i, (instance, _, _, terminating, timing) in enumerate(items):
-                if i in bad:
+        # each payload decoded as it is taken (MetricsAccumulator), one table for the batch; a row's
+        # payload_index is its payload's place among the decodable ones (``items`` from here on)
+        accumulator = self._accumulator
+        decoded = []
+        with self._decoding:
+            for item in items:
+                instance, labels = item[0], item[1]
+                seed = {"_k": instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)}
+                try:
+                    accumulator.append(item[2], seed)
+                except (Kip714Error, TypeError):  # not OTLP (or no payload at all): counted below
                     continue
+                decoded.append(item)
+            table = accumulator.flush()
+        undecodable = len(items) - len(decoded)
+        items = decoded
+        with self.lock:
+            if undecodable:
+                self.count_payloads("undecodable", undecodable)
+            for instance, labels, _, terminating, timing in items:
                 inst = self._instances.get(instance)
                 if inst is None:
                     inst = self._instances[instance] = _Instance(now)
@@ -223,7 +252,6 @@ class SeriesStore:
                     inst.terminated_at = now
                 inst.last_wall = wall
                 if not inst.broker_labels:
-                    labels = items[i][1]
                     inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
                     inst.software = (
                         labels.get("client_software_name", ""),
@@ -231,7 +259,7 @@ class SeriesStore:
                     )
                 if self.expired_recently:
                     self.expired_recently.pop(inst.broker_labels, None)  # back: it no longer counts as gone
-            self.payloads_absorbed += len(items) - len(bad)
+            self.payloads_absorbed += len(items)
             n = table.num_rows
             if not n:
                 return
@@ -253,24 +281,102 @@ class SeriesStore:
             )
             # The key text identifies a source; its separators could appear in a client's own strings,
             # which could only make that client's own series share a source (the seed comes first).
-            keys = keys.to_pylist()
-            get = self._sources.get
-            src = [get(k, -1) for k in keys]
-            missing = [i for i, s in enumerate(src) if s < 0]
-            if missing and self.series_count >= self.max_series:
-                # at the cap only a series that exists already (another instance with the same labels)
-                # can still get a source: refuse rows of unknown metrics in bulk, without per-row work
-                known = pc.is_in(
-                    pc.take(table.column("metric"), pa.array(missing)),
-                    value_set=pa.array(list(self._otlp_names), pa.string()),
-                ).to_pylist()
-                refused = len(missing) - sum(known)
-                if refused:
+            keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+            # A payload's *shape*: its row keys (joined, with their lengths, so that no other sequence of
+            # keys has the same text). An instance whose payload has the shape of its previous one (a
+            # client pushes the same series push after push) reuses that payload's sources, one per row,
+            # without a key per row: its sources live as long as the instance does (_drop_instance).
+            ends = np.cumsum(np.bincount(table.column("payload_index").to_numpy(), minlength=len(items)))
+            offsets = np.concatenate(([0], ends)).astype(np.int32)
+            lengths = pc.cast(pc.binary_length(keys), pa.string())
+            shapes = pc.binary_join_element_wise(
+                pc.binary_join(pa.ListArray.from_arrays(offsets, keys), "\x1e"),
+                pc.binary_join(pa.ListArray.from_arrays(offsets, lengths), ","),
+                "\x1f",
+            ).to_pylist()
+            src = [-1] * n
+            lookup: list[int] = []  # rows whose source is looked up by key
+            fresh_shapes: list[tuple[_Instance, str, int, int]] = []
+            refusing: list[tuple[_Instance, str, int, int]] = []  # same shape, rows refused last time
+            state = (self._slot_changes, self.series_count)
+            for i, (instance, _, _, _, _) in enumerate(items):
+                lo, hi = int(offsets[i]), int(offsets[i + 1])
+                if lo == hi:
+                    continue
+                inst = self._instances[instance]
+                shape = shapes[i]
+                if inst.shape == shape and inst.shape_state is None:
+                    src[lo:hi] = inst.shape_sources
+                elif inst.shape == shape and inst.shape_state == state:
+                    refusing.append((inst, shape, lo, hi))
+                else:
+                    lookup.extend(range(lo, hi))
+                    fresh_shapes.append((inst, shape, lo, hi))
+            if refusing and not lookup:
+                # nothing in this batch can create or free a series: the rows refused last time are refused
+                # again, and counted as they were
+                for inst, _, lo, hi in refusing:
+                    src[lo:hi] = inst.shape_sources
+                    assert inst.shape_refused is not None  # (set with shape_state)
+                    refused, replay = inst.shape_refused
                     self.series_refused += refused
-                    self._count("series-limit", refused)
-                    missing = [i for i, k in zip(missing, known) if k]
-            if missing:
-                self._create_sources(table, missing, keys, src, items)
+                    for reason, k in replay.items():
+                        self._count(reason, k)
+            elif refusing:  # looked up with the rest, in row order
+                for inst, shape, lo, hi in refusing:
+                    lookup.extend(range(lo, hi))
+                    fresh_shapes.append((inst, shape, lo, hi))
+                lookup.sort()
+            if lookup:
+                get = self._sources.get
+                looked = pc.take(keys, pa.array(lookup, pa.int64())).to_pylist()
+                key_of = dict(zip(lookup, looked))
+                missing = []
+                for i, k in zip(lookup, looked):
+                    s = get(k, -1)
+                    src[i] = s
+                    if s < 0:
+                        missing.append(i)
+                counted: dict[int, tuple[int, dict[str, int]]] = {}  # what each refused row counted
+                if missing and self.series_count >= self.max_series:
+                    # at the cap only a series that exists already (another instance with the same labels)
+                    # can still get a source: refuse rows of unknown metrics in bulk, without per-row work
+                    known = pc.is_in(
+                        pc.take(table.column("metric"), pa.array(missing)),
+                        value_set=pa.array(list(self._otlp_names), pa.string()),
+                    ).to_pylist()
+                    refused = len(missing) - sum(known)
+                    if refused:
+                        self.series_refused += refused
+                        self._count("series-limit", refused)
+                        for i, k in zip(missing, known):
+                            if not k:
+                                counted[i] = (1, {"series-limit": 1})
+                        missing = [i for i, k in zip(missing, known) if k]
+                if missing:
+                    self._create_sources(table, missing, key_of, src, items, counted)
+                # a refusal is known to repeat only while the series stay as they were when it was made
+                unchanged = state == (self._slot_changes, self.series_count)
+                for inst, shape, lo, hi in fresh_shapes:
+                    sources = src[lo:hi]
+                    if inst.terminated_at is not None:
+                        continue
+                    if min(sources) >= 0:
+                        inst.shape, inst.shape_sources = shape, sources
+                        inst.shape_state = inst.shape_refused = None
+                        continue
+                    if not unchanged:
+                        inst.shape = None
+                        continue
+                    inst.shape, inst.shape_sources = shape, sources
+                    series_refused = 0
+                    counts: dict[str, int] = {}
+                    for i in range(lo, hi):
+                        if i in counted:
+                            series_refused += counted[i][0]
+                            for reason, k in counted[i][1].items():
+                                counts[reason] = counts.get(reason, 0) + k
+                    inst.shape_state, inst.shape_refused = state, (series_refused, counts)
             src_a = np.array(src, dtype=np.int64)
             ok = src_a >= 0
             if not ok.all():
@@ -280,8 +386,8 @@ class SeriesStore:
                 idx = None
             if not len(src_a):
                 return
-            modes = np.array(self._src_mode, dtype=np.int8)[src_a]
-            slots = np.array(self._src_slot, dtype=np.int64)[src_a]
+            modes = np.frombuffer(self._src_mode, dtype=np.int8)[src_a]
+            slots = np.frombuffer(self._src_slot, dtype=np.int64)[src_a]
             values = table.column("value").to_numpy()
             if idx is not None:
                 values = values[idx]
@@ -293,7 +399,7 @@ class SeriesStore:
                 for row, s in zip(sub, src_a[py].tolist()):
                     self._apply_row(s, row)
 
-    def _apply_vector(self, modes, slots, values) -> None:
+    def _apply_vector(self, modes: Any, slots: Any, values: Any) -> None:
         import numpy as np
 
         vals = self.slot_value
@@ -315,7 +421,7 @@ class SeriesStore:
             for s, x in zip(slots[m][good].tolist(), v[good].tolist()):
                 vals[s] += x
 
-    def _apply_row(self, source: int, row: dict) -> None:
+    def _apply_row(self, source: int, row: dict[str, Any]) -> None:
         """Cumulative sums, histograms, exponential histograms and summaries."""
         slot = self._src_slot[source]
         kind = row["kind"]
@@ -342,8 +448,8 @@ class SeriesStore:
             sum_ = row["sum"]
             if sum_ is not None and not (math.isfinite(sum_) and sum_ >= 0):
                 sum_ = None  # the spec: _sum only when positive
-            acc = Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, sum_)
-            self._set_complex(slot, acc)
+            summary = Summary([(q["quantile"], q["value"]) for q in qs], row["count"] or 0, sum_)
+            self._set_complex(slot, summary)
             return
         count, sum_ = row["count"] or 0, row["sum"]
         if sum_ is not None and not math.isfinite(sum_):
@@ -414,7 +520,7 @@ class SeriesStore:
         else:
             self._reweigh(slot, acc.weight() - before)
 
-    def _set_complex(self, slot: int, acc) -> None:
+    def _set_complex(self, slot: int, acc: Any) -> None:
         old = self.slot_value[slot]
         old_w = old.weight() if hasattr(old, "weight") else self._slot_weight[slot]
         self.slot_value[slot] = acc
@@ -424,7 +530,17 @@ class SeriesStore:
         self._slot_weight[slot] += delta
         self.series_count += delta
 
-    def _create_sources(self, table, missing: list[int], keys: list[str], src: list[int], items: list) -> None:
+    def _create_sources(
+        self,
+        table: Any,
+        missing: list[int],
+        keys: Any,
+        src: list[int],
+        items: list[Any],
+        counted: dict[int, tuple[int, dict[str, int]]],
+    ) -> None:
+        """Sources for the rows ``missing``: created, or refused (``src`` -1; what a refusal counted goes to
+        ``counted[row]``: series refused, points dropped by reason)."""
         import pyarrow as pa
 
         rows = table.select(list(_ROW_FIELDS) + ["payload_index"]).take(pa.array(missing)).to_pylist()
@@ -432,10 +548,16 @@ class SeriesStore:
             key = keys[i]
             s = self._sources.get(key, -1)  # created for an earlier row of this batch
             if s < 0:
+                refused, dropped = self.series_refused, dict(self.dropped)
                 s = self._new_source(key, row, items[row["payload_index"]])
+                if s < 0:
+                    counted[i] = (
+                        self.series_refused - refused,
+                        {r: k - dropped.get(r, 0) for r, k in self.dropped.items() if k != dropped.get(r, 0)},
+                    )
             src[i] = s
 
-    def _new_source(self, key: str, row: dict, item) -> int:
+    def _new_source(self, key: str, row: dict[str, Any], item: Any) -> int:
         if self.series_count >= self.max_series and row["metric"] not in self._otlp_names:
             self.series_refused += 1
             self._count("series-limit")
@@ -490,16 +612,14 @@ class SeriesStore:
                 self.families[name] = family
             slot = self._slot_free.pop() if self._slot_free else len(self._slot_key)
             if slot == len(self._slot_key):
-                for lst, v in (
-                    (self._slot_key, None),
-                    (self.slot_family, None),
-                    (self._slot_refs, 0),
-                    (self.slot_value, 0.0),
-                    (self._slot_weight, 0),
-                    (self._slot_otlp, None),
-                ):
-                    lst.append(v)
+                self._slot_key.append(None)
+                self.slot_family.append(None)
+                self._slot_refs.append(0)
+                self.slot_value.append(0.0)
+                self._slot_weight.append(0)
+                self._slot_otlp.append(None)
             self._series[skey] = slot
+            self._slot_changes += 1
             self.fresh.append(slot)
             self._slot_key[slot] = skey
             self.slot_family[slot] = family
@@ -541,20 +661,25 @@ class SeriesStore:
             self._slot_refs[slot] -= 1
             if self._slot_refs[slot] == 0:
                 family = self.slot_family[slot]
+                assert family is not None  # (a slot in use has its family)
                 family.slots.pop(slot, None)
                 gone = None
                 if not family.slots:
                     self.families.pop(family.sample, None)
                     gone = family.sample
                 self.on_forget(slot, gone)
-                self._series.pop(self._slot_key[slot], None)
+                skey = self._slot_key[slot]
+                if skey is not None:
+                    self._series.pop(skey, None)
                 self.series_count -= self._slot_weight[slot]
                 otlp_name = self._slot_otlp[slot]
+                assert otlp_name is not None  # (a slot in use has its OTLP name)
                 if self._otlp_names.get(otlp_name, 0) <= 1:
                     self._otlp_names.pop(otlp_name, None)
                 else:
                     self._otlp_names[otlp_name] -= 1
                 self._slot_key[slot] = self.slot_family[slot] = None
+                self._slot_changes += 1
                 self.slot_value[slot] = None
                 self._slot_weight[slot] = 0
                 self._slot_free.append(slot)
@@ -621,7 +746,7 @@ class SeriesStore:
             self.terminated += 1
 
 
-def _map_text(column):
+def _map_text(column: Any) -> Any:
     """A map<string,string> column as one text per row (``k\\x1fv`` pairs joined with ``\\x1e``)."""
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -2,8 +2,8 @@
 
 The groups measure what the pytest-benchmark suites in ``bench/`` measure (same payloads, same peers):
 ``protocol``, ``codec``, ``crc``, ``limiter``, ``broker``, ``otlp``, ``export``, ``spark``, ``proxy``,
-``record``, ``pipeline-scale`` and ``report``. The result is a table (operation, kip714, peer, ratio, goal,
-met), optionally a JSON file for tracking and PNG plots of how the cost grows with the work (payload size,
+``record``, ``endpoint``, ``pipeline-scale`` and ``report``. The result is a table (operation, kip714, peer,
+ratio, goal, met), optionally a JSON file for tracking and PNG plots of how the cost grows with the work (payload size,
 live instances, batch size) next to the peer's curve. How it times: :mod:`.timing`.
 
 The package, one job per module (groups import the harness, never the reverse):
@@ -17,7 +17,10 @@ The package, one job per module (groups import the harness, never the reverse):
   table), :mod:`.machine` (what a result was measured on), :mod:`.plots` (``--plot``).
 * Support of single groups: :mod:`.spark_jobs` (the functions Spark's workers import by name; ``spark``,
   ``pipeline-scale``), :mod:`.scale` (recordings at fleet scale, Spark jobs in child processes;
-  ``pipeline-scale``), :mod:`.report_peer` (the pandas peer of ``kip714 report``; ``report``).
+  ``pipeline-scale``), :mod:`.report_peer` (the pandas peer of ``kip714 report``; ``report``),
+  :mod:`.loadgen` (pre-encoded, pipelined pushes from worker processes), :mod:`.floor` (the smallest server
+  on the same event loop) and :mod:`.otlp_sink` (a collector that accepts everything; all three
+  ``endpoint``).
 
 **Adding a row** to a group: in its ``run(bench)``, time kip714's call against the peer's with
 :meth:`Bench.pair`, which measures both in interleaved rounds and adds the row::

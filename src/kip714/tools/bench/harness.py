@@ -31,7 +31,9 @@ class Goal(TypedDict):
     """A row's goal: ``kind`` decides how ``value`` is compared (see :meth:`Bench.add_row`), ``text`` is
     what the table shows."""
 
-    kind: Literal["ratio", "within", "rate", "max_bytes", "max_value", "max_time", "min_value", "added_ns", "max_s"]
+    kind: Literal[
+        "ratio", "within", "rate", "max_bytes", "max_value", "max_time", "min_value", "added_ns", "max_s", "check"
+    ]
     value: float
     text: str
 
@@ -132,6 +134,8 @@ class Bench:
                 met = kip["median"] - peer["median"] <= target
             elif kind == "max_s":
                 met = kip["median"] / 1e9 <= target
+            elif kind == "check":  # evaluated by the group: the value is the verdict
+                met = bool(target)
         if unit == "time":
             kip_text = fmt_ns(kip["median"])
             peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
@@ -249,6 +253,11 @@ class Bench:
             if group == "pipeline-scale" and (self.cases is not None or set(self.groups) - {"spark", "pipeline-scale"}):
                 # minutes to tens of minutes, a Spark process per size: only when asked for
                 self.notes.append("pipeline-scale: runs only with --only pipeline-scale")
+                continue
+            if group == "endpoint" and self.quick and tuple(self.groups) == GROUPS:
+                # minutes even when quick (endpoint processes, 100 000 client instances each): when named
+                self.notes.append("endpoint: skipped by --quick over every group (run --only endpoint --quick)")
+                self.log("[endpoint] skipped by --quick over every group (run --only endpoint --quick)")
                 continue
             if group in ("spark", "report") and self.quick and self.groups != [group]:
                 self.notes.append("spark: skipped with --quick (use --only spark --quick for a tiny run)")

@@ -10,7 +10,16 @@ import kip714
 from kip714._enums import DEFAULT_ACCEPTED_COMPRESSION_TYPES, DEFAULT_TELEMETRY_MAX_BYTES
 from kip714.tools import SAMPLES
 
-__all__ = ["ACCEPTED", "KB", "LIMIT", "capture_payload", "otlp_like", "sample_payloads"]
+__all__ = [
+    "ACCEPTED",
+    "KB",
+    "LIMIT",
+    "capture_payload",
+    "java_payload",
+    "otlp_like",
+    "sample_capture",
+    "sample_payloads",
+]
 
 KB = 1024
 LIMIT = DEFAULT_TELEMETRY_MAX_BYTES  # the decompression cap
@@ -22,9 +31,55 @@ def capture_payload(compression_type: int) -> bytes:
     """The compressed OTLP payload of a real librdkafka push with this codec (the package's samples)."""
     for path in sorted(SAMPLES.glob(f"*_{kip714.CompressionType(compression_type).name.lower()}.bin")):
         body = kip714.decode_request(path.read_bytes()[4:]).body
-        if type(body) is kip714.PushTelemetryRequest and body.metrics is not None and len(body.metrics):
+        if type(body) is kip714.PushTelemetryRequest and body.metrics is not None and body.metrics_size:
             return bytes(body.metrics)
     raise LookupError(f"no sample push with compression type {compression_type}")
+
+
+def sample_capture(name: str) -> tuple[bytes, int]:
+    """``(compressed payload, compression type)`` of the push in the bundled capture ``name`` (a file of
+    ``kip714.tools.SAMPLES``, e.g. ``producer_zstd_push_01_zstd.bin``: librdkafka's 1.45 KB producer push,
+    464 bytes zstd-compressed)."""
+    frames, _ = kip714.split_frames((SAMPLES / name).read_bytes())
+    body = kip714.decode_request(frames[0]).body
+    return bytes(body.metrics), int(body.compression_type)
+
+
+@functools.lru_cache(maxsize=8)
+def java_payload(target: int = 4 * KB, seed: int = 7) -> bytes:
+    """An uncompressed OTLP payload of at least ``target`` bytes laid out as Apache Kafka's Java producer
+    sends it (``MetricsCollector(layout="java")``: one ResourceMetrics per data point; the producer's
+    metrics, then per-node ones added until the size is reached; delta sums, as a broker that asks for
+    delta temporality, ``kip714 serve``'s default, gets), values drawn from ``seed``."""
+    from kip714.client.naming import telemetry_metric_key
+    from kip714.client.otlp_encode import MetricsCollector, MetricSelector
+    from kip714.tools.simulate.clients import JAVA_PRODUCER_METRICS
+
+    rnd = random.Random(seed)
+    now = [1_760_000_000_000_000_000]
+    c = MetricsCollector(layout="java", clock_ns=lambda: now[0])
+    c.set_resource_attribute("client_rack", "rack-1")
+    attrs = {"client-id": "producer-1"}
+    for group, name, kind, _ in JAVA_PRODUCER_METRICS:
+        metric, labels = telemetry_metric_key(group, name, attrs)
+        if kind == "sum":
+            c.counter(metric, labels, value_type="double").add(float(rnd.randrange(1, 10**6)))
+        else:
+            c.gauge(metric, labels, value_type="double").set(rnd.random() * 100)
+    everything = MetricSelector.from_requested(["*"])
+    node = 0
+    while True:
+        now[0] += 30_000_000_000
+        payload = c.collect(delta=True, selector=everything)
+        if len(payload) >= target:
+            return payload
+        for stat in ("request-latency-avg", "request-latency-max", "request-total"):
+            metric, labels = telemetry_metric_key("producer-node-metrics", stat, {**attrs, "node-id": f"node-{node}"})
+            if stat == "request-total":
+                c.counter(metric, labels, value_type="double").add(float(rnd.randrange(1, 10**5)))
+            else:
+                c.gauge(metric, labels, value_type="double").set(rnd.random() * 50)
+        node += 1
 
 
 @functools.cache
@@ -47,7 +102,8 @@ def otlp_like(target: int, seed: int = 1) -> bytes:
 
     rnd = random.Random(seed)
     base = sample_payloads()
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     while total < target:
         md = metrics_pb2.MetricsData()
         md.ParseFromString(rnd.choice(base))

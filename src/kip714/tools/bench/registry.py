@@ -22,6 +22,7 @@ GROUPS = (
     "spark",
     "proxy",
     "record",
+    "endpoint",
     "pipeline-scale",
     "report",
 )

@@ -1,0 +1,91 @@
+"""The recorder's rows: a push recorded through ``push_completed`` (kept as its fields until the part is
+written, its columns then made in bulk) gives exactly the row ``push_row`` makes for it, also mixed with rows
+given to ``record()``, in arrival order."""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kip714.broker.receivers import ClientSubscription, ReceiverContext
+from kip714.broker.subscriptions import ClientInfo
+from kip714.sinks.recorder import RECORD_COLUMNS, ParquetRecorder, push_row, read_recording, record_schema, rows_table
+from kip714.wire import PushTelemetryRequest
+
+infos = st.builds(
+    ClientInfo,
+    client_id=st.sampled_from(["", "producer-1", "é\x00"]),
+    client_software_name=st.sampled_from(["unknown", "apache-kafka-java"]),
+    client_source_address=st.sampled_from(["", "127.0.0.1", "0:0:0:0:0:0:0:1"]),
+    client_source_port=st.sampled_from(["", 0, 51234, "7"]),
+    principal=st.sampled_from(["User:ANONYMOUS", "User:alice"]),
+)
+subscriptions = st.one_of(
+    st.none(),
+    st.builds(
+        ClientSubscription,
+        subscription_id=st.integers(-(2**31), 2**31 - 1),
+        requested_metrics=st.lists(st.sampled_from(["", "org.apache.kafka.", "*"]), max_size=3).map(tuple),
+        push_interval_ms=st.integers(100, 3_600_000),
+        delta_temporality=st.booleans(),
+        accepted_compression_types=st.lists(st.integers(0, 4), max_size=4).map(tuple),
+    ),
+)
+pushes = st.tuples(
+    infos,
+    st.integers(-1, 5),  # node id
+    subscriptions,
+    st.binary(min_size=16, max_size=16).filter(lambda b: b not in (bytes(16), bytes(15) + b"\x01")),
+    st.integers(-(2**31), 2**31 - 1),
+    st.booleans(),
+    st.integers(0, 4),
+    st.sampled_from([0, 42, 72, 89]),
+    st.binary(max_size=40),
+    st.integers(0, 2**50),
+    st.booleans(),  # given to record() as push_row's dict instead
+)
+
+
+def _reference(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in RECORD_COLUMNS}, schema=record_schema())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(pushes, max_size=12))
+def test_pushes_record_the_rows_push_row_makes(tmp_path_factory, cases):
+    directory = tmp_path_factory.mktemp("rec")
+    recorder = ParquetRecorder(directory, flush_interval_s=3600, roll_interval_s=0)
+    want = []
+    try:
+        for info, node, sub, id16, sub_id, term, ctype, code, metrics, at, as_dict in cases:
+            request = PushTelemetryRequest(uuid.UUID(bytes=id16), sub_id, term, ctype, metrics)
+            row = push_row(request, info, node, code, at, sub)
+            want.append(row)
+            if as_dict:
+                recorder.record(row)
+            else:
+                recorder.push_completed(ReceiverContext(info, node, None, sub), request, code, at)
+        recorder.flush()
+        got = read_recording(directory)
+    finally:
+        recorder.close()
+    assert got.equals(_reference(want)), (got.to_pylist(), want)
+
+
+def test_the_bulk_columns_of_many_pushes():
+    """One client connection and subscription shared by many pushes, others alone: the per-connection
+    columns are taken for every row."""
+    shared, other = ClientInfo(client_id="a", client_source_port=1), ClientInfo(client_id="b")
+    sub = ClientSubscription(5, ("org.",), 1000, True, (4, 1))
+    rows, want = [], []
+    for i in range(300):
+        info, s = (shared, sub) if i % 3 else (other, None)
+        id16 = uuid.UUID(int=i + 2).bytes
+        rows.append((i, id16, info, 1, i, False, 4, 0, b"x" * (i % 5), s))
+        request = PushTelemetryRequest(uuid.UUID(bytes=id16), i, False, 4, b"x" * (i % 5))
+        want.append(push_row(request, info, 1, 0, i, s))
+    assert rows_table(rows).equals(_reference(want))
+    assert rows_table([]).equals(record_schema().empty_table())
