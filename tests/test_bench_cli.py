@@ -114,14 +114,21 @@ def test_interleaved_summaries_and_goal_checks():
     b = bench.Bench(quick=True, groups=[], log=io.StringIO())
     fast, slow = {"median": 100.0}, {"median": 109.0}
     assert b.add_row("codec", "x", "x", slow, fast, "direct", goal={"kind": "within", "value": 0.1, "text": ""})["met"]
-    assert not b.add_row("codec", "y", "y", {"median": 120.0}, fast, "direct",
-                         goal={"kind": "within", "value": 0.1, "text": ""})["met"]
-    assert b.add_row("otlp", "z", "z", fast, {"median": 900.0}, "pb", goal={"kind": "ratio", "value": 8,
-                                                                            "text": ""})["ratio"] == 9
-    assert not b.add_row("limiter", "r", "r", {"median": 250.0}, None, goal={"kind": "rate", "value": 5e6,
-                                                                             "text": ""}, unit="rate")["met"]
-    assert b.add_row("limiter", "m", "m", {"value": 92.0}, unit="bytes",
-                     goal={"kind": "max_bytes", "value": 128, "text": ""})["met"]
+    assert not b.add_row(
+        "codec", "y", "y", {"median": 120.0}, fast, "direct", goal={"kind": "within", "value": 0.1, "text": ""}
+    )["met"]
+    assert (
+        b.add_row("otlp", "z", "z", fast, {"median": 900.0}, "pb", goal={"kind": "ratio", "value": 8, "text": ""})[
+            "ratio"
+        ]
+        == 9
+    )
+    assert not b.add_row(
+        "limiter", "r", "r", {"median": 250.0}, None, goal={"kind": "rate", "value": 5e6, "text": ""}, unit="rate"
+    )["met"]
+    assert b.add_row(
+        "limiter", "m", "m", {"value": 92.0}, unit="bytes", goal={"kind": "max_bytes", "value": 128, "text": ""}
+    )["met"]
 
 
 def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
@@ -140,13 +147,13 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
             assert 0 <= row["machine_busy_direct"] <= 1 and 0 <= row["machine_busy_proxy"] <= 1
             assert row["cpu_ms_per_mb_proxy"] >= 0 and row["proxy_cpu_ms_per_mb"] >= 0
     assert sum(rows[f"proxy.produce.10240.{n}"]["cpu_ms_per_mb_proxy"] for n in (1, 4)) > 0
-    if len(allowed) >= 2:   # the proxy on a core of its own, the rest on the other
+    if len(allowed) >= 2:  # the proxy on a core of its own, the rest on the other
         for producers in (1, 4):
             assert rows[f"proxy.pinned.10240.{producers}"]["ratio"] > 0
-    assert os.sched_getaffinity(0) == allowed   # this process unpinned again
+    assert os.sched_getaffinity(0) == allowed  # this process unpinned again
     assert rows["proxy.latency"]["kip714"]["median"] > 0 and rows["proxy.latency"]["peer"]["median"] > 0
     assert rows["proxy.cpu"]["kip714"]["value"] > 0
-    floor = rows["proxy.floor"]     # raw bytes through a splice forwarder: the machine's floor, measured
+    floor = rows["proxy.floor"]  # raw bytes through a splice forwarder: the machine's floor, measured
     assert floor["ratio"] > 0 and floor["forwarder_cpu_ms_per_mb"] >= 0
     assert floor["cpu_ms_per_mb_direct"] >= 0 and floor["cpu_ms_per_mb_forwarded"] >= 0
     assert rows["proxy.connections"]["kip714"]["value"] == 1000
@@ -184,8 +191,9 @@ def test_the_pyarrow_floor_row_keeps_its_c_struct_alive(tmp_path):
         import json, email.mime.text, xml.dom.minidom    # allocations and imports after the writes
         print("ok")
     """)
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 

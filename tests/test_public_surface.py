@@ -12,18 +12,42 @@ import kip714
 
 TOP_LEVEL = [
     "__version__",
-    "ApiKey", "ErrorCode", "CompressionType",
+    "ApiKey",
+    "ErrorCode",
+    "CompressionType",
     "Kip714Error",
-    "split_frames", "decode_request", "decode_response", "encode_request", "encode_response",
-    "GetTelemetrySubscriptionsRequest", "GetTelemetrySubscriptionsResponse",
-    "PushTelemetryRequest", "PushTelemetryResponse",
-    "compress", "decompress", "crc32c", "compute_subscription_id",
-    "SubscriptionRegistry", "ClientInfo", "TelemetryBroker", "kafka_uuid_string",
-    "TelemetryReceiver", "ReceiverContext", "TelemetryPayload",
-    "telemetry_metric_name", "MetricsCollector", "ClientTelemetry",
-    "TelemetryServer", "TelemetryProxy",
-    "ParquetRecorder", "read_recording", "PrometheusExporter", "OtlpForwarder",
-    "decode_metrics", "decode_metrics_batch", "MetricsAccumulator",
+    "split_frames",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
+    "compress",
+    "decompress",
+    "crc32c",
+    "compute_subscription_id",
+    "SubscriptionRegistry",
+    "ClientInfo",
+    "TelemetryBroker",
+    "kafka_uuid_string",
+    "TelemetryReceiver",
+    "ReceiverContext",
+    "TelemetryPayload",
+    "telemetry_metric_name",
+    "MetricsCollector",
+    "ClientTelemetry",
+    "TelemetryServer",
+    "TelemetryProxy",
+    "ParquetRecorder",
+    "read_recording",
+    "PrometheusExporter",
+    "OtlpForwarder",
+    "decode_metrics",
+    "decode_metrics_batch",
+    "MetricsAccumulator",
 ]
 
 #: The public subpackages (and the errors module), each documented and with an ``__all__``.
@@ -31,31 +55,78 @@ SUBPACKAGES = list(kip714._PUBLIC_SUBPACKAGES)
 
 #: kip714.__all__ of 0.1.0 beyond TOP_LEVEL, with the new home of each name.
 MOVED = {
-    "MalformedFrameError": "errors", "FrameTooLargeError": "errors", "UnsupportedApiKeyError": "errors",
-    "UnsupportedVersionError": "errors", "InvalidRequestError": "errors", "InvalidConfigError": "errors",
-    "UnsupportedCompressionTypeError": "errors", "CorruptPayloadError": "errors", "TelemetryTooLargeError": "errors",
-    "DEFAULT_MAX_FRAME_BYTES": "wire", "ApiVersion": "wire", "ApiVersionsRequest": "wire",
-    "ApiVersionsResponse": "wire", "FinalizedFeature": "wire", "Message": "wire", "MetadataRequest": "wire",
-    "MetadataRequestTopic": "wire", "MetadataResponse": "wire", "MetadataResponseBroker": "wire",
-    "MetadataResponsePartition": "wire", "MetadataResponseTopic": "wire", "Request": "wire",
-    "RequestHeader": "wire", "Response": "wire", "ResponseHeader": "wire", "SupportedFeature": "wire",
-    "decode_request_header": "wire", "message_class": "wire",
+    "MalformedFrameError": "errors",
+    "FrameTooLargeError": "errors",
+    "UnsupportedApiKeyError": "errors",
+    "UnsupportedVersionError": "errors",
+    "InvalidRequestError": "errors",
+    "InvalidConfigError": "errors",
+    "UnsupportedCompressionTypeError": "errors",
+    "CorruptPayloadError": "errors",
+    "TelemetryTooLargeError": "errors",
+    "DEFAULT_MAX_FRAME_BYTES": "wire",
+    "ApiVersion": "wire",
+    "ApiVersionsRequest": "wire",
+    "ApiVersionsResponse": "wire",
+    "FinalizedFeature": "wire",
+    "Message": "wire",
+    "MetadataRequest": "wire",
+    "MetadataRequestTopic": "wire",
+    "MetadataResponse": "wire",
+    "MetadataResponseBroker": "wire",
+    "MetadataResponsePartition": "wire",
+    "MetadataResponseTopic": "wire",
+    "Request": "wire",
+    "RequestHeader": "wire",
+    "Response": "wire",
+    "ResponseHeader": "wire",
+    "SupportedFeature": "wire",
+    "decode_request_header": "wire",
+    "message_class": "wire",
     "uuid_hash": "codec",
-    "BackgroundReceiver": "broker", "InstanceTable": "broker", "Resolution": "broker", "Subscription": "broker",
-    "ClientTelemetryState": "client", "ClientTelemetrySubscription": "client", "MetricSelector": "client",
-    "choose_compression": "client", "compress_payload": "client", "telemetry_attribute_key": "client",
-    "telemetry_attributes": "client", "telemetry_metric_key": "client",
+    "BackgroundReceiver": "broker",
+    "InstanceTable": "broker",
+    "Resolution": "broker",
+    "Subscription": "broker",
+    "ClientTelemetryState": "client",
+    "ClientTelemetrySubscription": "client",
+    "MetricSelector": "client",
+    "choose_compression": "client",
+    "compress_payload": "client",
+    "telemetry_attribute_key": "client",
+    "telemetry_attributes": "client",
+    "telemetry_metric_key": "client",
 }
 
 #: ../shared/spec/DESIGN.md, "Public names that outside checks import": each must stay where it is named.
 DESIGN_NAMES = [
-    "kip714.ApiKey", "kip714.ErrorCode", "kip714.CompressionType", "kip714.Kip714Error", "kip714.decode_request",
-    "kip714.split_frames", "kip714.PushTelemetryRequest", "kip714.GetTelemetrySubscriptionsRequest",
-    "kip714.GetTelemetrySubscriptionsResponse", "kip714.PushTelemetryResponse", "kip714.encode_request",
-    "kip714.encode_response", "kip714.decompress", "kip714.compress", "kip714.crc32c",
-    "kip714.compute_subscription_id", "kip714.SubscriptionRegistry", "kip714.ClientInfo", "kip714.TelemetryBroker",
-    "kip714.decode_metrics", "kip714.telemetry_metric_name", "kip714.spark.register", "kip714.spark.decode_frames",
-    "kip714.spark.decode_payloads", "kip714.TelemetryProxy", "kip714.PrometheusExporter", "kip714.OtlpForwarder",
+    "kip714.ApiKey",
+    "kip714.ErrorCode",
+    "kip714.CompressionType",
+    "kip714.Kip714Error",
+    "kip714.decode_request",
+    "kip714.split_frames",
+    "kip714.PushTelemetryRequest",
+    "kip714.GetTelemetrySubscriptionsRequest",
+    "kip714.GetTelemetrySubscriptionsResponse",
+    "kip714.PushTelemetryResponse",
+    "kip714.encode_request",
+    "kip714.encode_response",
+    "kip714.decompress",
+    "kip714.compress",
+    "kip714.crc32c",
+    "kip714.compute_subscription_id",
+    "kip714.SubscriptionRegistry",
+    "kip714.ClientInfo",
+    "kip714.TelemetryBroker",
+    "kip714.decode_metrics",
+    "kip714.telemetry_metric_name",
+    "kip714.spark.register",
+    "kip714.spark.decode_frames",
+    "kip714.spark.decode_payloads",
+    "kip714.TelemetryProxy",
+    "kip714.PrometheusExporter",
+    "kip714.OtlpForwarder",
     "kip714.TelemetryReceiver",
 ]
 
@@ -94,15 +165,15 @@ def test_every_top_level_name_has_a_subpackage_home():
     homes = {name: sub for sub in SUBPACKAGES if sub != "spark" for name in _module(f"kip714.{sub}").__all__}
     for name in TOP_LEVEL:
         if name in ("__version__", "ApiKey", "ErrorCode", "CompressionType"):
-            continue   # kip714's own: the version and Kafka's numbers
+            continue  # kip714's own: the version and Kafka's numbers
         assert name in homes, f"kip714.{name} is in no subpackage's __all__"
         assert getattr(kip714, name) is getattr(_module(f"kip714.{homes[name]}"), name)
 
 
 def test_the_moved_names_are_the_old_surface_minus_the_new():
-    assert kip714._NEW_HOME == {name: f"kip714.{home}" for name, home in MOVED.items()}
+    assert {name: f"kip714.{home}" for name, home in MOVED.items()} == kip714._NEW_HOME
     assert not set(MOVED) & set(TOP_LEVEL)
-    assert len(MOVED) + len(TOP_LEVEL) == 74 + 4   # 0.1.0's 74 names, plus the 4 new top-level ones
+    assert len(MOVED) + len(TOP_LEVEL) == 74 + 4  # 0.1.0's 74 names, plus the 4 new top-level ones
     for name, home in MOVED.items():
         assert name in importlib.import_module(f"kip714.{home}").__all__, f"{name} not in kip714.{home}.__all__"
 
