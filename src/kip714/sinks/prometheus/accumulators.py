@@ -5,6 +5,7 @@ and quantiles are written as label values."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 __all__ = ["ExpHistogram", "Histogram", "Summary", "float_text", "sum_exposed"]
 
@@ -24,7 +25,7 @@ class Histogram:
 
     __slots__ = ("bounds", "buckets", "count", "sum")
 
-    def __init__(self, bounds: tuple, n: int) -> None:
+    def __init__(self, bounds: tuple[float, ...], n: int) -> None:
         self.bounds = bounds
         self.buckets = [0] * n
         self.count = 0
@@ -37,7 +38,8 @@ class Histogram:
         return bool(self.bounds) and self.bounds[0] < 0
 
     def le_buckets(self) -> list[tuple[str, float]]:
-        out, acc = [], 0
+        out: list[tuple[str, float]] = []
+        acc = 0
         for bound, n in zip(self.bounds, self.buckets):
             acc += n
             out.append((float_text(bound), acc))
@@ -77,9 +79,9 @@ class ExpHistogram:
         self,
         scale: int,
         pos_offset: int,
-        pos: list,
+        pos: Sequence[int],
         neg_offset: int,
-        neg: list,
+        neg: Sequence[int],
         zero: int,
         count: int,
         sum_: float | None,
@@ -110,7 +112,8 @@ class ExpHistogram:
 
     def le_buckets(self) -> list[tuple[str, float]]:
         scale = self.scale or 0
-        out, acc = [], 0
+        out: list[tuple[str, float]] = []
+        acc = 0
         for i in sorted(self.neg, reverse=True):  # most negative first
             acc += self.neg[i]
             out.append((float_text(-_boundary(i, scale)), acc))
@@ -139,7 +142,7 @@ def _distinct_bounds(buckets: list[tuple[str, float]]) -> list[tuple[str, float]
     return out
 
 
-def sum_exposed(acc) -> bool:
+def sum_exposed(acc: Histogram | ExpHistogram) -> bool:
     """A histogram's ``_sum`` is exposed when it is known, not negative, and every bucket is positive: the
     OTel specification reports it "only if the sum is positive and monotonic", OpenMetrics forbids a
     negative ``_sum`` and a ``_sum`` beside negative buckets."""
@@ -151,7 +154,9 @@ def _boundary(i: int, scale: int) -> float:
     try:
         if scale <= 0:
             return math.ldexp(1.0, i << -scale)
-        return 2.0 ** (i / (1 << scale))
+        # float ** float is typed as Any (a negative base gives a complex); 2.0 ** x is always a float
+        value: float = 2.0 ** (i / (1 << scale))
+        return value
     except OverflowError:
         return math.inf
 
@@ -159,7 +164,7 @@ def _boundary(i: int, scale: int) -> float:
 class Summary:
     __slots__ = ("count", "quantiles", "sum")
 
-    def __init__(self, quantiles, count, sum_) -> None:
+    def __init__(self, quantiles: list[tuple[float, float]], count: int, sum_: float | None) -> None:
         self.quantiles = quantiles
         self.count = count
         self.sum = sum_

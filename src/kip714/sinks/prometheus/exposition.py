@@ -9,10 +9,16 @@ new series and formats the values (``prometheus_client.utils.floatToGoString``).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .accumulators import float_text, sum_exposed
 from .store import Family, SeriesStore
+
+if TYPE_CHECKING:  # prometheus_client is imported where it is used, not with this module
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import Collector
+    from prometheus_client.samples import Sample
 
 __all__ = ["Collected", "Exposition"]
 
@@ -20,6 +26,7 @@ log = logging.getLogger("kip714.prometheus")
 
 _MAX_FORMATS = 4  # exposition formats whose rendered lines are kept (by content type)
 _COUNT, _SUM = "\x00count", "\x00sum"  # keys of a histogram's / summary's _count and _sum line prefixes
+_K = TypeVar("_K", int, str)  # where a rendered line prefix is kept: by slot, or by a series' line key
 
 
 class Exposition:
@@ -36,12 +43,12 @@ class Exposition:
         for f in self.formats.values():
             f.forget(slot, family_gone)
 
-    def families(self) -> list:
+    def families(self) -> list[Metric]:
         """The clients' series as ``prometheus_client`` metric families (the collector protocol)."""
         from prometheus_client.core import Metric
         from prometheus_client.samples import Sample
 
-        out = []
+        out: list[Metric] = []
         store = self.store
         for family in store.families.values():
             m = Metric(family.name, family.help, family.type, family.unit)
@@ -80,11 +87,10 @@ class Exposition:
                 out.append(m)
         return out
 
-    def render(self, encoder, key: str) -> str:
+    def render(self, encoder: Callable[[Collector], bytes], key: str) -> str:
         """The clients' series in the format of ``encoder`` (content type ``key``), from the kept line
         prefixes (rendering those of new series)."""
-        from prometheus_client.utils import floatToGoString as fmt
-
+        fmt = _float_to_go_string()
         _Sample = _sample_class()
         parts: list[str] = []
         store = self.store
@@ -112,13 +118,15 @@ class Exposition:
                 parts.append("\n")
         return "".join(parts)
 
-    def _complex_lines(self, f: _Format, family: Family, fmt, slots: list[int] | None = None) -> list[str]:
+    def _complex_lines(
+        self, f: _Format, family: Family, fmt: Callable[[float], str] | None, slots: list[int] | None = None
+    ) -> list[str]:
         """Histogram and summary sample lines of ``family`` (rendering the prefixes it has not seen); with
         ``slots``, only those series, and with ``fmt`` None only the rendering (no lines)."""
         _Sample = _sample_class()
         vals = self.store.slot_value
-        entries: list[tuple[dict, str, Any]] = []
-        missing: list[tuple[dict, str, Any]] = []
+        entries: list[tuple[dict[str, str], str, float]] = []
+        missing: list[tuple[dict[str, str], str, Sample]] = []
         histogram = family.type == "histogram"
         base = family.name
         bname, cname, sname = base + "_bucket", base + "_count", base + "_sum"
@@ -180,7 +188,9 @@ class Exposition:
                 log.exception("pre-rendering %s failed", key)
                 self.formats.pop(key, None)
 
-    def _prerender_format(self, f: _Format, families, _Sample) -> None:
+    def _prerender_format(
+        self, f: _Format, families: Iterable[tuple[Family, list[int]]], _Sample: type[Sample]
+    ) -> None:
         pref = f.prefixes
         for fam, slots in families:
             if fam.type in ("gauge", "counter"):
@@ -191,10 +201,20 @@ class Exposition:
                 self._complex_lines(f, fam, None, slots)
 
 
-def _sample_class():
+def _sample_class() -> type[Sample]:
     from prometheus_client.samples import Sample
 
     return Sample
+
+
+def _float_to_go_string() -> Callable[[float], str]:
+    """``prometheus_client.utils.floatToGoString``, how its encoders write a sample value. prometheus_client
+    leaves it unannotated (a call to it is an untyped call): this gives it its type, once per scrape rather
+    than around each call (one line per value)."""
+    from prometheus_client.utils import floatToGoString
+
+    fmt: Callable[[float], str] = floatToGoString
+    return fmt
 
 
 class Collected:
@@ -202,10 +222,10 @@ class Collected:
 
     __slots__ = ("metrics",)
 
-    def __init__(self, metrics: list) -> None:
+    def __init__(self, metrics: list[Metric]) -> None:
         self.metrics = metrics
 
-    def collect(self) -> list:
+    def collect(self) -> list[Metric]:
         return self.metrics
 
 
@@ -217,14 +237,14 @@ class _Format:
 
     __slots__ = ("encoder", "eof", "headers", "openmetrics", "prefixes")
 
-    def __init__(self, encoder) -> None:
+    def __init__(self, encoder: Callable[[Collector], bytes]) -> None:
         self.encoder = encoder
         self.eof = encoder(Collected([])).decode()  # OpenMetrics' "# EOF"
         self.openmetrics = bool(self.eof)
         self.headers: dict[str, str] = {}  # family sample name → HELP/TYPE/UNIT lines
         self.prefixes: dict[int, Any] = {}  # slot → line prefix, or {bucket key: prefix}
 
-    def _metric(self, family: Family):
+    def _metric(self, family: Family) -> Metric:
         from prometheus_client.core import Metric
 
         return Metric(family.name, family.help, family.type, family.unit)
@@ -236,7 +256,7 @@ class _Format:
             h = self.headers[family.sample] = text[: len(text) - len(self.eof)]
         return h
 
-    def render(self, family: Family, todo: list) -> None:
+    def render(self, family: Family, todo: Sequence[tuple[MutableMapping[_K, str], _K, Sample]]) -> None:
         """Render ``todo`` = [(target dict, key, Sample at value 0)] and store each line's prefix."""
         m = self._metric(family)
         m.samples = [t[2] for t in todo]

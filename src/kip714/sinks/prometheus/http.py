@@ -10,7 +10,7 @@ from typing import Any
 __all__ = ["scrape_response", "start_server", "stop_server"]
 
 
-def scrape_response(source: Any, environ: dict, start_response: Callable) -> list[bytes]:
+def scrape_response(source: Any, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     """Answer one WSGI request from ``source`` (an exporter: ``exposition(accept)`` and ``collect()``): any
     path; ``?name[]=`` keeps the families named, by family or sample name, as prometheus_client's
     ``make_wsgi_app`` means it; gzip when accepted."""
@@ -41,7 +41,7 @@ def scrape_response(source: Any, environ: dict, start_response: Callable) -> lis
         else:
             body, ctype = source.exposition(accept)
         status, headers = "200 OK", [("Content-Type", ctype)]
-        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING")):
+        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING") or ""):
             body = gzip.compress(body, 1)
             headers.append(("Content-Encoding", "gzip"))
     start_response(status, headers)
@@ -49,7 +49,7 @@ def scrape_response(source: Any, environ: dict, start_response: Callable) -> lis
 
 
 def start_server(
-    app: Callable[[dict, Callable], Iterable[bytes]],
+    app: Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]],
     host: str,
     port: int,
     certfile: str | None = None,
@@ -64,12 +64,16 @@ def start_server(
     from prometheus_client.exposition import ThreadingWSGIServer
 
     class Quiet(WSGIRequestHandler):
-        def log_message(self, format, *args):
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-    server_class = type("_Server", (ThreadingWSGIServer,), {"address_family": family})
-    server = make_server(host, port, app, server_class, handler_class=Quiet)
+
+    class _Server(ThreadingWSGIServer):
+        address_family = family
+        ssl_context: ssl.SSLContext | None
+
+    server = make_server(host, port, app, _Server, handler_class=Quiet)
     server.ssl_context = None  # reloaded in place by reload_tls (each handshake reads it)
     if certfile:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
