@@ -485,7 +485,7 @@ def describe(case: Case, limit: int = 30) -> str:
 )
 def test_against_real_jdk(oracle_classes, java, major):
     jdk = 19 if major >= 19 else 17
-    cases = generate(seed=714_000 + major, count=1200, jdk=jdk)
+    cases = generate(seed=714_000 + major, count=600, jdk=jdk)
     stdin = "\n".join(line for case in cases for line in case.lines) + "\n"
     proc = subprocess.run(
         [java, "-Xss8m", "-cp", str(oracle_classes), "SubscriptionOrder"],

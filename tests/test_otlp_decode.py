@@ -1185,19 +1185,19 @@ def message(draw, name, depth=0, chaos=False, budget=None, bad=None):
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
 
-@settings(max_examples=examples(200), **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(message("MetricsData"))
 def test_generated_canonical_payloads(data):
     check(data)
 
 
-@settings(max_examples=examples(300), **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(message("MetricsData", chaos=True))
 def test_generated_chaotic_payloads(data):
     check(data)
 
 
-@settings(max_examples=examples(150), **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(
     st.sampled_from(
         ["NumberDataPoint", "HistogramDataPoint", "ExponentialHistogramDataPoint", "SummaryDataPoint"]
@@ -1216,7 +1216,7 @@ def test_generated_points_of_every_type(kind_points, chaos_body):
     check(wrap_metric(ld(1, b"org.apache.kafka.x") + ld(field, body)))
 
 
-@settings(max_examples=examples(150), **SETTINGS)
+@settings(max_examples=examples(100), **SETTINGS)
 @given(st.lists(message("AnyValue", 7, True), min_size=1, max_size=4), texts)
 def test_generated_attribute_values(values, key):
     point = b"".join(ld(7, ld(1, key.encode()) + ld(2, v)) for v in values)

@@ -64,6 +64,7 @@ def test_follow_survives_a_restart_without_loss_or_duplicates(spark, tmp_path):
         time.sleep(0.3)
     finally:
         running.stop()  # midway: chunk 2 may be inside an interrupted micro-batch
+    first_run = len(running.batches)
     seen += running.batches
     for i in range(3, 5):  # written while no stream runs
         _write_chunk(chunks[i], live, i)
@@ -76,7 +77,8 @@ def test_follow_survives_a_restart_without_loss_or_duplicates(spark, tmp_path):
     finally:
         running.stop()
     seen += running.batches
-    assert len(seen) >= 3
+    # each run decoded at least one micro-batch (a slow machine may fold several chunks into one)
+    assert first_run >= 1 and len(seen) - first_run >= 1
     assert all(b.delay_max_ms is not None and b.delay_max_ms >= b.delay_min_ms for b in seen if b.pushes)
 
     batch_out = tmp_path / "batch"

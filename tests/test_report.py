@@ -194,29 +194,34 @@ DEFECTS = {  # software name → the one check its client breaks
 }
 
 
-def _run_librdkafka(bootstrap: str, seconds: float, pushed=None, limit_s: float = 40.0) -> None:
+def _run_librdkafka(bootstrap: str, seconds: float, pushed=None, limit_s: float = 40.0, may_close=None) -> None:
     """A librdkafka producer and consumer for ``seconds``, and longer (up to ``limit_s``) until ``pushed()``
     says both have pushed: a client closes with a terminating push only once it holds a subscription, which
-    takes longer than ``seconds`` on a loaded machine."""
+    takes longer than ``seconds`` on a loaded machine. ``may_close(client_id)``, when given, picks the moment
+    each client closes: librdkafka sends its terminating push only when the close finds no push in flight."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     common = {"bootstrap.servers": bootstrap, "log_level": 0}
     started = time.monotonic()
     ready = threading.Event()
 
-    def running() -> bool:
+    def running(client_id: str) -> bool:
         now = time.monotonic()
-        return now < started + seconds or (not ready.is_set() and now < started + limit_s)
+        if now >= started + limit_s + 10:
+            return False
+        if now < started + seconds or (not ready.is_set() and now < started + limit_s):
+            return True
+        return may_close is not None and not may_close(client_id)
 
     def producer():
         p = confluent_kafka.Producer({**common, "client.id": "rdk-producer", "enable.sparse.connections": False})
-        while running():
+        while running("rdk-producer"):
             p.poll(0.05)
         del p
         gc.collect()
 
     def consumer():
         c = confluent_kafka.Consumer({**common, "client.id": "rdk-consumer", "group.id": "report-group"})
-        while running():
+        while running("rdk-consumer"):
             c.poll(0.05)
         c.close()
         del c
@@ -233,6 +238,25 @@ def _run_librdkafka(bootstrap: str, seconds: float, pushed=None, limit_s: float 
         t.join(20)
 
 
+class _NotingRecorder(ParquetRecorder):
+    """A recorder that also notes when each client's last regular push was answered."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.last_push: dict[str, float] = {}
+
+    def push_completed(self, context, request, error_code, received_at_ms):
+        super().push_completed(context, request, error_code, received_at_ms)
+        if not request.terminating:
+            self.last_push[context.client_info.client_id] = time.monotonic()
+
+    def just_answered(self, client_id: str) -> bool:
+        """The client's last push was answered a moment ago (its answer has arrived, the next push is most of
+        an interval away): a close now finds the push scheduled, not in flight."""
+        at = self.last_push.get(client_id)
+        return at is not None and 0.03 <= time.monotonic() - at <= INTERVAL / 1000 / 3
+
+
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     # librdkafka sends its final push only when the close finds telemetry in state PUSH_SCHEDULED
@@ -242,7 +266,7 @@ def recording(tmp_path_factory):
     # and run again (at most 3).
     for _ in range(3):
         rec = tmp_path_factory.mktemp("report") / "rec"
-        recorder = ParquetRecorder(rec, flush_interval_s=0.2)
+        recorder = _NotingRecorder(rec, flush_interval_s=0.2)
         registry = SubscriptionRegistry()
         registry.set("all", {"metrics": "*", "interval.ms": str(INTERVAL)})
         broker = TelemetryBroker(registry, node_id=1, accepted_compression_types=(4, 3, 1, 2))
@@ -254,7 +278,7 @@ def recording(tmp_path_factory):
                 r["client_id"] for r in read_recording(rec).to_pylist() if not r["terminating"]
             }
 
-        _run_librdkafka(srv.bootstrap, 3.0, pushed)
+        _run_librdkafka(srv.bootstrap, 3.0, pushed, may_close=recorder.just_answered)
         # both clients' connections closed (bounded wait: slower on a loaded machine); their terminating
         # pushes, when sent, came before
         srv.wait_for(
