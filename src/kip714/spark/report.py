@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -57,6 +56,8 @@ from .report_checks import (
     STREAMS_THREAD_EXPECTED,
 )
 from .report_checks import KAFKA_METRIC_PREFIX as _NS
+from .report_streams import STREAMS_METRICS as _STREAMS
+from .report_streams import streams_insights, streams_kind
 
 if TYPE_CHECKING:  # pyspark is the spark extra, pyarrow and the workers' module are imported where used
     import argparse
@@ -108,21 +109,7 @@ _ERR, _RETRY = _NS + "producer.record.error.total", _NS + "producer.record.retry
 _BATCH = _NS + "producer.batch.size.avg"
 _CONN = (_NS + "producer.connection.creation.total", _NS + "consumer.connection.creation.total")
 _LAG, _IDLE = _NS + "consumer.fetch.manager.records.lag.max", _NS + "consumer.poll.idle.ratio.avg"
-# Kafka Streams (kip714.client.catalog): client level through the admin client, thread level through each
-# stream thread's main consumer
-_S_FAILED, _S_STATE = _NS + "stream.failed.stream.threads", _NS + "stream.client.state"
-_T_STATE, _T_POLL_RATE = _NS + "stream.thread.thread.state", _NS + "stream.thread.poll.rate"
-_T_PROCESS_RATIO = _NS + "stream.thread.process.ratio"
-_STREAMS = (_S_FAILED, _S_STATE, _T_STATE, _T_POLL_RATE, _T_PROCESS_RATIO)
 _INTEREST = tuple(_THROTTLE) + (_RPR, _SEND, _REQ, _ERR, _RETRY, _BATCH) + _CONN + (_LAG, _IDLE) + _STREAMS
-_RUNNING, _THREAD_RUNNING, _ERROR_STATES = 2, 4, 5  # KafkaStreams.State / StreamThread.State ordinals
-#: Kafka Streams' default client ids (KafkaStreams, ClientUtils): <application.id>-<process id>-admin and
-#: <application.id>-<process id>-StreamThread-<n>-consumer; what tells a Streams client apart when its
-#: subscription asks for no org.apache.kafka.stream. metric
-_STREAMS_ID = re.compile(
-    r"(?P<app>.+)-(?P<process>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"-(?:(?P<admin>admin)|StreamThread-[0-9]+-consumer)"
-)
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
 _SW = ("client_software_name", "client_software_version")
@@ -521,8 +508,8 @@ def _conformance(inst: dict[str, _Row], opts: ReportOptions) -> list[_Row]:
 
         is_p = [r for r in rs if r["is_producer"]]
         is_c = [r for r in rs if r["is_consumer"]]
-        streams_client = [r for r in rs if _streams_kind(r) == "streams-client"]
-        streams_thread = [r for r in rs if _streams_kind(r) == "streams-thread"]
+        streams_client = [r for r in rs if streams_kind(r) == "streams-client"]
+        streams_thread = [r for r in rs if streams_kind(r) == "streams-thread"]
         labels = {id(r): _label_problems(r) for r in rs}
         label_checked = [r for r in rs if r["is_producer"] or r["is_consumer"] or r["resource_keys"]]
         label_bad = [r for r in label_checked if labels[id(r)]]
@@ -802,84 +789,13 @@ def _insights(agg: list[_Row], inst: dict[str, _Row], opts: ReportOptions) -> li
         idle = value(d, _IDLE, "avg")
         if idle is not None and idle >= opts.poll_idle_ratio:
             out(iid, "consumer_lag", _IDLE, idle, opts.poll_idle_ratio, "fetch.min.bytes")
-        _streams_insights(iid, d, inst.get(iid, {}), opts, out)
+        streams_insights(iid, d, inst.get(iid, {}), opts.streams_blocked_process_ratio, out)
     return found
-
-
-def _streams_app(client_id: str | None) -> str | None:
-    """``application <id> (process <uuid>)`` from a Kafka Streams client's default client id."""
-    m = _STREAMS_ID.fullmatch(client_id or "")
-    return f"application {m['app']} (process {m['process']})" if m else None
-
-
-def _streams_kind(r: _Row) -> str | None:
-    """``streams-client`` (an application's admin client), ``streams-thread`` (a stream thread's main consumer)
-    or None: by the org.apache.kafka.stream. metrics it pushed first, by Kafka Streams' client ids second."""
-    seen = set(r.get("standard_seen") or ())
-    if seen & set(STREAMS_CLIENT_EXPECTED):
-        return "streams-client"
-    if seen & set(STREAMS_THREAD_EXPECTED):
-        return "streams-thread"
-    m = _STREAMS_ID.fullmatch(r.get("client_id") or "")
-    if m is None:
-        return None
-    return "streams-client" if m["admin"] else "streams-thread"
-
-
-def _streams_insights(
-    iid: str,
-    d: dict[str, _Row],
-    r: _Row,
-    opts: ReportOptions,
-    out: Callable[[str, str, str, float, float, str | None, str | None], None],
-) -> None:
-    """The Kafka Streams insights of one instance (``d``: its agg rows by metric; ``r``: its instance row)."""
-    from ..client.catalog import STREAMS_CLIENT_STATES
-
-    app = _streams_app(r.get("client_id"))
-    failed = d.get(_S_FAILED)
-    if failed is not None and (failed["total"] or 0) > 0:
-        out(iid, "streams_failed_threads", _S_FAILED, failed["total"], 0.0, "StreamsUncaughtExceptionHandler", app)
-    state = d.get(_S_STATE)
-    if state is not None and state["last"] is not None:
-
-        def name(v: float) -> str:
-            return STREAMS_CLIENT_STATES[int(v)] if 0 <= int(v) < len(STREAMS_CLIENT_STATES) else str(v)
-
-        why = None
-        if (state["max"] or 0) >= _ERROR_STATES:
-            why = f"reached {name(state['max'])}"
-        elif state["avg"] is not None and state["avg"] < _RUNNING - 0.5:
-            why = "out of RUNNING (CREATED/REBALANCING) most of the time"
-        elif not r.get("terminated") and state["last"] != _RUNNING:
-            why = f"left in {name(state['last'])}"
-        if why is not None:
-            detail = ", ".join(x for x in (app, why) if x)
-            value = state["max"] if (state["max"] or 0) >= _ERROR_STATES else state["last"]
-            out(iid, "streams_not_running", _S_STATE, value, float(_RUNNING), "max.poll.interval.ms", detail)
-    thread, polls, ratio = d.get(_T_STATE), d.get(_T_POLL_RATE), d.get(_T_PROCESS_RATIO)
-    if (
-        thread is not None
-        and polls is not None
-        and ratio is not None
-        and thread["last"] == _THREAD_RUNNING
-        and polls["last"] == 0
-        and (ratio["last"] or 0) >= opts.streams_blocked_process_ratio
-    ):
-        out(
-            iid,
-            "streams_thread_blocked",
-            _T_PROCESS_RATIO,
-            ratio["last"],
-            opts.streams_blocked_process_ratio,
-            "max.poll.interval.ms",
-            ", ".join(x for x in (app, "RUNNING, poll rate 0") if x),
-        )
 
 
 def _client_row(r: _Row) -> _Row:
     p, c = bool(r["is_producer"]), bool(r["is_consumer"])
-    kind = _streams_kind(r) or ("both" if p and c else "producer" if p else "consumer" if c else "unknown")
+    kind = streams_kind(r) or ("both" if p and c else "producer" if p else "consumer" if c else "unknown")
     return {
         **{k: r[k] for k in ("client_instance_id", "client_id", *_SW, "client_source_address")},
         "kind": kind,
