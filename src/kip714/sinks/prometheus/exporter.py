@@ -15,7 +15,7 @@ from ..._enums import INSTANCE_CACHE_EXPIRY_MS
 from ..._extras import require
 from ...broker.bounded_queue import BoundedQueueReceiver
 from ..labels import DEFAULT_LABELS, parse_labels
-from .exposition import Collected, Exposition
+from .exposition import PER_CLIENT_FAMILIES, Collected, Exposition, SampleLineCache, _strip_eof
 from .http import scrape_response, start_server, stop_server
 from .store import SeriesStore
 
@@ -92,6 +92,8 @@ class PrometheusExporter(BoundedQueueReceiver):
         )
         self._lock = self._store.lock
         self._exposition = Exposition(self._store)
+        self._own_lines = SampleLineCache()  # kip714's per-client families, by format
+        self._own_lock = threading.Lock()
         # counters (self-metrics) besides the store's and the queue's (payloads_dropped)
         self.push_codes: dict[str, int] = {}
         self._codes_lock = threading.Lock()  # push_codes
@@ -352,7 +354,19 @@ class PrometheusExporter(BoundedQueueReceiver):
             own = self._self_metrics()
             self._scraped(started)
         own.extend(self._extra_metrics())
-        return text.encode("utf-8") + encoder(Collected(own))
+        parts: list[str] = [text]
+        run: list[Any] = []
+        for family in own:  # in collect()'s order: the per-client families from the line cache
+            if family.name in PER_CLIENT_FAMILIES and family.samples:
+                if run:
+                    parts.append(_strip_eof(encoder(Collected(run)).decode("utf-8")))
+                    run = []
+                with self._own_lock:
+                    parts.append(self._own_lines.text(encoder, key, family))
+            else:
+                run.append(family)
+        tail = encoder(Collected(run)).decode("utf-8")  # with OpenMetrics' # EOF, once at the end
+        return ("".join(parts) + tail).encode("utf-8")
 
     def wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         """A WSGI application serving the exposition (any path; ``?name[]=`` keeps the families named, by

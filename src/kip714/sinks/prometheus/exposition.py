@@ -8,6 +8,7 @@ new series and formats the values (``prometheus_client.utils.floatToGoString``).
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -274,3 +275,63 @@ class _Format:
         self.prefixes.pop(slot, None)
         if family_gone is not None:
             self.headers.pop(family_gone, None)
+
+
+#: kip714's own families with a sample per live client (or label set): rendered through
+#: :class:`SampleLineCache`, not the encoder, on every scrape
+PER_CLIENT_FAMILIES = frozenset(
+    {"kip714_client_last_push_timestamp_seconds", "kip714_client_expired_timestamp_seconds"}
+)
+_EOF = "# EOF\n"
+
+
+class SampleLineCache:
+    """The text of metric families, as prometheus_client's ``encoder`` writes it, with the line prefix of
+    each sample (up to its value) rendered by that encoder once and kept while the sample exists; a scrape
+    formats only the values. The per-client families of kip714's own metrics have a sample per live client
+    instance: the encoder spent ~36 µs on each of them every scrape (label checks and escaping), which
+    doubled a 20 000-series scrape of 1 000 instances. Byte for byte the encoder's text (tests)."""
+
+    __slots__ = ("headers", "prefixes")
+
+    def __init__(self) -> None:
+        self.headers: dict[tuple[str, str], str] = {}  # (format, family) -> its # HELP/# TYPE lines
+        self.prefixes: dict[tuple[str, str], dict[tuple[str, ...], str]] = {}  # -> label values -> prefix
+
+    def text(self, encoder: Callable[[Collector], bytes], key: str, family: Metric) -> str:
+        """``family`` (one gauge family whose samples all have the same label names) as ``encoder``
+        writes it, without OpenMetrics' ``# EOF``; ``key``: the encoder's content type."""
+        fmt = _float_to_go_string()
+        name = family.name
+        names = family.samples[0].labels.keys() if family.samples else ()
+        header = self.headers.get((key, name))
+        if header is None:
+            empty = copy.copy(family)
+            empty.samples = []
+            header = self.headers[(key, name)] = _strip_eof(encoder(Collected([empty])).decode("utf-8"))
+        old = self.prefixes.get((key, name), {})
+        new: dict[tuple[str, ...], str] = {}
+        missing = []
+        for sample in family.samples:
+            values = tuple(sample.labels[n] for n in names)
+            prefix = old.get(values)
+            if prefix is None:
+                missing.append((values, sample))
+            else:
+                new[values] = prefix
+        if missing:
+            probe = copy.copy(family)
+            probe.samples = [s._replace(value=0.0) for _, s in missing]
+            lines = _strip_eof(encoder(Collected([probe])).decode("utf-8"))[len(header) :].splitlines()
+            zero = " " + fmt(0.0)
+            if len(lines) != len(missing) or not all(line.endswith(zero) for line in lines):
+                raise RuntimeError(f"unexpected sample lines from the encoder for {name}")
+            for (values, _), line in zip(missing, lines):
+                new[values] = line[: -len(zero) + 1]
+        self.prefixes[(key, name)] = new  # what no sample uses any more is forgotten
+        body = "".join(new[tuple(s.labels[n] for n in names)] + fmt(s.value) + "\n" for s in family.samples)
+        return header + body
+
+
+def _strip_eof(text: str) -> str:
+    return text[: -len(_EOF)] if text.endswith(_EOF) else text
