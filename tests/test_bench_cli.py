@@ -208,25 +208,26 @@ def test_endpoint_group_gives_figures_and_checks_its_generator():
     cfg = endpoint.Config(
         modes=("serve", "prometheus", "floor"),
         payloads=("rdk1450",),
-        instances=(300,),
+        # enough pushes in a window (~10 000) that the floor's few µs each add up to CPU ticks /proc can see
+        instances=(1000,),
         rounds=1,
         warm_s=0.1,
         first_warm_s=0.2,
-        seconds=0.3,
+        seconds=1.0,
         latency_s=0.2,
-        generator_check=("serve", 300),
+        generator_check=("serve", 1000),
         unpipelined=(),
     )
     endpoint.report(b, cfg, endpoint.measure(b, cfg))
     rows = {r["id"]: r for r in b.rows}
-    serve = rows["endpoint.serve.rdk1450.0k"]
+    serve = rows["endpoint.serve.rdk1450.1k"]
     assert serve["unit"] == "rate" and serve["kip714"]["median"] > 0 and serve["peer_name"] == "floor"
     assert serve["per_cpu_s"] > 0 and isinstance(serve["generator_below_endpoint"], bool)
-    assert rows["endpoint.floor.rdk1450.0k"]["per_cpu_s"] > 0
-    assert rows["endpoint.serve-vs-floor.rdk1450.0k"]["met"] in (True, False)
-    latency = rows["endpoint.latency.serve.rdk1450.0k"]
+    assert rows["endpoint.floor.rdk1450.1k"]["per_cpu_s"] > 0
+    assert rows["endpoint.serve-vs-floor.rdk1450.1k"]["met"] in (True, False)
+    latency = rows["endpoint.latency.serve.rdk1450.1k"]
     assert latency["p99_ms"] >= latency["p50_ms"] > 0
-    prometheus = rows["endpoint.prometheus.rdk1450.0k"]  # pushes counted as exported: scraped from the exporter
+    prometheus = rows["endpoint.prometheus.rdk1450.1k"]  # pushes counted as exported: scraped from the exporter
     assert prometheus["per_cpu_s"] > 0 and prometheus["exported_fraction"] > 0
     check = rows["endpoint.generator"]
     assert isinstance(check["not_bottleneck"], bool) and isinstance(check["generator_below_endpoint"], bool)
