@@ -7,13 +7,7 @@ tests ask Prometheus' HTTP API what it stored. Every wait is bounded."""
 from __future__ import annotations
 
 import gc
-import json
-import shutil
-import socket
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 import uuid
 
 import otlp_build as ob
@@ -29,78 +23,9 @@ from kip714.endpoint.server import TelemetryServer
 from kip714.otlp import reference
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-PROMETHEUS = shutil.which("prometheus")
+from prometheus_runner import PROMETHEUS, Prometheus  # noqa: E402
+
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus server is not installed (make prometheus)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Prometheus:
-    def __init__(self, tmp, targets):
-        self.port = free_port()
-        cfg = tmp / "prometheus.yml"
-        cfg.write_text(
-            json.dumps(
-                {  # YAML is a superset of JSON
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
-                    "scrape_configs": [{"job_name": "kip714", "static_configs": [{"targets": targets}]}],
-                }
-            )
-        )
-        self.log = open(tmp / "prometheus.log", "wb")
-        self.proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={cfg}",
-                f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("prometheus did not become ready: " + (tmp / "prometheus.log").read_text()[-2000:])
-
-    def query(self, q, at=None):
-        params = {"query": q}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=5) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def wait(self, q, pred=bool, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            result = self.query(q)
-            if pred(result):
-                return result
-            time.sleep(0.3)
-        raise AssertionError(f"timed out waiting on {q}: last {result}")
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
