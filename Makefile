@@ -14,6 +14,12 @@ EXTRAS ?= test,demo,docs,lint
 # pytest-xdist workers. The unit tier is CPU-bound: one worker per core. The whole suite mostly waits (on
 # sockets, clients, JVMs, compilers): more workers than cores keep both busy. The tiers and the grouping of
 # the Spark tests onto one worker (one JVM) are in tests/conftest.py.
+# The suite starts hundreds of Python processes (xdist workers, the command line, Spark's Python workers): they
+# reuse the bytecode the first one compiled, also on a machine that sets PYTHONDONTWRITEBYTECODE (each process
+# would otherwise compile every module it imports, and pytest rewrite every test module's asserts, anew; the
+# .pyc files are git-ignored).
+unexport PYTHONDONTWRITEBYTECODE
+
 NPROC         := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 CHECK_WORKERS ?= $(NPROC)
 TEST_WORKERS  ?= $(shell echo $$(( $(NPROC) * 2 )))
