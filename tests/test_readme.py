@@ -28,8 +28,8 @@ What the test changes, and only this, so that examples run unattended and quickl
 
 Markers, an HTML comment on the line before a block (the reason is required):
 
-- ``<!-- readme-test: skip REASON -->``: not run — only for blocks that need a system the test cannot start
-  (a cluster, a remote collector);
+- ``<!-- readme-test: skip REASON -->``: not run here — only for blocks that need a system the test cannot start
+  (a cluster, a remote collector), or that another test runs against one (the reason names it);
 - ``<!-- readme-test: args-only REASON -->``: for commands whose full run takes minutes: ``kip714`` lines are
   parsed by kip714's own argument parser, ``make`` lines run as ``make -n``, other lines must name a program
   on ``PATH`` and files that exist.

@@ -154,15 +154,41 @@ def _pipeline(args, env_extra=None, timeout=600):
     )
 
 
+#: the driver JVM prints its flags (heap sizes included) as its first line of output
+PRINT_FLAGS = "-XX:+PrintCommandLineFlags"
+
+
+def _jvm_flags(stdout: str) -> set[str]:
+    """The flags of the JVM that printed them (``PRINT_FLAGS``) in ``stdout``: ``-XX:MaxHeapSize=...`` etc."""
+    line = next((ln for ln in stdout.splitlines() if "-XX:MaxHeapSize=" in ln), "")
+    return set(line.split())
+
+
+def _committed_heap(mib: int) -> set[str]:
+    """The flags of a local session's driver with a heap of ``mib``: the whole heap committed from the start
+    (initial = maximum), touched (AlwaysPreTouch), a young generation of a quarter."""
+    heap, young = mib << 20, (mib // 4) << 20
+    return {
+        f"-XX:InitialHeapSize={heap}",
+        f"-XX:MaxHeapSize={heap}",
+        f"-XX:NewSize={young}",
+        f"-XX:MaxNewSize={young}",
+        "-XX:+AlwaysPreTouch",
+    }
+
+
 def test_pipeline_with_a_small_driver_heap(large_recording, tmp_path):
     """The whole pipeline in a 512 MiB driver (local[2]) on a partition of ~0.8 M points: the right number of
     points, and the written table reads back with the in-process count."""
     path, rows, points = large_recording
     proc = _pipeline(
         [str(path), str(tmp_path / "out"), "--master", "local[2]", "--json", "--quiet"],
-        {"KIP714_SPARK_DRIVER_MEMORY": "512m"},
+        # the JDK's default JIT (the suite's JVMs run C1 only, tests/conftest.py): this one is a real job
+        {"KIP714_SPARK_DRIVER_MEMORY": "512m", "SPARK_SUBMIT_OPTS": PRINT_FLAGS},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the heap came from KIP714_SPARK_DRIVER_MEMORY, committed and touched at start (local_session)
+    assert _committed_heap(512) <= _jvm_flags(proc.stdout), proc.stdout[:3000]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["input_rows"] == rows and summary["points"] == points and summary["errors"] == 0
     import pyarrow.dataset as ds
@@ -174,19 +200,30 @@ def test_a_failed_job_ends_with_one_line(tmp_path):
     """A job that runs the JVM out of memory exits non-zero with one line naming what ran out and the option
     to raise, not a traceback: a recording holding one 640 MB payload (zeros, a few KB on disk) read by a
     512 MiB driver."""
+    import struct
+
     import pyarrow.parquet as pq
 
     from kip714.sinks.recorder import record_schema
 
     rec = tmp_path / "rec"
     rec.mkdir()
-    row = dict.fromkeys(record_schema().names)
-    row.update(received_at_ms=0, compression_type=0, payload=bytes(640 << 20))
-    pq.write_table(pa.Table.from_pylist([row], schema=record_schema()), rec / "huge.parquet", compression="zstd")
-    del row
+    schema, size = record_schema(), 640 << 20
+    columns = {f.name: pa.nulls(1, f.type) for f in schema}
+    columns["received_at_ms"] = pa.array([0], pa.int64())
+    columns["compression_type"] = pa.array([0], pa.int8())
+    # the zeros as the value's buffer, not copied; no statistics (min/max of 640 MB took 6 s to write)
+    offsets = pa.py_buffer(struct.pack("<ii", 0, size))
+    columns["payload"] = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(bytes(size))])
+    table = pa.table(columns, schema=schema)
+    pq.write_table(table, rec / "huge.parquet", compression="zstd", write_statistics=False)
+    del table, columns
     proc = _pipeline(
-        [str(rec), str(tmp_path / "out"), "--master", "local[1]", "--quiet", "--conf", "spark.driver.memory=512m"]
+        [str(rec), str(tmp_path / "out"), "--master", "local[1]", "--quiet", "--conf", "spark.driver.memory=512m"],
+        {"SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {PRINT_FLAGS}"},
     )
+    # the heap came from --conf spark.driver.memory, with the same start-up settings as local_session's own
+    assert _committed_heap(512) <= _jvm_flags(proc.stdout), proc.stdout[:3000]
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert (
@@ -252,27 +289,12 @@ def test_conf_option_reaches_spark(base_recording, tmp_path, capsys):
     assert exit_.value.code == 2 and "--conf takes KEY=VALUE" in capsys.readouterr().err
 
 
-def test_local_session_commits_its_heap_at_start():
-    """The local session's JVM runs with the heap it was given committed and touched at start (-Xms = -Xmx,
-    AlwaysPreTouch, a fixed young generation), so its resident size does not follow the job's length; a
-    --conf spark.driver.memory carries its own -Xms/-Xmn. Read back from the running JVM."""
-    code = (
-        "import json, sys\n"
-        "from kip714.spark import local_session\n"
-        "spark = local_session('local[1]', conf={'spark.driver.memory': '640m'})\n"
-        "jvm = spark.sparkContext._jvm\n"
-        "args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
-        "rt = jvm.java.lang.Runtime.getRuntime()\n"
-        "print(json.dumps({'args': args, 'total': rt.totalMemory(), 'max': rt.maxMemory()}))\n"
-        "spark.stop()\n"
-    )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert {"-Xmx640m", "-Xms640m", "-Xmn160m", "-XX:+AlwaysPreTouch"} <= set(got["args"]), got["args"]
-    assert got["total"] >= 0.95 * got["max"]  # the whole heap committed from the start
+@pytest.mark.unit
+def test_driver_java_options_follow_the_heap():
+    """The JVM options of a local session's driver (the two pipelines above read them back from their JVM)."""
     assert ksession.driver_java_options("2g") == "-Xms2048m -Xmn512m -XX:+AlwaysPreTouch"
+    assert ksession.driver_java_options("512m") == "-Xms512m -Xmn128m -XX:+AlwaysPreTouch"
+    assert ksession.driver_java_options("nonsense") == ""
     assert ksession._mib("1048576k") == 1024 and ksession._mib("nonsense") is None
 
 
@@ -315,16 +337,27 @@ def _wait_port(port: int, deadline: float) -> bool:
 @pytest.fixture()
 def standalone_cluster(tmp_path):
     """A Spark standalone Master and one Worker (1 core, 1 GiB) on 127.0.0.1, started from the pyspark
-    installation with spark-class as a deployment would run them; stopped (process groups) afterwards."""
+    installation with spark-class as a deployment would run them, and a conf directory (spark-defaults.conf)
+    for what is submitted to it; stopped (process groups) afterwards."""
     import pyspark
 
     home = pathlib.Path(pyspark.__file__).parent
     spark_class = home / "bin" / "spark-class"
     if not spark_class.exists():
         pytest.skip("this pyspark installation has no bin/spark-class")
+    conf = tmp_path / "conf"  # the deployment's settings, as spark-submit reads them on a cluster's edge node
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        "spark.executor.memory 768m\n"
+        "spark.driver.host 127.0.0.1\n"
+        "spark.driver.bindAddress 127.0.0.1\n"
+        # the suite's JIT choice (tests/conftest.py) for the executor JVM too
+        f"spark.executor.extraJavaOptions {os.environ.get('SPARK_DAEMON_JAVA_OPTS', '')}\n"
+    )
     env = dict(
         os.environ,
         SPARK_HOME=str(home),
+        SPARK_CONF_DIR=str(conf),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOG_DIR=str(tmp_path),
         SPARK_WORKER_DIR=str(tmp_path / "work"),
@@ -399,47 +432,41 @@ def standalone_cluster(tmp_path):
             log.close()
 
 
+#: the documentation's cluster example, run here as written but for the cluster's address
+DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "commands" / "pipeline.md"
+DOC_MASTER = "spark://spark-master:7077"
+
+
+def _cluster_example() -> str:
+    """The shell block of ``DOC`` whose readme-test marker sends it here (tests/test_readme.py skips it)."""
+    import re
+
+    m = re.search(r"<!-- readme-test: skip [^>]*test_spark_scale\.py -->\n```sh\n(.*?)```", DOC.read_text(), re.S)
+    assert m and DOC_MASTER in m.group(1), f"{DOC} has no cluster example naming {DOC_MASTER}"
+    return m.group(1)
+
+
 def test_standalone_cluster_gives_the_same_points(base_recording, standalone_cluster, tmp_path):
-    """The pipeline submitted to a standalone cluster (its own executor JVM and Python workers) writes the
-    same points as the in-process decode: same count and the same multiset of (instance, metric, time,
-    value)."""
+    """The documentation's ``spark-submit`` example against a standalone cluster (its own executor JVM and
+    Python workers; the settings in the cluster's spark-defaults.conf) writes the same points as the
+    in-process decode: same count and the same multiset of (instance, metric, time, value)."""
     master, env = standalone_cluster
-    rec = tmp_path / "rec"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    rec, out = ws / "recording", ws / "out"
     shutil.copytree(base_recording, rec)
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kip714",
-            "pipeline",
-            str(rec),
-            str(out),
-            "--master",
-            master,
-            "--json",
-            "--quiet",
-            "--conf",
-            "spark.executor.memory=768m",
-            "--conf",
-            "spark.driver.host=127.0.0.1",
-            "--conf",
-            "spark.driver.bindAddress=127.0.0.1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    script = "set -e\n" + _cluster_example().replace(DOC_MASTER, master)
+    env = dict(env, PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), env.get("PATH", "")]))
+    proc = subprocess.run(["bash", "-c", script], cwd=ws, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     rows, points = scale.recording_points(rec)
-    assert summary["input_rows"] == rows and summary["points"] == points and summary["errors"] == 0
+    assert f"{rows} recording rows → {points} points" in proc.stdout and ", 0 errors," in proc.stdout, proc.stdout
     import pyarrow.dataset as ds
 
-    got = ds.dataset(out / "points", format="parquet", partitioning="hive").to_table(
-        columns=["client_instance_id", "metric", "time_unix_nano", "value", "value_int"]
-    )
+    dataset = ds.dataset(out / "points", format="parquet", partitioning="hive")
+    assert dataset.count_rows() == points
+    got = dataset.to_table(columns=["client_instance_id", "metric", "time_unix_nano", "value", "value_int"])
     from kip714.sinks.recorder import read_recording
 
     base = read_recording(rec)
