@@ -32,14 +32,30 @@ NOT_OURS = {
 def _texts_of_python(path: pathlib.Path) -> list[tuple[int, str]]:
     """(line, text) of every comment and docstring (string statements included, e.g. attribute docs)."""
     source = path.read_text()
-    out = [
-        (tok.start[0], tok.string)
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-        if tok.type == tokenize.COMMENT
-    ]
-    for node in ast.walk(ast.parse(source)):
+    out = []
+    # tokenize is pure Python (a tenth of a second per module, in every worker's collection): only where a
+    # line could hold a comment that names a path
+    if any("#" in line and PATH.search(line) for line in source.splitlines()):
+        out += [
+            (tok.start[0], tok.string)
+            for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+            if tok.type == tokenize.COMMENT
+        ]
+    out += _string_statements(ast.parse(source).body)
+    return out
+
+
+def _string_statements(body: list[ast.stmt]) -> list[tuple[int, str]]:
+    """(line, text) of the string statements in ``body`` and the blocks nested in it (statements only: a
+    walk of every expression node cost a second of each worker's collection)."""
+    out = []
+    for node in body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             out.append((node.lineno, node.value.value))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            nested = getattr(node, field, None)
+            if isinstance(nested, list):
+                out += _string_statements(nested)
     return out
 
 
