@@ -6,7 +6,7 @@ client catalog of who pushes what, the Prometheus sink's names and labels, the r
 ships its output; nothing of the library imports it. Modules, in the order they build on each other:
 
 - :mod:`.promql`: the Prometheus name of a telemetry metric and the client identity to group by;
-- :mod:`.panels`: the dashboards as plain data (no optional package);
+- :mod:`.panels`, :mod:`.boards`: a dashboard as plain data, and kip714's dashboards (no optional package);
 - :mod:`.grafana`: the same built with Grafana's ``grafana-foundation-sdk`` (the ``dashboards`` extra);
 - :mod:`.alerts`: the alert rules and their promtool unit tests;
 - :mod:`.yaml_text`, :mod:`.deploy`: the files ``kip714 dashboards`` writes (``deploy/`` holds the defaults);
@@ -17,8 +17,8 @@ ships its output; nothing of the library imports it. Modules, in the order they 
 from __future__ import annotations
 
 from .alerts import AlertSettings, alerts, rule_tests, rules
+from .boards import dashboards
 from .deploy import generate
-from .panels import dashboards
 from .subscriptions import explain, lint
 
 __all__ = ["AlertSettings", "alerts", "dashboards", "explain", "generate", "lint", "rule_tests", "rules"]

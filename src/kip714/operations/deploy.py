@@ -3,7 +3,7 @@ dashboards and their provisioning files, the Prometheus rule file and its promto
 
 ::
 
-    grafana/dashboards/kip714-*.json            one per dashboard (kip714.operations.panels)
+    grafana/dashboards/kip714-*.json            one per dashboard (kip714.operations.boards)
     grafana/provisioning/dashboards/kip714.yaml a file provider for them (copy the JSON files to its path)
     grafana/provisioning/datasources/prometheus.yaml
                                                 an example Prometheus data source named as --datasource
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 from ..sinks.labels import DEFAULT_LABELS
 from .alerts import AlertSettings, rule_tests, rules
+from .boards import dashboards
 from .grafana import DEFAULT_DATASOURCE, to_json
-from .panels import dashboards
 from .yaml_text import dump
 
 __all__ = ["DASHBOARD_FOLDER", "RULES_FILE", "RULES_TEST_FILE", "generate"]

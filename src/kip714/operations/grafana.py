@@ -1,5 +1,5 @@
 """kip714's dashboards as Grafana dashboards, built with Grafana's own ``grafana-foundation-sdk`` (the
-``dashboards`` extra, Python 3.11+) from the specs of :mod:`kip714.operations.panels`.
+``dashboards`` extra, Python 3.11+) from the specs of :mod:`kip714.operations.boards`.
 
 Pinned build: ``grafana-foundation-sdk==1769699379!11.6.0`` (Grafana 11.6.x, ``schemaVersion`` 41). The
 package's versions are ``<epoch>!<Grafana version>`` and each release batch gives its Grafana 10.1 build the
