@@ -7,7 +7,8 @@ Environment switches:
   KIP714_DEBUG=1      -O0 -g, Cython line tracing off but bounds/wraparound checks on
   KIP714_ANNOTATE=1   write Cython's HTML annotation next to each .pyx
   KIP714_SANITIZE=1   build with AddressSanitizer + UndefinedBehaviorSanitizer (see README)
-  KIP714_ONLY=a,b     build only these modules
+  KIP714_ONLY=a,b     build only these modules (KIP714_ONLY=none: no module; the Makefile's editable install
+                      uses it, then compiles them in place, in parallel, with make build)
 
 Modules are cythonized when build_ext runs (an sdist ships the .pyx sources, not C), with build_ext's
 ``--parallel N`` jobs (``make build`` passes the number of cores), like the C compiles.
