@@ -55,22 +55,26 @@ def report_pandas(recording, options=None):
     """(conformance rows, insight rows) of ``recording`` computed with pandas."""
 
     from kip714.spark.report import (
-        _CONN,
-        _ERR,
-        _IDLE,
-        _LABEL_VARIANTS,
-        _LAG,
-        _LAT,
-        _REQ,
-        _RETRY,
-        _RPR,
-        _SEND,
-        _THROTTLE,
         CHECKS,
         NAME_PATTERN,
         STANDARD_CONSUMER_METRICS,
         STANDARD_PRODUCER_METRICS,
         ReportOptions,
+    )
+    from kip714.spark.report_verdicts import (
+        _CONN,
+        _ERR,
+        _IDLE,
+        _LABEL_VARIANTS,
+        _LAG,
+        _REQ,
+        _RETRY,
+        _RPR,
+        _SEND,
+        _THROTTLE,
+    )
+    from kip714.spark.report_verdicts import (
+        NODE_LATENCY as _LAT,
     )
 
     opts = options or ReportOptions()
