@@ -432,18 +432,18 @@ def standalone_cluster(tmp_path):
             log.close()
 
 
-#: the documentation's cluster example, run here as written but for the cluster's address
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "commands" / "pipeline.md"
+#: the address of the cluster in the documentation's cluster example, which this test runs as written but for it
 DOC_MASTER = "spark://spark-master:7077"
 
 
 def _cluster_example() -> str:
-    """The shell block of ``DOC`` whose readme-test marker sends it here (tests/test_readme.py skips it)."""
-    import re
+    """The docs' shell block whose readme-test marker sends it here, as test_readme reads the docs (which
+    skips it)."""
+    from test_readme import BLOCKS
 
-    m = re.search(r"<!-- readme-test: skip [^>]*test_spark_scale\.py -->\n```sh\n(.*?)```", DOC.read_text(), re.S)
-    assert m and DOC_MASTER in m.group(1), f"{DOC} has no cluster example naming {DOC_MASTER}"
-    return m.group(1)
+    found = [b for b in BLOCKS if b.marker == "skip" and "test_spark_scale.py" in b.reason]
+    assert len(found) == 1 and DOC_MASTER in found[0].text, [b.id for b in found]
+    return found[0].text
 
 
 def test_standalone_cluster_gives_the_same_points(base_recording, standalone_cluster, tmp_path):
