@@ -565,12 +565,10 @@ def _many_gauges(prefix: str, n: int) -> bytes:
     gauge = metrics_pb2.Metric(name="x")
     gauge.gauge.data_points.add(as_double=1.0)
     tail = gauge.SerializeToString()[3:]  # after field 1 ("x")
-    parts = []
-    for i in range(n):
-        name = f"{prefix}.{i}".encode()
-        metric = b"\x0a" + varint(len(name)) + name + tail
-        parts.append(b"\x12" + varint(len(metric)) + metric)  # ScopeMetrics.metrics (field 2)
-    scope = b"".join(parts)
+    names = [f"{prefix}.{i}".encode() for i in range(n)]
+    assert len(max(names, key=len)) + len(tail) + 2 < 0x80  # every length below fits in one varint byte
+    # ScopeMetrics.metrics (field 2), each a Metric whose name (field 1) is names[i]
+    scope = b"".join(b"\x12" + bytes((len(m) + len(tail) + 2, 0x0A, len(m))) + m + tail for m in names)
     rm = b"\x12" + varint(len(scope)) + scope  # ResourceMetrics.scope_metrics (field 2)
     return b"\x0a" + varint(len(rm)) + rm  # MetricsData.resource_metrics (field 1)
 
