@@ -1088,17 +1088,15 @@ ints64 = st.one_of(st.sampled_from(INTERESTING_INTS), st.integers(-(2**63), 2**6
 texts = st.one_of(st.sampled_from(["", "a", "node_id", "π", "日本", "😀", 'q"\\\n\t\x00\x1f']), st.text(max_size=6))
 
 
-@st.composite
-def string_bytes(draw, bad_ok):
+def _string_bytes(draw, bad_ok):
     if bad_ok and draw(st.integers(0, 9)) == 0:
         return draw(st.sampled_from([b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"a\xf4\x90\x80\x80", b"\xe2\x82"]))
     return draw(texts).encode("utf-8")
 
 
-@st.composite
-def scalar_field(draw, number, kind, chaos):
+def _scalar_field(draw, number, kind, chaos):
     if kind in ("string", "key", "rstring"):
-        return ld(number, draw(string_bytes(chaos)))
+        return ld(number, _string_bytes(draw, chaos))
     if kind == "bytes":
         return ld(number, draw(st.binary(max_size=6)))
     if kind in ("uint32", "int32", "int64", "enum"):
@@ -1124,8 +1122,7 @@ def scalar_field(draw, number, kind, chaos):
     return b"".join(dbl(number, v) if kind == "pdouble" else fx64(number, v) for v in values)
 
 
-@st.composite
-def junk_field(draw, depth):
+def _junk_field(draw, depth):
     """An unknown field, or a known field number with a wire type upb will not take for it."""
     number = draw(st.sampled_from([1, 2, 3, 5, 7, 9, 13, 15, 99, 1000, 536870911]))
     wt = draw(st.sampled_from([0, 1, 2, 5, 3] if depth < 90 else [0, 1, 2, 5]))
@@ -1137,12 +1134,11 @@ def junk_field(draw, depth):
         return tag(number, 5) + draw(st.binary(min_size=4, max_size=4))
     if wt == 2:
         return ld(number, draw(st.binary(max_size=5)))
-    inner = b"".join(draw(st.lists(junk_field(depth + 1), max_size=2)))
+    inner = b"".join(_junk_field(draw, depth + 1) for _ in range(draw(st.integers(0, 2))))
     return tag(number, 3) + inner + tag(number, 4)
 
 
-@st.composite
-def message(draw, name, depth=0, chaos=False, budget=None, bad=None):
+def _message(draw, name, depth=0, chaos=False, budget=None, bad=None):
     fields = SCHEMA[name]
     if budget is None:
         budget = [25]  # total submessages in this payload
@@ -1173,13 +1169,21 @@ def message(draw, name, depth=0, chaos=False, budget=None, bad=None):
         spec = fields[number]
         if spec[0] == MSG:
             budget[0] -= 1
-            parts.append(ld(number, draw(message(spec[1], depth + 1, chaos, budget, bad))))
+            parts.append(ld(number, _message(draw, spec[1], depth + 1, chaos, budget, bad)))
         else:
-            parts.append(draw(scalar_field(number, spec[0], bad)))
+            parts.append(_scalar_field(draw, number, spec[0], bad))
     if chaos and draw(st.integers(0, 3)) == 0:
-        parts.append(draw(junk_field(depth)))
+        parts.append(_junk_field(draw, depth))
         parts = draw(st.permutations(parts))
     return b"".join(parts)
+
+
+@st.composite
+def message(draw, name, depth=0, chaos=False):
+    """The bytes of one OTLP message ``name``: canonical, or with ``chaos`` repeats, junk fields, any order
+    and now and then invalid UTF-8. (The helpers above take ``draw`` and call each other directly: a
+    strategy object per nested call cost Hypothesis more than the drawing itself.)"""
+    return _message(draw, name, depth, chaos)
 
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
