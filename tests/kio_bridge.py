@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import importlib
 import io
 import typing
@@ -59,8 +60,14 @@ def _nested_kio_type(hint):
     return None
 
 
+@functools.cache
+def _hints(kcls: type) -> dict:
+    """kio's resolved field types of ``kcls`` (typing.get_type_hints per call was most of the oracle's time)."""
+    return typing.get_type_hints(kcls)
+
+
 def to_kio(msg, kcls):
-    hints = typing.get_type_hints(kcls)
+    hints = _hints(kcls)
     kwargs = {}
     for f in dataclasses.fields(kcls):
         value = getattr(msg, RENAMED.get(f.name, f.name))
@@ -106,7 +113,7 @@ def ours_as_dict(msg, kcls) -> dict:
     for f in dataclasses.fields(kcls):
         name = RENAMED.get(f.name, f.name)
         value = full[name]
-        inner = _nested_kio_type(typing.get_type_hints(kcls)[f.name])
+        inner = _nested_kio_type(_hints(kcls)[f.name])
         if inner is not None and value is not None:
             value = [_restrict(v, inner) for v in value]
         if isinstance(value, memoryview):
@@ -117,7 +124,7 @@ def ours_as_dict(msg, kcls) -> dict:
 
 def _restrict(d: dict, kcls) -> dict:
     out = {}
-    hints = typing.get_type_hints(kcls)
+    hints = _hints(kcls)
     for f in dataclasses.fields(kcls):
         value = d[RENAMED.get(f.name, f.name)]
         inner = _nested_kio_type(hints[f.name])

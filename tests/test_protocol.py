@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 import random
@@ -259,6 +260,7 @@ def lists(s, max_size=6):
     return st.lists(s, max_size=max_size)
 
 
+@functools.cache  # one strategy per message and version: Hypothesis validates it once
 def strategy(cls, v):
     if cls is GetTelemetrySubscriptionsRequest:
         return st.builds(cls, client_instance_id=uuids)
