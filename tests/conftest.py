@@ -32,9 +32,8 @@ TIER_NAMES = ("unit", "integration", "spark", "java", "dist", "bench")
 #: The suite's Spark JVMs (the session below, ``kip714 pipeline`` children, spark-submit, a standalone cluster's
 #: daemons) live seconds, not hours: JIT-compiled with C1 only, a Spark start costs 13 CPU-seconds instead of 23
 #: (``local_session`` + one job, measured here); with the serial collector (no GC threads competing for the two
-#: cores) the session's tests take 86 CPU-seconds instead of 96. Users' JVMs keep the JDK's defaults; the one
-#: test that runs a long job (test_spark_scale's small-heap pipeline) does too. Set either variable to choose
-#: otherwise.
+#: cores) the session's tests take 86 CPU-seconds instead of 96; the longest job (test_spark_scale's small-heap
+#: pipeline) 48 instead of 61. Users' JVMs keep the JDK's defaults. Set either variable to choose otherwise.
 SUITE_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUITE_JVM_OPTIONS)  # every driver started by spark-submit / pyspark
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", SUITE_JVM_OPTIONS)  # standalone Master and Worker
