@@ -15,7 +15,7 @@ from ..._enums import INSTANCE_CACHE_EXPIRY_MS
 from ..._extras import require
 from ...broker.bounded_queue import BoundedQueueReceiver
 from ..labels import DEFAULT_LABELS, parse_labels
-from .exposition import PER_CLIENT_FAMILIES, Collected, Exposition, SampleLineCache, _strip_eof
+from .exposition import PER_CLIENT_FAMILIES, Collected, Exposition, SampleLineCache, encoded_text
 from .http import scrape_response, start_server, stop_server
 from .store import SeriesStore
 
@@ -359,7 +359,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         for family in own:  # in collect()'s order: the per-client families from the line cache
             if family.name in PER_CLIENT_FAMILIES and family.samples:
                 if run:
-                    parts.append(_strip_eof(encoder(Collected(run)).decode("utf-8")))
+                    parts.append(encoded_text(encoder, run))
                     run = []
                 with self._own_lock:
                     parts.append(self._own_lines.text(encoder, key, family))

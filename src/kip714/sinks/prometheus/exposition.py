@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # prometheus_client is imported where it is used, not with th
     from prometheus_client.registry import Collector
     from prometheus_client.samples import Sample
 
-__all__ = ["Collected", "Exposition"]
+__all__ = ["Collected", "Exposition", "SampleLineCache", "encoded_text"]
 
 log = logging.getLogger("kip714.prometheus")
 
@@ -253,23 +253,15 @@ class _Format:
     def header(self, family: Family) -> str:
         h = self.headers.get(family.sample)
         if h is None:
-            text = self.encoder(Collected([self._metric(family)])).decode()
-            h = self.headers[family.sample] = text[: len(text) - len(self.eof)]
+            h = self.headers[family.sample] = encoded_text(self.encoder, [self._metric(family)])
         return h
 
     def render(self, family: Family, todo: Sequence[tuple[MutableMapping[_K, str], _K, Sample]]) -> None:
         """Render ``todo`` = [(target dict, key, Sample at value 0)] and store each line's prefix."""
         m = self._metric(family)
         m.samples = [t[2] for t in todo]
-        text = self.encoder(Collected([m])).decode()
-        header = self.header(family)
-        lines = text[len(header) : len(text) - len(self.eof)].split("\n")
-        if not text.startswith(header) or len(lines) != len(todo) + 1 or lines[-1]:
-            raise RuntimeError(f"unexpected exposition of {family.name}: {len(lines)} lines for {len(todo)} samples")
-        for (target, key, _), line in zip(todo, lines):
-            if not line.endswith(" 0.0"):
-                raise RuntimeError(f"unexpected exposition line {line!r}")
-            target[key] = line[:-3]
+        for (target, key, _), prefix in zip(todo, _zero_line_prefixes(self.encoder, m, self.header(family))):
+            target[key] = prefix
 
     def forget(self, slot: int, family_gone: str | None) -> None:
         self.prefixes.pop(slot, None)
@@ -308,7 +300,7 @@ class SampleLineCache:
         if header is None:
             empty = copy.copy(family)
             empty.samples = []
-            header = self.headers[(key, name)] = _strip_eof(encoder(Collected([empty])).decode("utf-8"))
+            header = self.headers[(key, name)] = encoded_text(encoder, [empty])
         old = self.prefixes.get((key, name), {})
         new: dict[tuple[str, ...], str] = {}
         missing = []
@@ -322,16 +314,31 @@ class SampleLineCache:
         if missing:
             probe = copy.copy(family)
             probe.samples = [s._replace(value=0.0) for _, s in missing]
-            lines = _strip_eof(encoder(Collected([probe])).decode("utf-8"))[len(header) :].splitlines()
-            zero = " " + fmt(0.0)
-            if len(lines) != len(missing) or not all(line.endswith(zero) for line in lines):
-                raise RuntimeError(f"unexpected sample lines from the encoder for {name}")
-            for (values, _), line in zip(missing, lines):
-                new[values] = line[: -len(zero) + 1]
+            for (values, _), prefix in zip(missing, _zero_line_prefixes(encoder, probe, header)):
+                new[values] = prefix
         self.prefixes[(key, name)] = new  # what no sample uses any more is forgotten
         body = "".join(new[tuple(s.labels[n] for n in names)] + fmt(s.value) + "\n" for s in family.samples)
         return header + body
 
 
-def _strip_eof(text: str) -> str:
+def encoded_text(encoder: Callable[[Collector], bytes], families: list[Metric]) -> str:
+    """``families`` as ``encoder`` writes them, without OpenMetrics' closing ``# EOF`` line (text that more
+    families may follow)."""
+    text = encoder(Collected(families)).decode("utf-8")
     return text[: -len(_EOF)] if text.endswith(_EOF) else text
+
+
+def _zero_line_prefixes(encoder: Callable[[Collector], bytes], family: Metric, header: str) -> list[str]:
+    """Each sample line ``encoder`` writes for ``family`` (whose samples are all at value 0, after the family's
+    ``header``), up to and including the space before its value: what both caches keep, one per sample."""
+    text = encoder(Collected([family])).decode("utf-8")
+    end = len(text) - len(_EOF) if text.endswith(_EOF) else len(text)
+    lines = text[len(header) : end].split("\n")
+    if not text.startswith(header) or len(lines) != len(family.samples) + 1 or lines.pop():
+        raise RuntimeError(f"unexpected exposition of {family.name}: {len(lines)} lines for {len(family.samples)}")
+    prefixes = []
+    for line in lines:
+        if not line.endswith(" 0.0"):
+            raise RuntimeError(f"unexpected exposition line {line!r}")
+        prefixes.append(line[:-3])
+    return prefixes
