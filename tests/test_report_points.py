@@ -13,7 +13,8 @@ from kip714.sinks.recorder import read_recording
 
 pytest.importorskip("pyspark")  # kip714.spark needs it importable (the functions run without a session)
 from kip714.spark.report import _rules
-from kip714.spark.report_points import OUT_SCHEMA, recording_worker
+from kip714.spark.report_points import OUT_SCHEMA
+from kip714.spark.report_workers import recording_worker
 from kip714.tools.simulate import Fleet
 
 

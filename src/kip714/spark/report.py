@@ -239,7 +239,8 @@ def _load(
     row per push, lazy) feeds the per-minute and per-error-code tables."""
     from pyspark.sql import functions as F
 
-    from .report_points import FACT_COLUMNS, PUSH_COLUMNS, points_worker, recording_worker
+    from .report_points import FACT_COLUMNS, PUSH_COLUMNS
+    from .report_workers import points_worker, recording_worker
 
     rec_schema: pa.Schema = record_schema()
 
