@@ -315,11 +315,17 @@ def same_bucket(rng: random.Random, k: int, mask: int) -> list[str]:
     want = rng.randint(0, mask)
     out: list[str] = []
     stem = rng.choice(PREFIXES)
+    stem_hash = java_string_hash(stem) & 0xFFFFFFFF
     while len(out) < k:
-        s = stem + format(rng.getrandbits(40), "x")
-        h = java_string_hash(s) & 0xFFFFFFFF
+        tail = format(rng.getrandbits(40), "x")
+        # String.hashCode of stem + tail, continued from the stem's over the tail's ASCII units (the search
+        # tries thousands of strings: without a string, a cache entry or UTF-16 per try)
+        h = stem_hash
+        for unit in tail.encode():
+            h = (31 * h + unit) & 0xFFFFFFFF
         if (h ^ (h >> 16)) & mask == want:
-            out.append(s)
+            out.append(stem + tail)
+            assert java_string_hash(out[-1]) & 0xFFFFFFFF == h
     return out
 
 
