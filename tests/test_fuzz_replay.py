@@ -25,16 +25,20 @@ sys.path.insert(0, str(FUZZ))
 import targets  # noqa: E402
 
 
-def _corpus():
+def _corpus() -> dict[str, list[pathlib.Path]]:
+    """Every committed corpus input and every open finding (a file's target is its name before the first
+    ``-``), by target."""
+    by_target: dict[str, list[pathlib.Path]] = {}
     for name in targets.TARGETS:
         d = FUZZ / "corpus" / name
-        for path in sorted(d.iterdir()) if d.is_dir() else ():
-            yield pytest.param(name, path, id=f"{name}/{path.name}")
+        if d.is_dir():
+            by_target[name] = sorted(d.iterdir())
     findings = FUZZ / "findings"
     for path in sorted(findings.iterdir()) if findings.is_dir() else ():
         name = path.name.split("-")[0]
         if path.is_file() and path.suffix != ".md" and name in targets.TARGETS:
-            yield pytest.param(name, path, id=f"findings/{path.name}")
+            by_target.setdefault(name, []).append(path)
+    return {name: paths for name, paths in by_target.items() if paths}
 
 
 @pytest.fixture(autouse=True)
@@ -52,15 +56,25 @@ def test_every_target_has_a_seed_corpus():
         assert files, f"fuzz/corpus/{name} has no seeds (run fuzz/make_corpus.py)"
 
 
-#: Every committed corpus input (and open finding). Never an empty parameter set, which pytest would only
-#: skip: without a corpus the one parameter is a failure that says so.
-CORPUS = list(_corpus()) or [pytest.param(None, None, id="no-corpus")]
+#: Every committed corpus input (and open finding), by target. Never an empty parameter set, which pytest
+#: would only skip: without a corpus the one parameter is a failure that says so.
+CORPUS = _corpus()
 
 
-@pytest.mark.parametrize("target,path", CORPUS)
-def test_corpus_input(target, path):
-    assert path is not None, "fuzz/corpus/ has no inputs (it is committed; run fuzz/make_corpus.py for the seeds)"
-    targets.TARGETS[target](path.read_bytes())
+@pytest.mark.parametrize("target", list(CORPUS) or [None])
+def test_corpus_inputs(target):
+    """Each input of ``target``'s corpus (and its open findings) through the harness: the failures are listed
+    by file. One test per target, not per input: the ~2 000 inputs take milliseconds, pytest's own work per
+    test took seconds (a worker that crashes names the target; ``fuzz/run.py --replay TARGET`` then replays
+    its inputs one by one)."""
+    assert target is not None, "fuzz/corpus/ has no inputs (it is committed; run fuzz/make_corpus.py for the seeds)"
+    failed = []
+    for path in CORPUS[target]:
+        try:
+            targets.TARGETS[target](path.read_bytes())
+        except Exception as exc:  # every failing input is listed, with what it raised
+            failed.append(f"{path.relative_to(FUZZ)}: {exc!r}")
+    assert not failed, f"{len(failed)} of {len(CORPUS[target])} inputs failed:\n" + "\n".join(failed)
 
 
 def _mutate(rng: random.Random, data: bytes) -> bytes:
