@@ -236,12 +236,11 @@ class _Format:
     the encoder itself (a batch of new samples at value 0, split at the newlines; label values never hold
     a raw newline, the encoder escapes it), so the format stays prometheus_client's."""
 
-    __slots__ = ("encoder", "eof", "headers", "openmetrics", "prefixes")
+    __slots__ = ("encoder", "headers", "openmetrics", "prefixes")
 
     def __init__(self, encoder: Callable[[Collector], bytes]) -> None:
         self.encoder = encoder
-        self.eof = encoder(Collected([])).decode()  # OpenMetrics' "# EOF"
-        self.openmetrics = bool(self.eof)
+        self.openmetrics = bool(encoder(Collected([])))  # OpenMetrics' encoder writes "# EOF" even then
         self.headers: dict[str, str] = {}  # family sample name → HELP/TYPE/UNIT lines
         self.prefixes: dict[int, Any] = {}  # slot → line prefix, or {bucket key: prefix}
 
