@@ -4,6 +4,7 @@ whose log lines are waited for (never a fixed sleep), Prometheus text scraped in
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -27,6 +28,32 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def free_port_run(n: int) -> int:
+    """The first of ``n`` consecutive ports free on 127.0.0.1 right now (bound, then released).
+
+    Picked below the kernel's ephemeral range, where no socket gets its port from the kernel: an outgoing
+    connection or another worker's bind to port 0 cannot take one of them between this check and the use."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(50):
+        base = rng.randrange(max(1024, low - 8192), low - n)
+        socks = []
+        try:
+            for i in range(n):
+                socks.append(socket.create_server(("127.0.0.1", base + i)))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return base
+    raise RuntimeError(f"no run of {n} free ports below {low}")
 
 
 class KipProcess:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from service_helpers import free_port_run
 
 from kip714 import conformance
 from kip714.conformance.clients import run_kip714_client
@@ -261,24 +262,8 @@ def test_html_page_is_one_self_contained_page_that_renders(producer_run, tmp_pat
 # ------------------------------------------------------------------------------------------------- --listen
 
 
-def _free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            if port >= 65534:
-                continue
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError("no two free adjacent ports")
-
-
 def test_listen_mode_says_what_it_expects_and_judges_a_client_it_did_not_start(tmp_path):
-    port = _free_port_pair()
+    port = free_port_run(2)
     lab = subprocess.Popen(
         [
             sys.executable,

@@ -14,6 +14,7 @@ ck = pytest.importorskip("confluent_kafka")
 
 from mock_cluster import MockCluster  # noqa: E402
 from proxy_helpers import BrokerStats, connect, recv_frame, start_proxy  # noqa: E402
+from service_helpers import free_port_run  # noqa: E402
 
 import kip714  # noqa: E402
 
@@ -181,20 +182,8 @@ def _metadata_request(corr: int, version: int = 9) -> bytes:
 
 
 def test_default_port_mapping_is_base_plus_node_id(mock3):
-    # a bootstrap port whose next three ports are free too
-    for _ in range(20):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base > 60000:
-            continue
-        try:
-            socks = [socket.create_server(("127.0.0.1", base + i)) for i in range(4)]
-        except OSError:
-            continue
-        for s in socks:
-            s.close()
-        break
+    # the bootstrap port, the default base (port + 1) and the three brokers' ports (base + node id)
+    base = free_port_run(5)
     pt = start_proxy(mock3.bootstraps, port=base, broker_port_base=None)
     try:
         assert pt.port == base
