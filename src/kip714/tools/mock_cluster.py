@@ -4,7 +4,8 @@ and the ``proxy`` group of ``kip714 bench`` (needs confluent-kafka, whose wheel 
 ``MockCluster(brokers=3, metrics=[...], push_interval_ms=..., disable_apis=[...])`` starts
 ``python -m kip714.tools.mock_cluster`` which creates the cluster through librdkafka's C API (``ctypes`` on the
 librdkafka inside the confluent-kafka wheel: ``rd_kafka_mock_cluster_new``, ``…_bootstraps``,
-``rd_kafka_mock_telemetry_set_requested_metrics``, ``…_set_push_interval``, ``rd_kafka_mock_set_apiversion``),
+``rd_kafka_mock_telemetry_set_requested_metrics``, ``…_set_push_interval``, ``rd_kafka_mock_set_apiversion``,
+``rd_kafka_mock_group_initial_rebalance_delay_ms``),
 prints its bootstrap servers and then obeys one command per line on stdin, answering ``ok`` or ``error ...``:
 
 - ``topic NAME PARTITIONS``, ``host_port ID HOST PORT``, ``quit``;
@@ -17,6 +18,10 @@ prints its bootstrap servers and then obeys one command per line on stdin, answe
   is gone for good: connections and listener closed, partitions moved to the others).
 
 The cluster lives as long as the process; closing stdin ends it.
+
+A new consumer group's first assignment waits ``group_initial_rebalance_delay_ms``: the mock's default is
+Kafka's broker default, 3000 ms, which every consumer group of a test or benchmark run would wait out.
+``MockCluster`` sets 0, as Kafka's own test and development configurations do; pass 3000 for the default.
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ def _librdkafka() -> ctypes.CDLL:
         ctypes.c_size_t,
     ]
     lib.rd_kafka_mock_broker_decommission.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.rd_kafka_mock_group_initial_rebalance_delay_ms.restype = None
     return lib
 
 
@@ -96,6 +103,12 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--metrics", default=None, help="comma-separated requested metrics ('' for none)")
     p.add_argument("--push-interval-ms", type=int, default=0)
     p.add_argument("--disable-api", default="", help="comma-separated API keys the mock must not advertise")
+    p.add_argument(
+        "--group-initial-rebalance-delay-ms",
+        type=int,
+        default=None,
+        help="wait before a new group's first assignment (the mock's default: 3000)",
+    )
     args = p.parse_args(argv)
     lib = _librdkafka()
     conf = lib.rd_kafka_conf_new()
@@ -113,6 +126,8 @@ def _main(argv: list[str]) -> int:
         lib.rd_kafka_mock_telemetry_set_requested_metrics(mc, arr, len(names))
     if args.push_interval_ms:
         lib.rd_kafka_mock_telemetry_set_push_interval(mc, args.push_interval_ms)
+    if args.group_initial_rebalance_delay_ms is not None:
+        lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, args.group_initial_rebalance_delay_ms)
     for key in filter(None, args.disable_api.split(",")):
         lib.rd_kafka_mock_set_apiversion(mc, int(key), -1, -1)
     print("bootstraps", lib.rd_kafka_mock_cluster_bootstraps(mc).decode(), flush=True)
@@ -169,8 +184,17 @@ class MockCluster:
         push_interval_ms: int = 0,
         disable_apis: tuple[int, ...] = (),
         timeout: float = 20.0,
+        group_initial_rebalance_delay_ms: int = 0,
     ) -> None:
-        cmd = [sys.executable, "-m", "kip714.tools.mock_cluster", "--brokers", str(brokers)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kip714.tools.mock_cluster",
+            "--brokers",
+            str(brokers),
+            "--group-initial-rebalance-delay-ms",
+            str(group_initial_rebalance_delay_ms),
+        ]
         if metrics is not None:
             cmd += ["--metrics", ",".join(metrics)]
         if push_interval_ms:
