@@ -171,7 +171,14 @@ class SaslBroker:
         assert ready.wait(5)
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.server.close)
+        async def shutdown() -> None:
+            self.server.close()
+            handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in handlers:  # connections still open: their handlers end here, not when collected later
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
 
