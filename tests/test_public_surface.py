@@ -144,6 +144,47 @@ def test_top_level_is_the_deliberate_surface():
         assert hasattr(kip714, name), name
 
 
+def test_import_kip714_imports_no_subpackage_and_types_see_every_name():
+    """The top-level names are imported on first use (``_HOME``); the imports type checkers read name the same
+    names from the same homes, and every name of ``__all__`` has one."""
+    import ast
+    import pathlib
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, kip714; print(sorted(m for m in sys.modules if m.startswith('kip714.')))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "[]"
+    tree = ast.parse(pathlib.Path(kip714.__file__).read_text())
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "_typing.TYPE_CHECKING"]
+    typed = {
+        f"kip714.{n.module}": tuple(sorted(a.name for a in n.names))
+        for n in block.body
+        if isinstance(n, ast.ImportFrom)
+    }
+    assert typed == {home: tuple(sorted(names)) for home, names in kip714._HOME.items()}
+    assert sorted(name for names in kip714._HOME.values() for name in names) == sorted(set(TOP_LEVEL) - {"__version__"})
+
+
+def test_each_native_module_and_subpackage_imports_first():
+    """With the top level imported lazily, any module can be the first one a process imports: the native
+    modules import Python modules while they initialise (``kip714._otlp`` the column contract of
+    ``kip714.otlp``, which imports the native decoder on first use)."""
+    import pathlib
+    import subprocess
+    import sys
+
+    here = pathlib.Path(kip714.__file__).parent
+    natives = sorted({p.name.split(".")[0] for p in here.glob("_*.pyi")})
+    for name in [*natives, *(s for s in SUBPACKAGES if s != "spark")]:
+        proc = subprocess.run([sys.executable, "-c", f"import kip714.{name}"], capture_output=True, text=True)
+        assert proc.returncode == 0, f"kip714.{name} first: {proc.stderr[-2000:]}"
+
+
 def test_star_import_gives_the_top_level_and_no_moved_name():
     ns: dict = {}
     with warnings.catch_warnings():

@@ -10,7 +10,29 @@ independent reference used by the tests, the benchmark peer and ``kip714 decode`
 
 from __future__ import annotations
 
-from .._otlp import MetricsAccumulator, decode_metrics, decode_metrics_batch
+import typing as _typing
+
 from .schema import COLUMNS
 
 __all__ = ["COLUMNS", "decode_metrics", "decode_metrics_batch", "MetricsAccumulator"]
+
+#: the native decoder's names, from ``kip714._otlp`` on first use: the native module imports
+#: :mod:`kip714.otlp.schema` (the column contract) while it initialises, which runs this package first
+_NATIVE = ("MetricsAccumulator", "decode_metrics", "decode_metrics_batch")
+
+if _typing.TYPE_CHECKING:
+    from .._otlp import MetricsAccumulator, decode_metrics, decode_metrics_batch
+else:
+
+    def __getattr__(name: str) -> object:
+        if name not in _NATIVE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from .._otlp import MetricsAccumulator, decode_metrics, decode_metrics_batch
+
+        value = {
+            "MetricsAccumulator": MetricsAccumulator,
+            "decode_metrics": decode_metrics,
+            "decode_metrics_batch": decode_metrics_batch,
+        }[name]
+        globals()[name] = value
+        return value
