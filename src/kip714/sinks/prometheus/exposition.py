@@ -324,17 +324,24 @@ def encoded_text(encoder: Callable[[Collector], bytes], families: list[Metric]) 
     """``families`` as ``encoder`` writes them, without OpenMetrics' closing ``# EOF`` line (text that more
     families may follow)."""
     text = encoder(Collected(families)).decode("utf-8")
-    return text[: -len(_EOF)] if text.endswith(_EOF) else text
+    return text[: _body_end(text)]
+
+
+def _body_end(text: str) -> int:
+    """Where ``text`` ends before OpenMetrics' closing ``# EOF`` line (its length when it has none)."""
+    return len(text) - len(_EOF) if text.endswith(_EOF) else len(text)
 
 
 def _zero_line_prefixes(encoder: Callable[[Collector], bytes], family: Metric, header: str) -> list[str]:
     """Each sample line ``encoder`` writes for ``family`` (whose samples are all at value 0, after the family's
     ``header``), up to and including the space before its value: what both caches keep, one per sample."""
     text = encoder(Collected([family])).decode("utf-8")
-    end = len(text) - len(_EOF) if text.endswith(_EOF) else len(text)
-    lines = text[len(header) : end].split("\n")
-    if not text.startswith(header) or len(lines) != len(family.samples) + 1 or lines.pop():
-        raise RuntimeError(f"unexpected exposition of {family.name}: {len(lines)} lines for {len(family.samples)}")
+    lines = text[len(header) : _body_end(text)].split("\n")
+    if not text.startswith(header) or len(lines) != len(family.samples) + 1 or lines[-1]:
+        raise RuntimeError(
+            f"unexpected exposition of {family.name}: {len(lines) - 1} lines for {len(family.samples)} samples"
+        )
+    lines.pop()  # the empty text after the last newline
     prefixes = []
     for line in lines:
         if not line.endswith(" 0.0"):
