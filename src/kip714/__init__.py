@@ -206,13 +206,13 @@ if not _typing.TYPE_CHECKING:  # type checkers see only the current surface: a m
             value = getattr(importlib.import_module(home), name)
             globals()[name] = value  # later lookups find it without this call
             return value
-        if not name.startswith("__"):  # a submodule that nothing has imported yet (``kip714.wire``)
-            import importlib.util
-
-            if importlib.util.find_spec(f"{__name__}.{name}") is not None:
-                return importlib.import_module(f"{__name__}.{name}")
         home = _NEW_HOME.get(name)
         if home is None:
+            if not name.startswith("__"):  # a submodule that nothing has imported yet (``kip714.wire``)
+                import importlib.util
+
+                if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+                    return importlib.import_module(f"{__name__}.{name}")
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         import sys
         import warnings

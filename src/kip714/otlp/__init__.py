@@ -27,12 +27,8 @@ else:
     def __getattr__(name: str) -> object:
         if name not in _NATIVE:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from .._otlp import MetricsAccumulator, decode_metrics, decode_metrics_batch
+        import importlib
 
-        value = {
-            "MetricsAccumulator": MetricsAccumulator,
-            "decode_metrics": decode_metrics,
-            "decode_metrics_batch": decode_metrics_batch,
-        }[name]
+        value = getattr(importlib.import_module("kip714._otlp"), name)
         globals()[name] = value
         return value
