@@ -158,6 +158,8 @@ def _pipeline(args, env_extra=None, timeout=600):
 
 #: the driver JVM prints its flags (heap sizes included) as its first line of output
 PRINT_FLAGS = "-XX:+PrintCommandLineFlags"
+#: the suite's JVM options (tests/conftest.py) and PRINT_FLAGS, for a ``kip714 pipeline`` child's driver
+PRINTING_SUBMIT_OPTS = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {PRINT_FLAGS}"
 
 
 def _jvm_flags(stdout: str) -> set[str]:
@@ -189,7 +191,7 @@ def test_pipeline_with_a_small_driver_heap(large_recording, tmp_path):
         # 48 CPU-s against the JDK defaults' 61 (two runs each), for 5 s more wall
         {
             "KIP714_SPARK_DRIVER_MEMORY": "512m",
-            "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {PRINT_FLAGS}",
+            "SPARK_SUBMIT_OPTS": PRINTING_SUBMIT_OPTS,
         },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -226,7 +228,7 @@ def test_a_failed_job_ends_with_one_line(tmp_path):
     del table, columns
     proc = _pipeline(
         [str(rec), str(tmp_path / "out"), "--master", "local[1]", "--quiet", "--conf", "spark.driver.memory=512m"],
-        {"SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {PRINT_FLAGS}"},
+        {"SPARK_SUBMIT_OPTS": PRINTING_SUBMIT_OPTS},
     )
     # the heap came from --conf spark.driver.memory, with the same start-up settings as local_session's own
     assert _committed_heap(512) <= _jvm_flags(proc.stdout), proc.stdout[:3000]
