@@ -170,14 +170,16 @@ MetricSelector.NONE = MetricSelector(_kind="none")
 # Metrics
 
 
+# The plain types first: isinstance() against the numbers ABCs walks their registry, a tenth of a
+# simulated fleet's encoding time when every value paid it.
 def _is_number(v: object) -> bool:
-    return isinstance(v, numbers.Real)
+    return type(v) is int or type(v) is float or isinstance(v, numbers.Real)
 
 
 def _is_integral(v: object) -> bool:
     # not an isinstance() in place: typeshed does not register int as a numbers.Integral, so mypy would
     # take the test of an ``int`` parameter to be always false
-    return isinstance(v, numbers.Integral)
+    return type(v) is int or (type(v) is not float and isinstance(v, numbers.Integral))
 
 
 def _check_number(v: object) -> None:
@@ -198,7 +200,7 @@ def _set_number(point: Any, value: Any, value_type: str | None) -> None:
             point.as_double = float(value)
         return
     # auto: Java's rule for Gauge values (Integer/Long → as_int, other numbers → as_double)
-    if isinstance(value, numbers.Integral) and _INT64_MIN <= int(value) <= _INT64_MAX:
+    if _is_integral(value) and _INT64_MIN <= int(value) <= _INT64_MAX:
         point.as_int = int(value)
     else:
         point.as_double = float(value)
@@ -210,9 +212,9 @@ def _any_value(target: common_pb2.AnyValue, value: Any) -> None:
         target.string_value = value
     elif isinstance(value, bool):
         target.bool_value = value
-    elif isinstance(value, numbers.Integral) and _INT64_MIN <= int(value) <= _INT64_MAX:
+    elif _is_integral(value) and _INT64_MIN <= int(value) <= _INT64_MAX:
         target.int_value = int(value)
-    elif isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+    elif type(value) is float or (isinstance(value, numbers.Real) and not _is_integral(value)):
         target.double_value = float(value)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         target.bytes_value = bytes(value)
