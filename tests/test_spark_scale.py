@@ -19,6 +19,7 @@ import time
 
 import pyarrow as pa
 import pytest
+from run_once import built_once
 
 import kip714
 from kip714.otlp import reference as otlp_pb
@@ -31,13 +32,15 @@ from kip714.tools.bench import scale
 SRC = str(pathlib.Path(kip714.__file__).resolve().parents[1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def base_recording(tmp_path_factory):
-    """A simulated fleet (mixed Java/librdkafka clients, zstd), every push recorded: ~3 000 rows."""
-    path = tmp_path_factory.mktemp("base") / "rec"
-    rows = scale.fleet_recording(path, 5, 5, "5m")
-    assert rows > 2000
-    return path
+    """A simulated fleet (mixed Java/librdkafka clients, zstd, a fixed seed), every push recorded: ~3 000
+    rows, made once a run for every worker. The tests only read it."""
+
+    def build(path: pathlib.Path) -> None:
+        assert scale.fleet_recording(path, 5, 5, "5m") > 2000
+
+    return built_once(tmp_path_factory, "spark-scale-base-recording", build)
 
 
 @pytest.mark.unit
