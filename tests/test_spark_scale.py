@@ -49,9 +49,8 @@ def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recordin
     (count and content) as protobuf on every payload."""
     from kip714.sinks.recorder import read_recording
 
-    table = read_recording(base_recording).rename_columns(
-        ["push_error_code" if c == "error_code" else c for c in read_recording(base_recording).column_names]
-    )
+    recording = read_recording(base_recording)
+    table = recording.rename_columns(["push_error_code" if c == "error_code" else c for c in recording.column_names])
     batch = table.combine_chunks().to_batches()[0]
     bad = pa.RecordBatch.from_pylist(
         [dict(batch.slice(0, 1).to_pylist()[0], payload=b"\x28\xb5\x2f\xfd junk")], schema=batch.schema
