@@ -22,6 +22,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "uvloop": ("fast", ("uvloop",)),  # serve/proxy --loop uvloop (auto when installed)
     # kip714 dashboards, kip714.operations.grafana (Grafana's SDK needs Python 3.11+)
     "dashboards": ("dashboards", ("grafana_foundation_sdk",)),
+    "fleet": ("fleet", ("confluent_kafka",)),  # kip714 proxy --state-topic (librdkafka)
 }
 
 

@@ -116,6 +116,21 @@ def add_service_options(p: argparse.ArgumentParser, proxy: bool = False) -> None
         "(default 20s)",
     )
     if proxy:
+        f = p.add_argument_group("a fleet of replicas: shared subscriptions and the replica's name")
+        f.add_argument(
+            "--replica-id",
+            metavar="ID",
+            default=socket.gethostname(),
+            help="this replica's name in logs, self-metrics (the replica label) and recordings (the "
+            "kip714_replica column) (default: the host name)",
+        )
+        f.add_argument(
+            "--state-topic",
+            metavar="NAME",
+            help="keep the subscriptions changed through Kafka's admin API in this compacted topic of the "
+            "upstream cluster, shared by every replica (instead of --state-dir); needs the fleet extra "
+            "(default: none)",
+        )
         g.add_argument(
             "--upstream-check-interval",
             type=duration,
