@@ -102,6 +102,7 @@ TIERS = {
     "test_self_metrics": "unit",
     "test_server": "integration",
     "test_service": "integration",
+    "test_state_topic": "integration",
     "test_simulate": "unit",
     "test_snappy_java": "java",
     "test_spark": "spark",

@@ -24,6 +24,7 @@ __all__ = [
     "UnsupportedVersionError",
     "InvalidRequestError",
     "InvalidConfigError",
+    "StateUnavailableError",
     "UnsupportedCompressionTypeError",
     "CorruptPayloadError",
     "TelemetryTooLargeError",
@@ -82,6 +83,14 @@ class InvalidConfigError(Kip714Error):
     """A configuration value Kafka rejects as INVALID_CONFIG (40)."""
 
     error_code = ErrorCode.INVALID_CONFIG
+
+
+class StateUnavailableError(Kip714Error):
+    """The shared admin state (``kip714 proxy --state-topic``) cannot take a change now: the cluster does not
+    answer, or the replica has not caught up. REQUEST_TIMED_OUT (7), as a broker whose controller does not
+    answer gives."""
+
+    error_code = ErrorCode.REQUEST_TIMED_OUT
 
 
 class UnsupportedCompressionTypeError(Kip714Error):

@@ -15,12 +15,12 @@ import json
 import logging
 import os
 import pathlib
-from collections.abc import Mapping
-from typing import IO, Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any, Protocol
 
 from ..errors import InvalidConfigError
 
-__all__ = ["STATE_FILE", "AdminStateStore", "StateDict"]
+__all__ = ["ABSENT", "STATE_FILE", "AdminStateStore", "StateDict", "StateStore"]
 
 log = logging.getLogger("kip714.admin")
 
@@ -31,6 +31,37 @@ _FORMAT = 1
 #: name -> the raw configs Kafka's admin API stored (``{"metrics": "a,b", "interval.ms": "1000"}``), or None
 #: for a deletion that hides a subscription a file or a flag defines.
 StateDict = dict[str, "dict[str, str] | None"]
+
+
+#: An entry of a change that removes the name from the admin state (a tombstone in a state topic).
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+
+
+class StateStore(Protocol):
+    """Where the admin API's state is kept: a state folder (:class:`AdminStateStore`, one process) or a state
+    topic (:class:`~kip714.broker.state_topic.StateTopicStore`, a fleet). The admin API does not know which."""
+
+    #: where the state lives, for messages
+    path: Any
+    #: whether other processes change it too (then :meth:`write` returns once the change was read back)
+    shared: bool
+
+    def load(self) -> StateDict:
+        """The state at start-up."""
+
+    def versions(self, names: list[str]) -> dict[str, int]:
+        """name -> the version the state holds (read under the lock given to :meth:`follow`)."""
+
+    def write(self, entries: Mapping[str, Any], bases: Mapping[str, int], state: StateDict) -> set[str]:
+        """Store ``entries`` (name -> config, None to hide, :data:`ABSENT` to remove), each computed from
+        version ``bases[name]``; ``state``: the whole state after them. The names to compute again (their
+        change was computed from a stale copy)."""
+
+    def follow(self, on_change: Callable[[StateDict], None], lock: Any) -> None:
+        """Call ``on_change(state)``, holding ``lock``, whenever another process changes the state."""
+
+    def close(self) -> None:
+        """Stop and release what the store holds."""
 
 
 class AdminStateStore:
@@ -62,6 +93,21 @@ class AdminStateStore:
                 f"--state-dir {self.directory}: another kip714 process uses it (its .lock is held)"
             ) from None
         self._lock = lock
+
+    #: the state is this process's alone (a state topic's is shared by a fleet)
+    shared = False
+
+    def versions(self, names: list[str]) -> dict[str, int]:
+        """Every name at version -1: nobody else writes the folder (the :class:`StateStore` interface)."""
+        return dict.fromkeys(names, -1)
+
+    def write(self, entries: Mapping[str, Any], bases: Mapping[str, int], state: StateDict) -> set[str]:
+        """Store ``state`` (the admin state with ``entries`` applied): :meth:`save`. Nothing to compute again."""
+        self.save(state)
+        return set()
+
+    def follow(self, on_change: Callable[[StateDict], None], lock: Any) -> None:
+        """Nothing to follow: only this process writes the folder."""
 
     def close(self) -> None:
         """Release the folder's lock."""

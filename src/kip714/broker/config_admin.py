@@ -248,6 +248,7 @@ class ClientMetricsAdmin:
             seen[key] = seen.get(key, 0) + 1
         outcomes: list[Outcome] = []
         changes: dict[str, dict[str, str] | None] = {}
+        ops: dict[str, Sequence[Any]] = {}  # name -> the configs of its resource, to compute it again
         changed_at: list[int] = []
         authorized = self.may_alter(principal)
         for i, res in enumerate(resources):
@@ -268,18 +269,32 @@ class ClientMetricsAdmin:
                     _validate(res.resource_name, new)
                 if not validate_only and new != current:
                     changes[res.resource_name] = new or None
+                    ops[res.resource_name] = res.configs
                     changed_at.append(i)
                 outcomes.append((_NONE, None))
             except Kip714Error as exc:
                 outcomes.append((int(exc.error_code), str(exc) or None))
         if changes:
+
+            def recompute(name: str) -> dict[str, str] | None:
+                """The resource's change computed again from the state in force (another replica changed it
+                first: a state topic's order decides, and neither change is undone)."""
+                current = self.layers.config(name) or {}
+                new = _apply_ops(current, ops[name]) if incremental else {c.name: c.value for c in ops[name]}
+                if new:
+                    _validate(name, new)
+                return new or None
+
             try:
-                self.layers.change(changes)
-            except OSError as exc:
+                self.layers.change(changes, recompute)
+            except (OSError, Kip714Error) as exc:
                 log.error("event=admin_change_failed error=%r names=%s", exc, ",".join(changes))
-                message = f"kip714 could not store the change: {exc.strerror or exc}"
+                if isinstance(exc, OSError):
+                    failure: Outcome = (_STORAGE, f"kip714 could not store the change: {exc.strerror or exc}")
+                else:
+                    failure = (int(exc.error_code), str(exc) or None)
                 for i in changed_at:
-                    outcomes[i] = (_STORAGE, message)
+                    outcomes[i] = failure
             else:
                 self.changes += len(changes)
                 log.info(

@@ -5,7 +5,8 @@ Kafka has one source of client-metrics configs; kip714 has four. From the weakes
 1. ``config-file``: the ``[subscriptions.NAME]`` tables of ``--config-file FILE.toml``;
 2. ``subscription-file``: ``--config FILE`` (reloaded when it changes);
 3. ``flags``: ``--metrics``/``--interval-ms``/``--match`` (the subscription named ``--subscription-name``);
-4. ``admin``: what Kafka's admin API (IncrementalAlterConfigs, AlterConfigs) stored, in ``--state-dir``.
+4. ``admin``: what Kafka's admin API (IncrementalAlterConfigs, AlterConfigs) stored, in ``--state-dir`` (one
+   process) or ``--state-topic`` (a fleet of proxies: every replica follows the others' changes).
 
 A stronger source replaces a weaker one's subscription of the same name whole (configs are not merged key by
 key). The admin API's stored state wins for every name it touched, deletions included: deleting through the
@@ -22,10 +23,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import cast
 
-from ..errors import Kip714Error
-from .admin_state import AdminStateStore, StateDict
+from ..errors import Kip714Error, StateUnavailableError
+from .admin_state import ABSENT, StateDict, StateStore
 from .subscriptions import SubscriptionRegistry
 
 __all__ = ["ADMIN", "BASE_LAYERS", "SubscriptionLayers"]
@@ -38,15 +40,18 @@ BASE_LAYERS = ("config-file", "subscription-file", "flags")
 ADMIN = "admin"
 _INITIAL = "registry"
 _ORDER: tuple[str, ...] = (_INITIAL, *BASE_LAYERS)
+#: How often a change to a shared store is computed again when other replicas changed the same names first.
+_RETRIES = 8
 
 Configs = dict[str, dict[str, str]]
 
 
 class SubscriptionLayers:
-    """The subscriptions of every source (see the module docstring) applied to ``registry``. ``store``: the
-    admin API's state folder (None: admin changes live in memory only). Thread-safe."""
+    """The subscriptions of every source (see the module docstring) applied to ``registry``. ``store``: where
+    the admin API's state is kept (a state folder or a state topic; None: admin changes live in memory only).
+    Thread-safe."""
 
-    def __init__(self, registry: SubscriptionRegistry, store: AdminStateStore | None = None) -> None:
+    def __init__(self, registry: SubscriptionRegistry, store: StateStore | None = None) -> None:
         self.registry = registry
         self.store = store
         self._lock = threading.RLock()
@@ -60,6 +65,9 @@ class SubscriptionLayers:
         self._admin: StateDict = admin
         self._effective: Configs = {n: dict(c) for n, c in initial.items()}
         self._apply()
+        self.rejected = 0  # configs another replica stored that this one refuses (a state topic's)
+        if store is not None:
+            store.follow(self._followed, self._lock)
 
     # -------------------------------------------------------------------------------- sources
 
@@ -82,8 +90,9 @@ class SubscriptionLayers:
 
     def load_admin(self) -> StateDict:
         """The admin state as the state folder holds it now, checked (an operator may have edited it: e.g.
-        removed a name to hand it back to the files); the state in force when there is no folder."""
-        if self.store is None:
+        removed a name to hand it back to the files); the state in force when there is no folder or the state
+        is shared (a state topic: followed as it changes)."""
+        if self.store is None or self.store.shared:
             with self._lock:
                 return dict(self._admin)
         admin = self.store.load()
@@ -96,24 +105,72 @@ class SubscriptionLayers:
             self._admin = {n: None if c is None else dict(c) for n, c in state.items()}
             self._apply()
 
-    def change(self, changes: Mapping[str, Mapping[str, str] | None]) -> None:
+    def change(
+        self,
+        changes: Mapping[str, Mapping[str, str] | None],
+        recompute: Callable[[str], Mapping[str, str] | None] | None = None,
+    ) -> None:
         """Store changes the admin API made (name -> its whole new config, or None: deleted) and apply them.
-        Stored durably first (OSError, and nothing applied, when the state folder refuses the write)."""
-        with self._lock:
-            admin = dict(self._admin)
-            for name, cfg in changes.items():
-                if cfg:
-                    admin[name] = dict(cfg)
-                elif any(name in self._base.get(layer, {}) for layer in _ORDER):
-                    admin[name] = None  # a tombstone hides what a file or a flag defines
-                else:
-                    admin.pop(name, None)
-            if admin == self._admin:
+        Stored first (OSError, and nothing applied, when the state folder refuses the write;
+        :class:`~kip714.errors.StateUnavailableError` when the state topic cannot take it). With a shared
+        store, a change another replica made first to the same name is not undone: ``recompute(name)`` gives
+        the name's new config again from the state in force, and that is stored instead."""
+        pending: Mapping[str, Mapping[str, str] | None] = changes
+        for _ in range(_RETRIES):
+            with self._lock:
+                admin = dict(self._admin)
+                entries: dict[str, object] = {}
+                for name, cfg in pending.items():
+                    if cfg:
+                        entry: object = dict(cfg)
+                    elif any(name in self._base.get(layer, {}) for layer in _ORDER):
+                        entry = None  # a tombstone hides what a file or a flag defines
+                    else:
+                        entry = ABSENT
+                    if admin.get(name, ABSENT) == entry:
+                        continue
+                    entries[name] = entry
+                    if entry is ABSENT:
+                        admin.pop(name)
+                    else:
+                        admin[name] = cast("dict[str, str] | None", entry)
+                if not entries:
+                    return
+                if self.store is None or not self.store.shared:
+                    if self.store is not None:
+                        self.store.write(entries, self.store.versions(list(entries)), admin)
+                    self._admin = admin
+                    self._apply()
+                    return
+                bases = self.store.versions(list(entries))
+            # a shared store: written and read back without the lock (the follower applies it under the lock)
+            stale = self.store.write(entries, bases, admin)
+            if not stale:
                 return
-            if self.store is not None:
-                self.store.save(admin)
-            self._admin = admin
-            self._apply()
+            if recompute is None:
+                raise StateUnavailableError(f"{self.store.path}: another replica changed {', '.join(sorted(stale))}")
+            with self._lock:
+                pending = {name: recompute(name) for name in sorted(stale)}
+        raise StateUnavailableError(
+            f"{self.store.path if self.store is not None else 'the admin state'}: other replicas changed the same "
+            f"subscriptions {_RETRIES} times while this change was written; try again"
+        )
+
+    def _followed(self, state: StateDict) -> None:
+        """Another replica's change (called by a shared store, holding the lock): put ``state`` in force. A
+        config this replica refuses (another kip714 version's keys...) is logged, counted and left out."""
+        good: StateDict = {}
+        for name, cfg in state.items():
+            if cfg is not None:
+                try:
+                    _validate(self.registry, {name: cfg}, str(self.store.path if self.store else ADMIN))
+                except Kip714Error as exc:
+                    self.rejected += 1
+                    log.warning("event=admin_state_rejected name=%s error=%s", name, exc)
+                    continue
+            good[name] = cfg
+        self._admin = good
+        self._apply()
 
     # -------------------------------------------------------------------------------- reading
 

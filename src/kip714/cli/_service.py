@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._units import duration
-from ..broker.admin_state import AdminStateStore
+from ..broker.admin_state import AdminStateStore, StateStore
 from ..broker.config_admin import ClientMetricsAdmin
 from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
@@ -131,6 +131,28 @@ def add_service_options(p: argparse.ArgumentParser, proxy: bool = False) -> None
             "upstream cluster, shared by every replica (instead of --state-dir); needs the fleet extra "
             "(default: none)",
         )
+        f.add_argument(
+            "--state-topic-replication-factor",
+            type=int,
+            default=3,
+            metavar="N",
+            help="the state topic's replication factor when kip714 creates it (-1: the cluster's "
+            "default.replication.factor; default 3, as Kafka Connect's and Schema Registry's topics)",
+        )
+        f.add_argument(
+            "--upstream-sasl-mechanism",
+            choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+            help="SASL mechanism of the proxy's own connection to the cluster (the state topic); with "
+            "--upstream-tls it is SASL_SSL (default: no SASL)",
+        )
+        for what in ("username", "password"):
+            f.add_argument(
+                f"--upstream-sasl-{what}",
+                metavar=what.upper(),
+                help=f"the SASL {what} of the proxy's own connection to the cluster: set it in the config "
+                f"file (upstream-sasl-{what} = ...) or KIP714_UPSTREAM_SASL_{what.upper()}, never as a flag "
+                "(a flag is refused: it would show in the process list)",
+            )
         g.add_argument(
             "--upstream-check-interval",
             type=duration,
@@ -163,11 +185,72 @@ def flag_subscription(args: Any) -> dict[str, dict[str, str]]:
     return {args.subscription_name: cfg}
 
 
-def build_subscriptions(args: Any) -> tuple[SubscriptionLayers, SubscriptionFileWatcher | None]:
+#: the proxy's own credentials toward the cluster: from the config file or the environment, never a flag
+CREDENTIALS = ("upstream_sasl_username", "upstream_sasl_password")
+
+
+def upstream_client(args: Any, settings: Settings | None = None) -> dict[str, str]:
+    """librdkafka properties of the proxy's own connection to the cluster (the state topic): TLS from
+    ``--upstream-tls``/``--upstream-ca``, SASL from the config file or the environment."""
+    if settings is not None:
+        for dest in CREDENTIALS:
+            if settings.origins.get(dest, "").startswith("flag"):
+                option = "--" + dest.replace("_", "-")
+                raise InvalidConfigError(
+                    f"{option} is read from the config file or KIP714_{dest.upper()}, never from a flag "
+                    "(the process list would show it)"
+                )
+    props: dict[str, str] = {}
+    sasl = getattr(args, "upstream_sasl_mechanism", None)
+    tls = bool(getattr(args, "upstream_tls", False))
+    if sasl and not (getattr(args, "upstream_sasl_username", None) and getattr(args, "upstream_sasl_password", None)):
+        raise InvalidConfigError(
+            "--upstream-sasl-mechanism needs upstream-sasl-username and upstream-sasl-password (the config file "
+            "or KIP714_UPSTREAM_SASL_USERNAME / KIP714_UPSTREAM_SASL_PASSWORD)"
+        )
+    props["security.protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL"}.get(
+        (tls, bool(sasl)), "SASL_SSL" if tls else "SASL_PLAINTEXT"
+    )
+    if sasl:
+        props.update(
+            {
+                "sasl.mechanism": sasl,
+                "sasl.username": args.upstream_sasl_username,
+                "sasl.password": args.upstream_sasl_password,
+            }
+        )
+    if tls and getattr(args, "upstream_ca", None):
+        props["ssl.ca.location"] = args.upstream_ca
+    return props
+
+
+def state_store(args: Any, settings: Settings | None = None) -> StateStore | None:
+    """Where the admin API's state is kept: the state topic (``--state-topic``, with ``--state-dir`` as its
+    cache), the state folder (``--state-dir``), or nowhere (None)."""
+    state_dir = getattr(args, "state_dir", None)
+    topic = getattr(args, "state_topic", None)
+    if not topic:
+        return AdminStateStore(state_dir) if state_dir else None
+    from ..broker.state_topic import StateTopicStore
+
+    return StateTopicStore(
+        topic,
+        args.upstream,
+        replica_id=args.replica_id,
+        client=upstream_client(args, settings),
+        replication_factor=args.state_topic_replication_factor,
+        cache=AdminStateStore(state_dir) if state_dir else None,
+        connect_timeout_s=args.connect_timeout,
+    )
+
+
+def build_subscriptions(
+    args: Any, settings: Settings | None = None
+) -> tuple[SubscriptionLayers, SubscriptionFileWatcher | None]:
     """The subscriptions every source of the options describes (see the module docstring), and the watcher of
     ``--config`` (or None)."""
     registry = SubscriptionRegistry(jdk=args.jdk)
-    store = AdminStateStore(args.state_dir) if getattr(args, "state_dir", None) else None
+    store = state_store(args, settings)
     layers = SubscriptionLayers(registry, store)
     layers.set_base("config-file", getattr(args, "file_subscriptions", None) or {})
     watcher = SubscriptionFileWatcher(layers, args.config) if args.config else None

@@ -38,7 +38,7 @@ _NOT_SETTINGS = frozenset({"help", "config_file", "print_config"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 #: options whose values are secrets: --print-config masks them
-_SECRET = frozenset({"otlp_header"})
+_SECRET = frozenset({"otlp_header", "upstream_sasl_username", "upstream_sasl_password"})
 
 
 def add_settings_options(parser: argparse.ArgumentParser) -> None:

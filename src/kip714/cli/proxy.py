@@ -6,12 +6,13 @@ import argparse
 import ssl
 from typing import Any
 
+from .._extras import require
 from .._units import duration
 from ..endpoint.health import Health
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
 from ._args import host, port
-from ._service import ServiceRunner, add_service_options, build_admin
+from ._service import ServiceRunner, add_service_options, build_admin, upstream_client
 from ._settings import add_settings_options
 from ._sinks import add_sink_options, require_files
 from .serve import (
@@ -143,15 +144,22 @@ def run(args: Any) -> int:
                 f"--telemetry off forwards telemetry untouched: {', '.join(given)} would "
                 "receive nothing (use auto, terminate or tap)"
             )
-    broker, watcher, layers = build_broker(args)
-    admin = build_admin(args, layers, "kip714 proxy")
-    if args.telemetry in ("tap", "off") and (args.state_dir or args.admin_open or args.admin_principals):
+    if args.telemetry in ("tap", "off") and (
+        args.state_dir or args.state_topic or args.admin_open or args.admin_principals
+    ):
         raise InvalidConfigError(
-            f"--telemetry {args.telemetry} lets the cluster answer its admin API: --state-dir, "
+            f"--telemetry {args.telemetry} lets the cluster answer its admin API: --state-dir, --state-topic, "
             "--admin-open and --admin-principals need --telemetry terminate or auto"
         )
+    if args.state_topic:
+        require("fleet", "--state-topic")
+        upstream_client(args, settings)  # the credentials' origins checked before anything connects
+    broker, watcher, layers = build_broker(args)
+    admin = build_admin(args, layers, "kip714 proxy")
     recorder = recorder_of(args)
     health = Health(None, recorder)
+    if layers.store is not None and layers.store.shared:
+        health.state_store = layers.store
     sinks = add_sinks(args, broker, recorder, health)
     proxy = TelemetryProxy(
         args.upstream,

@@ -50,6 +50,8 @@ class Health:
         self.recorder = recorder
         self.stall_s = stall_s
         self.admin_loaded = True
+        #: the shared admin state (a state topic: ``ready``, ``why``, ``lag()``), or None
+        self.state_store: Any = None
         self.beat = time.monotonic()
         self._checks: _Checks = (("listeners", False, "not started"),)
 
@@ -66,6 +68,9 @@ class Health:
             ok = getattr(recorder, "last_error", None) is None and os.access(recorder.directory, os.W_OK)
             checks.append(("recorder", ok, f"cannot write {recorder.directory}"))
         checks.append(("admin-state", self.admin_loaded, "the admin state is not loaded"))
+        store = self.state_store
+        if store is not None:
+            checks.append(("state-topic", bool(store.ready), store.why))
         checks.append(("not-draining", not getattr(endpoint, "draining", False), "draining (stopping)"))
         self._checks = tuple(checks)
         self.beat = time.monotonic()
@@ -240,6 +245,37 @@ def endpoint_metric_families(
         out.append(
             CounterMetricFamily(
                 "kip714_admin_refused", "Admin API alterations refused for authorization", value=admin.refused
+            )
+        )
+    store = getattr(health, "state_store", None)
+    if store is not None:
+        out.append(
+            GaugeMetricFamily(
+                "kip714_state_topic_lag_records",
+                "Records of the state topic this replica has not applied yet (-1: its leader never answered)",
+                value=store.lag(),
+            )
+        )
+        out.append(
+            GaugeMetricFamily(
+                "kip714_state_topic_ready",
+                "1 when this replica has caught up with the state topic and its leader answers",
+                value=1 if store.ready else 0,
+            )
+        )
+        records = CounterMetricFamily(
+            "kip714_state_topic_records",
+            "State-topic records read, by outcome (applied; stale: computed from an older copy, ignored)",
+            labels=["outcome"],
+        )
+        for outcome in ("applied", "stale"):
+            records.add_metric([outcome], getattr(store, outcome))
+        out.append(records)
+        out.append(
+            CounterMetricFamily(
+                "kip714_state_topic_records_skipped",
+                "State-topic records that did not parse (logged once, skipped)",
+                value=store.skipped,
             )
         )
     if health is not None:
