@@ -32,6 +32,7 @@ from service_helpers import wait_until  # noqa: E402
 
 import kip714  # noqa: E402
 from kip714 import ErrorCode  # noqa: E402
+from kip714.broker.admin_state import AdminStateStore  # noqa: E402
 from kip714.broker.config_admin import ClientMetricsAdmin  # noqa: E402
 from kip714.broker.state_topic import StateTopicStore  # noqa: E402
 from kip714.broker.subscription_layers import SubscriptionLayers  # noqa: E402
@@ -56,8 +57,12 @@ def cluster():
 class Replica:
     """One replica's admin side: its store, its layers and its admin API."""
 
-    def __init__(self, cluster: MockCluster, topic: str, name: str, base: dict | None = None) -> None:
-        self.store = StateTopicStore(topic, cluster.bootstraps, replica_id=name, connect_timeout_s=10)
+    def __init__(
+        self, cluster: MockCluster, topic: str, name: str, base: dict | None = None, cache=None, connect_timeout_s=10
+    ) -> None:
+        self.store = StateTopicStore(
+            topic, cluster.bootstraps, replica_id=name, cache=cache, connect_timeout_s=connect_timeout_s
+        )
         self.layers = SubscriptionLayers(kip714.SubscriptionRegistry(), self.store)
         if base:
             self.layers.set_base("config-file", base)
@@ -266,6 +271,33 @@ def test_an_unreachable_cluster_fails_alters_with_request_timed_out_and_readines
             cluster.broker_up(broker)
     wait_until(lambda: a.store.ready, 15)
     assert a.alter("after", ("metrics", SET, "org.apache.kafka.a")) == (0, None)
+
+
+def test_a_replica_that_cannot_reach_the_cluster_at_start_up_serves_its_cache_until_it_caught_up(
+    cluster, replicas, tmp_path
+):
+    a = replicas("r1", cache=AdminStateStore(tmp_path / "r1"))
+    assert a.alter("cached", ("metrics", SET, "org.apache.kafka.c")) == (0, None)
+    a.close()
+    writer = replicas("r2")
+    assert writer.alter("later", ("metrics", SET, "org.apache.kafka.l")) == (0, None)
+    assert writer.alter("cached", ("metrics", DELETE, None)) == (0, None)  # after r1's cache was written
+    for broker in (1, 2, 3):
+        cluster.broker_down(broker)
+    try:
+        again = replicas("r1", cache=AdminStateStore(tmp_path / "r1"), connect_timeout_s=1.0)
+        assert not again.store.ready and "catching up" in again.store.why
+        assert again.config("cached") == {"metrics": "org.apache.kafka.c"}  # the cached state, served
+        assert again.config("later") is None
+        assert again.alter("x", ("metrics", SET, "org.apache.kafka.x"))[0] == ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        for broker in (1, 2, 3):
+            cluster.broker_up(broker)
+    wait_until(lambda: again.store.ready, 20)
+    assert again.config("later") == {"metrics": "org.apache.kafka.l"}
+    assert again.config("cached") is None  # the topic's state replaced the cache whole
+    assert AdminStateStore.load(again.store.cache) == {"later": {"metrics": "org.apache.kafka.l"}}
+    assert again.layers.effective() == writer.layers.effective()
 
 
 def _proxy(cluster: MockCluster, *extra: str) -> subprocess.CompletedProcess:

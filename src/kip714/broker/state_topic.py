@@ -142,7 +142,7 @@ class StateTopicStore:
                 **common,
                 "group.id": f"kip714-state-{self.replica_id or 'proxy'}",  # never joined: assign() only
                 "enable.auto.commit": False,
-                "enable.partition.eof": False,
+                "enable.partition.eof": True,
                 "fetch.wait.max.ms": 10,
                 "fetch.error.backoff.ms": 50,
                 "reconnect.backoff.max.ms": 1000,
@@ -171,8 +171,7 @@ class StateTopicStore:
                 "the cached state" if self.cache is not None else "no admin state",
                 self._why,
             )
-            with self._cond:
-                self._state = dict(state)
+            # the topic's records are read into their own state; it replaces the cached one, whole, once caught up
             return dict(state)
         with self._cond:
             return dict(self._state)
@@ -307,10 +306,15 @@ class StateTopicStore:
         with self._cond:
             self._reachable = True
             self._end = high
-            if not self._caught_up and self._position >= high:
-                self._caught_up = True
-                log.info("event=state_topic_caught_up topic=%s records=%d", self.topic, self._position)
+            arrived = not self._caught_up and self._position >= high
             self._cond.notify_all()
+        if arrived:
+            with self._lock:  # what the replica served until now (the cache, or nothing) gives way to the topic
+                self._caught_up = True
+                if self._on_change is not None:
+                    self._on_change(dict(self._state))
+            self._save_cache()
+            log.info("event=state_topic_caught_up topic=%s records=%d", self.topic, self._position)
         return True
 
     def _poll(self, timeout_s: float) -> None:
@@ -323,20 +327,29 @@ class StateTopicStore:
         with self._lock:
             for msg in msgs:
                 if msg.error() is not None:
-                    if msg.error().code() != _PARTITION_EOF:
+                    if msg.error().code() == _PARTITION_EOF:
+                        # the end of the log: past offsets compaction removed there (a tombstone gone, say),
+                        # which no record would move the position over
+                        self._position = max(self._position, msg.offset())
+                    else:
                         log.warning("event=state_topic_error topic=%s error=%s", self.topic, msg.error().str())
                     continue
                 changed |= self._apply_record(msg)
+            changed = changed and self._caught_up  # before that, the replica serves what it had at start-up
             if changed and self._on_change is not None:
                 self._on_change(dict(self._state))
-        if changed and self.cache is not None:
+        if changed:
+            self._save_cache()
+        with self._cond:
+            self._reachable = True
+            self._cond.notify_all()
+
+    def _save_cache(self) -> None:
+        if self.cache is not None:
             try:
                 self.cache.save(self._state)
             except OSError as exc:
                 log.warning("event=state_cache_failed error=%r", exc)
-        with self._cond:
-            self._reachable = True
-            self._cond.notify_all()
 
     def _apply_record(self, msg: Any) -> bool:
         """One record in topic order: whether it changed the state."""
