@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -323,3 +324,51 @@ def test_the_proxy_refuses_a_topic_of_several_partitions_or_one_it_cannot_create
     assert "Traceback" not in done.stderr
     assert f"grant this proxy's principal CREATE on Topic:{missing}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_client_moved_between_replicas_keeps_pushing_with_the_subscription_id_it_holds(replicas):
+    """kip714's own client half (ClientTelemetry) against two replicas' brokers that share the state topic: it
+    subscribes through one, is moved to the other mid-run and back, and no push is answered
+    UNKNOWN_SUBSCRIPTION_ID (the new replica's instance table starts fresh, as Kafka's does on another broker)."""
+    a, b = replicas("r1"), replicas("r2")
+    assert a.alter("fleet", ("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "1000")) == (0, None)
+    _equal_soon([a, b], "fleet", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"})
+    brokers = [
+        kip714.TelemetryBroker(a.layers.registry, node_id=1),
+        kip714.TelemetryBroker(b.layers.registry, node_id=2),
+    ]
+    collector = kip714.MetricsCollector()
+    collector.counter("org.apache.kafka.producer.connection.creation.total").add(1)
+    client = kip714.ClientTelemetry(collector, rng=random.Random(7))
+    info = ClientInfo(client_id="mover", client_software_name="kip714-test", client_software_version="1")
+    answers: list[tuple[int, str, int]] = []  # (broker index, request kind, error code)
+    now = 1_000_000
+    for step in range(120):  # two simulated minutes, 0.5 s apart
+        now += 500
+        on = (step // 40) % 2  # replica r1, then r2 (moved), then r1 again
+        request = client.create_request(now)
+        if request is None:
+            continue
+        response, _ = brokers[on].handle(request, info, now)
+        answers.append((on, type(request).__name__, response.error_code))
+        client.handle_response(response, now)
+    pushes = [(on, code) for on, kind, code in answers if kind == "PushTelemetryRequest"]
+    assert {on for on, _ in pushes} == {0, 1}
+    assert sum(1 for on, _ in pushes if on == 1) >= 10
+    assert all(code == 0 for _, code in pushes), answers
+    gets = [on for on, kind, _ in answers if kind == "GetTelemetrySubscriptionsRequest"]
+    assert gets == [0]  # subscribed once: the moves themselves asked for nothing again
+    # the control: a replica that does not share the state (its own subscription of the same name) answers
+    # the same client UNKNOWN_SUBSCRIPTION_ID, as a broker with other subscriptions would
+    alone = kip714.SubscriptionRegistry()
+    alone.set("fleet", {"metrics": "org.apache.kafka.consumer.", "interval.ms": "1000"})
+    other = kip714.TelemetryBroker(alone, node_id=3)
+    for _ in range(10):
+        now += 500
+        request = client.create_request(now)
+        if request is not None:
+            response, _ = other.handle(request, info, now)
+            assert response.error_code == ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+            break
+    else:
+        raise AssertionError("the client pushed nothing to the control replica")
