@@ -378,6 +378,11 @@ def test_no_annotations_name_in_the_public_api():
             ["proxy", "--upstream", "127.0.0.1:1", "--telemetry", "off", "--record", "rec"],
             "--telemetry off forwards telemetry untouched: --record would receive nothing",
         ),
+        (["serve", "--proxy-protocol-from", "10.0.0.0/8"], "--proxy-protocol-from needs --proxy-protocol"),
+        (
+            ["proxy", "--upstream", "127.0.0.1:1", "--proxy-protocol", "--proxy-protocol-from", "10.0.0.0/33"],
+            "--proxy-protocol-from: '10.0.0.0/33' is not an address or CIDR block",
+        ),
     ],
 )
 def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):

@@ -33,6 +33,7 @@ __all__ = [
     "UnsafePatternError",
     "RewriteError",
     "ListenerError",
+    "ProxyProtocolError",
 ]
 
 
@@ -145,3 +146,13 @@ class ListenerError(RewriteError, InvalidConfigError):
     the cluster), that connection's error, as any answer the proxy cannot rewrite."""
 
     error_code = InvalidConfigError.error_code
+
+
+class ProxyProtocolError(InvalidRequestError):
+    """A connection that should open with a PROXY protocol header (``--proxy-protocol``) does not: the
+    endpoint closes it. ``reason`` says why, as the ``kip714_proxy_protocol_refused_total`` label does
+    (``missing``, ``bad``, ``too_long``)."""
+
+    def __init__(self, message: str = "", reason: str = "bad") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -16,12 +16,14 @@ from ._service import ServiceRunner, add_service_options, build_admin, upstream_
 from ._settings import add_settings_options
 from ._sinks import add_sink_options, require_files
 from .serve import (
+    add_proxy_protocol_options,
     add_run_options,
     add_sinks,
     add_subscription_options,
     add_tls_options,
     build_broker,
     loop_factory,
+    proxy_protocol_of,
     recorder_of,
     require_extras,
     server_tls,
@@ -100,6 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_subscription_options(p, "kip714-proxy")
     add_tls_options(p)
+    add_proxy_protocol_options(p, "proxy")
     add_run_options(p, proxy=True)
     add_sink_options(p)
     add_service_options(p, proxy=True)
@@ -129,6 +132,7 @@ def run(args: Any) -> int:
     setup_logging(args)
     if args.broker_ports and args.broker_port_base is not None:
         raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")
+    proxy_protocol = proxy_protocol_of(args)
     if args.telemetry == "off":
         given = [
             opt
@@ -169,6 +173,7 @@ def run(args: Any) -> int:
         broker_port_base=args.broker_port_base,
         broker_ports=parse_broker_ports(args.broker_ports) if args.broker_ports else None,
         advertised_host=args.advertised_host,
+        proxy_protocol=proxy_protocol,
         telemetry=args.telemetry,
         recorder=recorder,
         ssl=server_tls(args),

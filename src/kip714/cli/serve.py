@@ -28,6 +28,7 @@ from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import ANONYMOUS_PRINCIPAL
 from ..endpoint.connection import warn_if_no_subscription
 from ..endpoint.health import Health
+from ..endpoint.proxy_protocol import HEADER_TIMEOUT_S, LOOPBACK, ProxyProtocol
 from ..endpoint.server import TelemetryServer
 from ..endpoint.subscription_file import SubscriptionFileWatcher
 from ..errors import InvalidConfigError
@@ -132,6 +133,39 @@ def add_tls_options(p) -> None:
     g.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert (PEM; default: inside --tls-cert)")
 
 
+def add_proxy_protocol_options(p, what: str = "serve") -> None:
+    """The PROXY protocol behind a TCP load balancer (HAProxy's ``send-proxy``/``send-proxy-v2``)."""
+    g = p.add_argument_group("behind a TCP load balancer: the PROXY protocol")
+    listeners = "every listener (bootstrap and brokers)" if what == "proxy" else "the listener"
+    g.add_argument(
+        "--proxy-protocol",
+        action="store_true",
+        help=f"every client connection on {listeners} must open with a PROXY protocol header, v1 or v2 "
+        "(HAProxy's send-proxy or send-proxy-v2, before TLS when TLS is on): the client's address and "
+        "port in it become client_source_address/client_source_port (the broker's labels, the "
+        "recording, Prometheus); a LOCAL or UNKNOWN header keeps the socket's. A connection without a "
+        f"whole valid header within {HEADER_TIMEOUT_S:g}s, or from a peer outside --proxy-protocol-from, "
+        "is closed and counted in kip714_proxy_protocol_refused_total{reason} (default off: the socket's "
+        "address is the client's)",
+    )
+    g.add_argument(
+        "--proxy-protocol-from",
+        metavar="CIDR[,CIDR...]",
+        help="the load balancers allowed to send the header, e.g. 10.0.0.0/24,10.1.2.3 (connections "
+        "from anywhere else are refused: a header names any address it likes, so only the balancers "
+        f"may send one); needs --proxy-protocol (default {','.join(LOOPBACK)}, loopback only)",
+    )
+
+
+def proxy_protocol_of(args: Any) -> ProxyProtocol | None:
+    """The :class:`ProxyProtocol` of ``--proxy-protocol``/``--proxy-protocol-from`` (None when off)."""
+    if not getattr(args, "proxy_protocol", False):
+        if getattr(args, "proxy_protocol_from", None):
+            raise InvalidConfigError("--proxy-protocol-from needs --proxy-protocol")
+        return None
+    return ProxyProtocol(args.proxy_protocol_from or LOOPBACK)
+
+
 def add_run_options(p, proxy: bool = False) -> None:
     """Limits, logging and how long to run (``proxy``: its frame limit is Kafka's, it forwards any request)."""
     g = p.add_argument_group("limits and running")
@@ -223,6 +257,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-id", type=node_id, default=1, help="this endpoint's node id (default 1)")
     add_subscription_options(p, "kip714-serve")
     add_tls_options(p)
+    add_proxy_protocol_options(p)
     add_run_options(p)
     add_sink_options(p)
     add_service_options(p)
@@ -349,6 +384,7 @@ def run(args: Any) -> int:
         summary_interval_s=args.summary_interval,
         ssl=server_tls(args),
         admin=admin,
+        proxy_protocol=proxy_protocol_of(args),
     )
     health.endpoint = server
     # the final summary is the server's "event=stopped" log line

@@ -286,6 +286,9 @@ class EndpointConnection(asyncio.Protocol):
 
     #: the broker node id of this connection's telemetry (None: the endpoint's broker's own node id)
     broker_node_id: int | None = None
+    #: the client's (address, port) from a PROXY protocol header, set before ``connection_made`` (None: the
+    #: socket's peer is the client)
+    proxied_source: tuple[str, int] | None = None
 
     def __init__(self, endpoint: Any) -> None:
         self.endpoint = endpoint
@@ -333,7 +336,7 @@ class EndpointConnection(asyncio.Protocol):
         self._made[0] = True
         # a stream server (TCP or TLS) hands its protocols a full Transport
         transport = self.transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername") or ("", 0)
+        peer = self.proxied_source or transport.get_extra_info("peername") or ("", 0)
         self.identity.address, self.identity.port = java_host_address(str(peer[0])), int(peer[1])
         endpoint = self.endpoint
         if len(endpoint.connections) >= endpoint.max_connections:

@@ -154,7 +154,8 @@ def endpoint_metric_families(
 ) -> list[Any]:
     """The endpoint's own ``kip714_*`` metric families (prometheus_client's; the Prometheus exporter exposes
     them): connections, connection events by kind, and for the proxy the bytes each way and the cluster's
-    connections and failures by broker and reason; admin API changes; readiness, draining and ``reloads``
+    connections and failures by broker and reason; the connections refused for their PROXY protocol header
+    by reason (with ``--proxy-protocol``); admin API changes; readiness, draining and ``reloads``
     (result -> count)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -233,6 +234,17 @@ def endpoint_metric_families(
                 value=1 if endpoint.upstream_ok else 0,
             )
         )
+    proxy_protocol = getattr(endpoint, "proxy_protocol", None)
+    if proxy_protocol is not None:
+        refused = CounterMetricFamily(
+            "kip714_proxy_protocol_refused",
+            "Connections refused for their PROXY protocol header, by reason (untrusted: a peer outside "
+            "--proxy-protocol-from; missing, bad, too_long, timeout, closed: no whole valid header)",
+            labels=["reason"],
+        )
+        for reason, n in proxy_protocol.refusals().items():
+            refused.add_metric([reason], n)
+        out.append(refused)
     admin = getattr(endpoint, "admin", None)
     if admin is not None:
         out.append(

@@ -61,6 +61,7 @@ from .connection import (
     warn_if_no_subscription,
 )
 from .proxy_connection import ProxyConnection, failure_reason, upstream_error_words
+from .proxy_protocol import HeaderListener, ProxyProtocol
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 
 __all__ = [
@@ -128,7 +129,9 @@ class TelemetryProxy:
     ({node_id: port}); a broker of the cluster without a usable port (none in ``broker_ports``, past 65535, or
     taken) makes ``start()`` raise :class:`ListenerError` (INVALID_CONFIG), and one that appears later is an
     error on the connection whose response named it. ``advertised_host``: the host clients are told (default
-    ``host``). ``telemetry``: ``auto``,
+    ``host``). ``proxy_protocol``: a :class:`~kip714.endpoint.proxy_protocol.ProxyProtocol` when a load
+    balancer opens every connection with a PROXY protocol header (v1 or v2, before TLS) on every listener:
+    the client's address and port are then the header's. ``telemetry``: ``auto``,
     ``terminate``, ``tap`` or ``off``. ``broker`` answers (terminate) or records (tap) telemetry;
     ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it; with a
     synchronous recorder (``sync=True``, ``--record-sync``) a push's answer, the proxy's own or the
@@ -156,6 +159,7 @@ class TelemetryProxy:
         broker_port_base: int | None = None,
         broker_ports: dict[int, int] | None = None,
         advertised_host: str | None = None,
+        proxy_protocol: ProxyProtocol | None = None,
         telemetry: str = "auto",
         recorder: Recorder | None = None,
         on_payload: Callable[[TelemetryPayload], object] | None = None,
@@ -181,6 +185,7 @@ class TelemetryProxy:
         )
         self.host, self.port = host, port
         self.advertised_host = advertised_host
+        self.proxy_protocol = proxy_protocol
         self.broker_port_base = broker_port_base
         self.explicit_ports = dict(broker_ports) if broker_ports else None
         self.telemetry = telemetry
@@ -311,10 +316,14 @@ class TelemetryProxy:
         def factory() -> ProxyConnection:
             return ProxyConnection(self, node_id)
 
-        task = loop.create_task(loop.create_server(factory, sock=sock, ssl=self.ssl, backlog=1024))
-        # the socket is closed there if the server never started (a failed start, or close() cancelling it)
-        task.add_done_callback(lambda t: self._server_started(t, sock))
-        self._pending_servers.append(task)
+        if self.proxy_protocol is not None:
+            server = HeaderListener(sock, factory, self.proxy_protocol, self.ssl)
+            self._servers.append(server)
+        else:
+            task = loop.create_task(loop.create_server(factory, sock=sock, ssl=self.ssl, backlog=1024))
+            # the socket is closed there if the server never started (a failed start, or close() cancelling it)
+            task.add_done_callback(lambda t: self._server_started(t, sock))
+            self._pending_servers.append(task)
         if node_id is not None:
             self._ports[node_id] = port
             log.info("event=broker_listener node_id=%d port=%d upstream=%s:%d", node_id, port, *self.nodes[node_id])
@@ -348,13 +357,14 @@ class TelemetryProxy:
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
         log.info(
-            "event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s tls=%s",
+            "event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s tls=%s proxy_protocol=%s",
             self.host,
             self.port,
             self.mode,
             ",".join(f"{h}:{p}" for h, p in self.upstreams),
             self.broker_ports,
             self.ssl is not None,
+            "off" if self.proxy_protocol is None else f"from:{self.proxy_protocol.describe()}",
         )
 
     async def _probe(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl as _ssl
 from collections import Counter
 from collections.abc import Callable
@@ -55,6 +56,7 @@ from .connection import (
     reap_idle,
     serve_until,
 )
+from .proxy_protocol import HeaderListener, ProxyProtocol
 
 __all__ = [
     "TelemetryServer",
@@ -158,7 +160,10 @@ class TelemetryServer:
     (``stats["instances_dropped_on_disconnect"]``). ``ssl``: an :class:`ssl.SSLContext` (server side) to
     take TLS connections only (``security.protocol=SSL`` clients). ``admin``: the
     :class:`~kip714.broker.config_admin.ClientMetricsAdmin` answering Kafka's config admin requests (default:
-    one over the broker's registry, changes in memory only, altering refused to everyone).
+    one over the broker's registry, changes in memory only, altering refused to everyone). ``proxy_protocol``:
+    a :class:`~kip714.endpoint.proxy_protocol.ProxyProtocol` when a TCP load balancer in front opens every
+    connection with a PROXY protocol header (v1 or v2, before TLS): the client's address and port are then
+    the header's, a connection without one (or from a peer it does not trust) is refused.
 
     With a synchronous recorder (``ParquetRecorder(..., sync=True)``, ``--record-sync``) the answer to a push
     is written only once its row is durably on disk, later answers on the connection waiting behind it; a
@@ -182,6 +187,7 @@ class TelemetryServer:
         on_payload: Callable[[TelemetryPayload], object] | None = None,
         ssl: _ssl.SSLContext | None = None,
         admin: ClientMetricsAdmin | None = None,
+        proxy_protocol: ProxyProtocol | None = None,
     ) -> None:
         self.broker = broker if broker is not None else TelemetryBroker(SubscriptionRegistry())
         self.admin = admin if admin is not None else ClientMetricsAdmin(SubscriptionLayers(self.broker.registry))
@@ -194,6 +200,7 @@ class TelemetryServer:
         self.cluster_id = cluster_id
         self.summary_interval_s = summary_interval_s
         self.ssl = ssl
+        self.proxy_protocol = proxy_protocol
         if recorder is not None:
             self.broker.add_receiver(recorder)
         self.record_gate = RecordGate(recorder) if recorder is not None and getattr(recorder, "sync", False) else None
@@ -239,23 +246,29 @@ class TelemetryServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                lambda: _ServeConnection(self), self.host, self.port, reuse_address=True, backlog=1024, ssl=self.ssl
-            )
+            if self.proxy_protocol is not None:
+                sock = socket.create_server((self.host, self.port), backlog=1024)
+                self.port = sock.getsockname()[1]
+                self._server = HeaderListener(sock, lambda: _ServeConnection(self), self.proxy_protocol, self.ssl)
+            else:
+                self._server = await loop.create_server(
+                    lambda: _ServeConnection(self), self.host, self.port, reuse_address=True, backlog=1024, ssl=self.ssl
+                )
+                self.port = self._server.sockets[0].getsockname()[1]
         except OSError as exc:
             raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port}: {os_error_words(exc)}") from None
-        self.port = self._server.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.create_task(reap_idle(self, self._stats)))
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
         log.info(
-            "event=listening host=%s port=%d node_id=%d advertised=%s:%d tls=%s",
+            "event=listening host=%s port=%d node_id=%d advertised=%s:%d tls=%s proxy_protocol=%s",
             self.host,
             self.port,
             self.node_id,
             self.advertised_host or self.host,
             self.advertised_port or self.port,
             self.ssl is not None,
+            "off" if self.proxy_protocol is None else f"from:{self.proxy_protocol.describe()}",
         )
 
     @property
