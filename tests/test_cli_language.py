@@ -383,6 +383,18 @@ def test_no_annotations_name_in_the_public_api():
             ["proxy", "--upstream", "127.0.0.1:1", "--proxy-protocol", "--proxy-protocol-from", "10.0.0.0/33"],
             "--proxy-protocol-from: '10.0.0.0/33' is not an address or CIDR block",
         ),
+        (
+            [
+                "proxy",
+                "--upstream",
+                "127.0.0.1:1",
+                "--advertised-broker-port-base",
+                "9",
+                "--advertised-broker-ports",
+                "1=2",
+            ],
+            "give --advertised-broker-ports or --advertised-broker-port-base, not both",
+        ),
     ],
 )
 def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):

@@ -273,3 +273,37 @@ def test_sasl_user_names():
         assert rewrite.sasl_user(auth(b"n,,n=bob=2Cjr=3D,r=abc"), version, "SCRAM-SHA-512") == "bob,jr="
         assert rewrite.sasl_user(auth(b"c=biws,r=abc,p=xyz"), version, "SCRAM-SHA-256") is None
         assert rewrite.sasl_user(auth(b"token"), version, "OAUTHBEARER") is None
+
+
+@pytest.mark.parametrize(
+    "kw,want",
+    [
+        ({}, {1: 9094, 2: 9095, 3: 9096}),  # the listening ports
+        ({"advertised_port": 30092}, {1: 30094, 2: 30095, 3: 30096}),  # shifted as the bootstrap port is
+        ({"advertised_port": 30092, "advertised_broker_port_base": 31000}, {1: 31001, 2: 31002, 3: 31003}),
+        ({"advertised_broker_ports": {1: 32001, 2: 32007, 3: 32003}}, {1: 32001, 2: 32007, 3: 32003}),
+    ],
+)
+def test_advertised_ports_of_the_proxy(kw, want):
+    """The ports the proxy's Metadata names, where a load balancer's differ from its listeners' (decoded by
+    kafka-python); a port outside 1-65535 or a broker without one is the connection's error."""
+    proxy = kip714.TelemetryProxy("127.0.0.1:1", port=9092, advertised_host="lb.example", **kw)
+    proxy._ports = {1: 9094, 2: 9095, 3: 9096}  # the listeners, as start() opened them
+    out = rewrite.rewrite_metadata(encode(metadata(9))[4:], 9, proxy.advertise)
+    got = decode(MetadataResponse, out, 9)
+    assert {b.node_id: (b.host, b.port) for b in got.brokers} == {n: ("lb.example", p) for n, p in want.items()}
+
+
+def test_advertised_ports_out_of_range_are_errors():
+    proxy = kip714.TelemetryProxy("127.0.0.1:1", port=9092, advertised_port=65534)
+    proxy._ports = {1: 9094, 2: 9095, 3: 9096}
+    with pytest.raises(
+        kip714.errors.ListenerError, match=r"node id 1 is advertised at port 65536 \(--advertised-port\)"
+    ):
+        rewrite.rewrite_metadata(encode(metadata(9))[4:], 9, proxy.advertise)
+    proxy = kip714.TelemetryProxy("127.0.0.1:1", port=9092, advertised_broker_ports={1: 30001})
+    proxy._ports = {1: 9094, 2: 9095, 3: 9096}
+    with pytest.raises(kip714.errors.ListenerError, match="node id 2 has no port in --advertised-broker-ports"):
+        rewrite.rewrite_metadata(encode(metadata(9))[4:], 9, proxy.advertise)
+    with pytest.raises(kip714.errors.InvalidConfigError, match="not both"):
+        kip714.TelemetryProxy("127.0.0.1:1", advertised_broker_port_base=1, advertised_broker_ports={1: 2})

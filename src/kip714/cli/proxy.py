@@ -11,7 +11,7 @@ from .._units import duration
 from ..endpoint.health import Health
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
-from ._args import host, port
+from ._args import advertised_port, host, port
 from ._service import ServiceRunner, add_service_options, build_admin, upstream_client
 from ._settings import add_settings_options
 from ._sinks import add_sink_options, require_files
@@ -86,6 +86,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
     g.add_argument(
+        "--advertised-port",
+        type=advertised_port,
+        metavar="PORT",
+        help="the bootstrap port clients use when a load balancer's ports differ from the listeners' "
+        "(a Kubernetes NodePort, a cloud balancer): each broker is then advertised at its listener's "
+        "port shifted by PORT - --port, unless --advertised-broker-port-base or "
+        "--advertised-broker-ports says otherwise (default: the listening ports)",
+    )
+    g.add_argument(
+        "--advertised-broker-port-base",
+        type=advertised_port,
+        metavar="BASE",
+        help="broker node id N is advertised at port BASE + N in Metadata, FindCoordinator and "
+        "DescribeCluster answers (default: see --advertised-port)",
+    )
+    g.add_argument(
+        "--advertised-broker-ports",
+        metavar="ID=PORT[,ID=PORT...]",
+        help="explicit advertised broker ports, e.g. 1=31093,2=31094 (instead of "
+        "--advertised-broker-port-base; a broker without one is an error on the connection whose "
+        "answer names it; default: see --advertised-port)",
+    )
+    g.add_argument(
         "--telemetry", choices=TELEMETRY_MODES, default="auto", help="auto (default), terminate, tap or off (see above)"
     )
     g.add_argument(
@@ -132,6 +155,13 @@ def run(args: Any) -> int:
     setup_logging(args)
     if args.broker_ports and args.broker_port_base is not None:
         raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")
+    if args.advertised_broker_ports and args.advertised_broker_port_base is not None:
+        raise InvalidConfigError("give --advertised-broker-ports or --advertised-broker-port-base, not both")
+    advertised_ports = (
+        parse_broker_ports(args.advertised_broker_ports, "--advertised-broker-ports")
+        if args.advertised_broker_ports
+        else None
+    )
     proxy_protocol = proxy_protocol_of(args)
     if args.telemetry == "off":
         given = [
@@ -173,6 +203,9 @@ def run(args: Any) -> int:
         broker_port_base=args.broker_port_base,
         broker_ports=parse_broker_ports(args.broker_ports) if args.broker_ports else None,
         advertised_host=args.advertised_host,
+        advertised_port=args.advertised_port,
+        advertised_broker_port_base=args.advertised_broker_port_base,
+        advertised_broker_ports=advertised_ports,
         proxy_protocol=proxy_protocol,
         telemetry=args.telemetry,
         recorder=recorder,

@@ -102,19 +102,19 @@ def parse_upstream(spec: str | Iterable[str | tuple[str, int]]) -> list[tuple[st
     return out
 
 
-def parse_broker_ports(spec: str) -> dict[int, int]:
-    """``1=9193,2=9194`` → {1: 9193, 2: 9194}."""
+def parse_broker_ports(spec: str, option: str = "--broker-ports") -> dict[int, int]:
+    """``1=9193,2=9194`` → {1: 9193, 2: 9194} (``option`` names where it came from in errors)."""
     out = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         node, _sep, port = item.partition("=")
         try:
             out[int(node)] = int(port)
         except ValueError:
-            raise InvalidConfigError(f"broker port {item!r} is not NODE=PORT") from None
+            raise InvalidConfigError(f"{option}: {item!r} is not NODE=PORT") from None
         if not 0 <= int(node) < 2**31 or not 1 <= int(port) <= 65535:
-            raise InvalidConfigError(f"broker port {item!r}: node ids are 0-{2**31 - 1}, ports 1-65535")
+            raise InvalidConfigError(f"{option}: {item!r}: node ids are 0-{2**31 - 1}, ports 1-65535")
     if len(set(out.values())) != len(out):
-        raise InvalidConfigError(f"two brokers share a port in {spec!r}")
+        raise InvalidConfigError(f"{option}: two brokers share a port in {spec!r}")
     return out
 
 
@@ -129,10 +129,14 @@ class TelemetryProxy:
     ({node_id: port}); a broker of the cluster without a usable port (none in ``broker_ports``, past 65535, or
     taken) makes ``start()`` raise :class:`ListenerError` (INVALID_CONFIG), and one that appears later is an
     error on the connection whose response named it. ``advertised_host``: the host clients are told (default
-    ``host``). ``proxy_protocol``: a :class:`~kip714.endpoint.proxy_protocol.ProxyProtocol` when a load
-    balancer opens every connection with a PROXY protocol header (v1 or v2, before TLS) on every listener:
-    the client's address and port are then the header's. ``telemetry``: ``auto``,
-    ``terminate``, ``tap`` or ``off``. ``broker`` answers (terminate) or records (tap) telemetry;
+    ``host``); the ports they are told, where a load balancer's differ from the listeners': broker
+    ``node_id`` is advertised at ``advertised_broker_ports[node_id]``, else ``advertised_broker_port_base +
+    node_id``, else its listener's port shifted by ``advertised_port - port`` (the balancer's bootstrap port
+    less the listener's), else its listener's port. ``proxy_protocol``: a
+    :class:`~kip714.endpoint.proxy_protocol.ProxyProtocol` when the balancer opens every connection with a
+    PROXY protocol header (v1 or v2, before TLS) on every listener: the client's address and port are then
+    the header's. ``telemetry``: ``auto``, ``terminate``, ``tap`` or ``off``. ``broker`` answers
+    (terminate) or records (tap) telemetry;
     ``recorder`` (a :class:`~kip714.sinks.ParquetRecorder`) and ``on_payload`` add receivers to it; with a
     synchronous recorder (``sync=True``, ``--record-sync``) a push's answer, the proxy's own or the
     cluster's, reaches the client only once its row is durably on disk (later answers wait behind it; a
@@ -159,6 +163,9 @@ class TelemetryProxy:
         broker_port_base: int | None = None,
         broker_ports: dict[int, int] | None = None,
         advertised_host: str | None = None,
+        advertised_port: int | None = None,
+        advertised_broker_port_base: int | None = None,
+        advertised_broker_ports: dict[int, int] | None = None,
         proxy_protocol: ProxyProtocol | None = None,
         telemetry: str = "auto",
         recorder: Recorder | None = None,
@@ -185,6 +192,11 @@ class TelemetryProxy:
         )
         self.host, self.port = host, port
         self.advertised_host = advertised_host
+        if advertised_broker_ports and advertised_broker_port_base is not None:
+            raise InvalidConfigError("give advertised broker ports or an advertised broker port base, not both")
+        self.advertised_port = advertised_port
+        self.advertised_broker_port_base = advertised_broker_port_base
+        self.advertised_broker_ports = dict(advertised_broker_ports) if advertised_broker_ports else None
         self.proxy_protocol = proxy_protocol
         self.broker_port_base = broker_port_base
         self.explicit_ports = dict(broker_ports) if broker_ports else None
@@ -285,7 +297,27 @@ class TelemetryProxy:
         listen = self._ports.get(node_id)
         if listen is None:
             listen = self._listen(node_id)
-        return self.advertised_host or self.host, listen
+        return self.advertised_host or self.host, self._advertised_port(node_id, listen)
+
+    def _advertised_port(self, node_id: int, listen: int) -> int:
+        """The port clients are told for broker ``node_id`` (listening on ``listen``)."""
+        if self.advertised_broker_ports is not None:
+            port = self.advertised_broker_ports.get(node_id)
+            if port is None:
+                raise ListenerError(f"broker node id {node_id} has no port in --advertised-broker-ports")
+            return port
+        if self.advertised_broker_port_base is not None:
+            port, how = self.advertised_broker_port_base + node_id, "--advertised-broker-port-base"
+        elif self.advertised_port is not None:
+            port, how = listen + self.advertised_port - self.port, "--advertised-port"
+        else:
+            return listen
+        if not 1 <= port <= 65535:
+            raise ListenerError(
+                f"broker node id {node_id} is advertised at port {port} ({how}), outside 1-65535; "
+                "use --advertised-broker-ports"
+            )
+        return port
 
     def node_for_address(self, host: str, port: int) -> int:
         for node_id, address in self.nodes.items():
@@ -357,12 +389,14 @@ class TelemetryProxy:
         if self.summary_interval_s > 0:
             self._tasks.append(asyncio.create_task(log_summaries(self, self.summary_interval_s)))
         log.info(
-            "event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s tls=%s proxy_protocol=%s",
+            "event=listening host=%s port=%d telemetry=%s upstream=%s broker_ports=%s advertised=%s tls=%s "
+            "proxy_protocol=%s",
             self.host,
             self.port,
             self.mode,
             ",".join(f"{h}:{p}" for h, p in self.upstreams),
             self.broker_ports,
+            {n: self._advertised_port(n, p) for n, p in self._ports.items()},
             self.ssl is not None,
             "off" if self.proxy_protocol is None else f"from:{self.proxy_protocol.describe()}",
         )
