@@ -395,6 +395,10 @@ def test_no_annotations_name_in_the_public_api():
             ],
             "give --advertised-broker-ports or --advertised-broker-port-base, not both",
         ),
+        (
+            ["serve", "--drain-timeout", "4s", "--drain-spread", "3s"],
+            "--drain-spread 3s is more than half of --drain-timeout 4s",
+        ),
     ],
 )
 def test_out_of_range_ports_and_node_ids_are_usage_errors(args, needle):

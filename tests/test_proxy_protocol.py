@@ -1,9 +1,10 @@
 """The PROXY protocol parser (kip714.endpoint.proxy_protocol) against an independent encoder (the
-``proxy-protocol`` package's, with its TLVs), split at every byte; the peers trusted."""
+``proxy-protocol`` package's, with its TLVs), split at every byte; the peers trusted; the drain's schedule."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 from ipaddress import IPv4Address, IPv6Address
 
@@ -13,6 +14,7 @@ from proxyprotocol.tlv import ProxyProtocolTLV
 from proxyprotocol.v1 import ProxyProtocolV1
 from proxyprotocol.v2 import ProxyProtocolV2
 
+from kip714.endpoint.connection import stagger
 from kip714.endpoint.proxy_protocol import (
     V1_MAX,
     V2_SIGNATURE,
@@ -206,3 +208,28 @@ def test_trusted_peers():
     for bad in ("10.0.0.0/33", "example.com", ",", ""):
         with pytest.raises(InvalidConfigError, match="--proxy-protocol-from"):
             parse_networks(bad)
+
+
+class _Conn:
+    def __init__(self, connection_id: int, address: str) -> None:
+        self.connection_id, self.address = connection_id, address
+
+
+def test_the_drain_spreads_closes_and_each_client_keeps_one_until_late():
+    # three clients: A with 4 connections, B with 2, C with 1 (ids in the order they connected)
+    conns = [_Conn(i, a) for i, a in enumerate("AABACAAB")]
+    plan = stagger(conns, 4.0)
+    times = [t for t, _ in plan]
+    assert len(plan) == len(conns) and times == sorted(times)
+    assert times[0] == 0.0 and times[-1] < 4.0
+    assert all(b - a == pytest.approx(4.0 / len(conns)) for a, b in itertools.pairwise(times))  # evenly
+    order = [c for _, c in plan]
+    for client in "ABC":
+        mine = [i for i, c in enumerate(order) if c.address == client]
+        oldest = min((c for c in conns if c.address == client), key=lambda c: c.connection_id)
+        assert order[mine[-1]] is oldest  # the oldest closes last...
+        assert mine[-1] >= len(conns) - 3  # ...among the clients' last ones
+    # the closes of a client are not back to back while another client has some left
+    assert [c.address for c in order[:3]] == ["A", "B", "A"]
+    assert stagger([_Conn(1, "A")], 4.0)[0][0] == 0.0  # a lone connection closes at once
+    assert [t for t, _ in stagger(conns, 0.0)] == [0.0] * len(conns)

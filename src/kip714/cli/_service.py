@@ -33,6 +33,7 @@ from ..broker.admin_state import AdminStateStore, StateStore
 from ..broker.config_admin import ClientMetricsAdmin
 from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
+from ..endpoint.connection import DRAIN_SPREAD_S
 from ..endpoint.health import Health, endpoint_metric_families, start_health_server
 from ..endpoint.subscription_file import SubscriptionFileWatcher, load_subscription_file
 from ..errors import InvalidConfigError
@@ -45,6 +46,7 @@ __all__ = [
     "add_service_options",
     "build_admin",
     "build_subscriptions",
+    "drain_spread",
     "flag_subscription",
     "sd_notify",
 ]
@@ -66,6 +68,7 @@ RELOADABLE = frozenset(
         "admin_principals",
         "log_level",
         "drain_timeout",
+        "drain_spread",
         "idle_timeout",
         "max_connections",
         "config_file",
@@ -115,6 +118,17 @@ def add_service_options(p: argparse.ArgumentParser, proxy: bool = False) -> None
         "connections cleanly and flush the recording; connections still open then are aborted "
         "(default 20s)",
     )
+    g.add_argument(
+        "--drain-spread",
+        type=duration,
+        metavar="DURATION",
+        help="on SIGTERM/SIGINT: close the client connections one after another over this long rather "
+        "than all at once, each client's connections in turn and its last one late, so that clients "
+        "behind a load balancer reconnect to another replica before they lose their last connection "
+        "(librdkafka never sees all its brokers down); each connection serves as usual until its turn; "
+        f"at most half of --drain-timeout; 0 closes them all at once (default {DRAIN_SPREAD_S:g}s, or "
+        "half of --drain-timeout when that is less)",
+    )
     if proxy:
         f = p.add_argument_group("a fleet of replicas: shared subscriptions and the replica's name")
         f.add_argument(
@@ -160,6 +174,21 @@ def add_service_options(p: argparse.ArgumentParser, proxy: bool = False) -> None
             metavar="DURATION",
             help="how often /readyz asks the cluster's bootstrap servers for their ApiVersions (default 2s)",
         )
+
+
+def drain_spread(args: Any) -> float:
+    """The seconds a drain spreads its closes over: ``--drain-spread``, by default :data:`DRAIN_SPREAD_S` or
+    half of ``--drain-timeout`` when that is less; InvalidConfigError when it is more than that half."""
+    timeout = float(getattr(args, "drain_timeout", 20.0))
+    spread = getattr(args, "drain_spread", None)
+    if spread is None:
+        return min(DRAIN_SPREAD_S, timeout / 2)
+    if spread > timeout / 2:
+        raise InvalidConfigError(
+            f"--drain-spread {spread:g}s is more than half of --drain-timeout {timeout:g}s (the rest answers "
+            "the last requests)"
+        )
+    return float(spread)
 
 
 def parse_principals(text: str | None) -> list[str]:
@@ -323,6 +352,7 @@ class ServiceRunner:
         self.sinks = list(sinks)
         self.loop_factory = loop_factory
         self.reloads = {"ok": 0, "refused": 0}
+        drain_spread(args)  # checked before anything starts
         self._admin_http: tuple[Any, Any] | None = None
         self._reloading: asyncio.Task[bool] | None = None
         exporter = next((s for s in self.sinks if hasattr(s, "add_self_metrics")), None)
@@ -395,7 +425,12 @@ class ServiceRunner:
             self.health.refresh()  # /readyz fails from now on
             if self._reloading is not None:
                 await asyncio.gather(self._reloading, return_exceptions=True)
-            await endpoint.drain(getattr(self.args, "drain_timeout", 20.0))
+            timeout = getattr(self.args, "drain_timeout", 20.0)
+            try:
+                spread = drain_spread(self.args)
+            except InvalidConfigError:  # a reload made it longer than half the timeout: take the half
+                spread = timeout / 2
+            await endpoint.drain(timeout, spread)
         finally:
             for t in tasks:
                 t.cancel()

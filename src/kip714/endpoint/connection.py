@@ -24,7 +24,7 @@ import socket
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, cast
 
 from .._enums import ErrorCode
@@ -50,6 +50,9 @@ log = logging.getLogger("kip714.endpoint")
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 #: Answers a connection may hold for the disk before it stops reading the client's requests.
 HELD_MAX = 64
+#: The default of ``--drain-spread``: the seconds over which a drain closes the client connections (never more
+#: than half the drain timeout).
+DRAIN_SPREAD_S = 2.0
 #: Seconds a draining connection waits, after the end of its answers (a half close), for the client to close
 #: its side before it is closed anyway.
 LINGER_S = 2.0
@@ -569,13 +572,48 @@ class FramedConnection(EndpointConnection):
         self.send(data)
 
 
-async def drain_connections(endpoint: Any, timeout_s: float) -> int:
+def stagger(connections: Iterable[Any], spread_s: float) -> list[tuple[float, Any]]:
+    """When each of ``connections`` is closed in a drain spread over ``spread_s`` seconds: ``(seconds after
+    the drain starts, connection)``, in order, evenly spaced (``spread_s * i / n``: a lone connection closes at
+    once). A client's connections (those from one address) close one after another, the clients' turns
+    interleaved, and the oldest connection of each client closes last, among the others' last ones: no client
+    loses all its connections at once, and each keeps one until late while those closed first reconnect (to
+    another replica behind the balancer)."""
+    groups: dict[str, list[Any]] = {}
+    for conn in sorted(connections, key=lambda c: c.connection_id):
+        groups.setdefault(conn.address, []).append(conn)
+    order: list[Any] = []
+    rounds = [conns[1:] for conns in groups.values()]
+    for i in range(max(map(len, rounds), default=0)):  # the clients' other connections, round-robin
+        order.extend(conns[i] for conns in rounds if i < len(conns))
+    order.extend(conns[0] for conns in groups.values())  # then each client's oldest
+    step = max(0.0, spread_s) / max(1, len(order))
+    return [(i * step, conn) for i, conn in enumerate(order)]
+
+
+async def drain_connections(endpoint: Any, timeout_s: float, spread_s: float = 0.0) -> int:
     """Drain ``endpoint``'s connections (``stop_requests()`` on each: no new request read, the ones read whole
-    answered, then a clean close) for at most ``timeout_s``; abort the ones still open then. Returns how many
-    had to be aborted (each logged). The endpoint has stopped accepting already."""
-    for conn in list(endpoint.connections):
-        conn.stop_requests()
-    deadline = time.monotonic() + max(0.0, timeout_s)
+    answered, then a clean close) for at most ``timeout_s``; abort the ones still open then. The closes are
+    spread over ``spread_s`` (at most half of ``timeout_s``; :func:`stagger` says when each connection
+    stops), each connection serving as usual until its turn. Returns how many had to be aborted (each
+    logged). The endpoint has stopped accepting already."""
+    start = time.monotonic()
+    timeout_s = max(0.0, timeout_s)
+    deadline = start + timeout_s
+    spread_s = min(max(0.0, spread_s), timeout_s / 2)
+    schedule = stagger(endpoint.connections, spread_s)
+    if spread_s > 0 and len(schedule) > 1:
+        log.info("event=drain_spread connections=%d spread=%.1fs", len(schedule), spread_s)
+    for offset, conn in schedule:
+        delay = start + offset - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if conn in endpoint.connections and not conn.stopping:
+            log.debug("event=drain_close peer=%s:%s after=%.3fs", conn.address, conn.port, time.monotonic() - start)
+            conn.stop_requests()
+    for conn in list(endpoint.connections):  # accepted while the closes were spread (a header read then)
+        if not conn.stopping:
+            conn.stop_requests()
     while endpoint.connections and time.monotonic() < deadline:
         await asyncio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
     left = list(endpoint.connections)

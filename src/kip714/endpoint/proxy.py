@@ -512,18 +512,21 @@ class TelemetryProxy:
             and all(s.is_serving() for s in self._servers)
         )
 
-    async def drain(self, timeout_s: float = 30.0) -> int:
+    async def drain(self, timeout_s: float = 30.0, spread_s: float = 0.0) -> int:
         """Stop accepting on every listener, answer every request already forwarded or read whole, forward none
-        after it (each connection stops at its next request boundary), then close each connection cleanly.
-        After ``timeout_s`` the connections left are aborted; returns how many. :meth:`close` afterwards
-        flushes and closes the recording."""
+        after it (each connection stops at its next request boundary), then close each connection cleanly,
+        the closes spread over ``spread_s`` (at most half of ``timeout_s``; see
+        :func:`~kip714.endpoint.connection.stagger`: a client keeps one connection until late, so behind a
+        balancer it reconnects to another replica before it loses the last). After ``timeout_s`` the
+        connections left are aborted; returns how many. :meth:`close` afterwards flushes and closes the
+        recording."""
         self.draining = True
         log.info("event=draining connections=%d timeout=%.1fs", len(self.connections), timeout_s)
         for t in list(self._pending_servers):
             t.cancel()
         for server in self._servers:
             server.close()
-        aborted = await drain_connections(self, timeout_s)
+        aborted = await drain_connections(self, timeout_s, spread_s)
         log.info("event=drained aborted=%d", aborted)
         return aborted
 

@@ -276,16 +276,17 @@ class TelemetryServer:
         """The listener is up (started, not draining or closed)."""
         return self._server is not None and self._server.is_serving()
 
-    async def drain(self, timeout_s: float = 30.0) -> int:
+    async def drain(self, timeout_s: float = 30.0, spread_s: float = 0.0) -> int:
         """Stop accepting, answer every request already read whole (a push held for ``--record-sync`` once its
         row is on disk), then close each connection cleanly: clients see whole answers, then the end of the
-        connection. After ``timeout_s`` the connections left are aborted; returns how many. :meth:`close`
-        afterwards flushes and closes the recording."""
+        connection; the closes spread over ``spread_s`` (at most half of ``timeout_s``; see
+        :func:`~kip714.endpoint.connection.stagger`). After ``timeout_s`` the connections left are aborted;
+        returns how many. :meth:`close` afterwards flushes and closes the recording."""
         self.draining = True
         log.info("event=draining connections=%d timeout=%.1fs", len(self.connections), timeout_s)
         if self._server is not None:
             self._server.close()
-        aborted = await drain_connections(self, timeout_s)
+        aborted = await drain_connections(self, timeout_s, spread_s)
         log.info("event=drained aborted=%d", aborted)
         return aborted
 
