@@ -225,7 +225,8 @@ def test_health_endpoints_and_readiness_that_follows_the_cluster(tmp_path):
             # the same on the Prometheus port, next to /metrics
             on_metrics = metrics_url.rsplit("/", 1)[0]
             assert http_get(on_metrics + "/readyz")[0] == 200
-            assert "kip714_upstream_up 1.0" in http_get(metrics_url)[1]
+            up = f'kip714_upstream_up{{replica="{socket.gethostname()}"}}'  # --replica-id: the host name
+            assert f"{up} 1.0" in http_get(metrics_url)[1]
             assert http_get(base + "/metrics")[0] == 404
             assert health._main([base + "/readyz"]) == 0  # the units' ExecStartPost probe
             mc.close()  # the cluster dies
@@ -234,7 +235,7 @@ def test_health_endpoints_and_readiness_that_follows_the_cluster(tmp_path):
             assert "[-]upstream failed" in body
             assert health._main([base + "/readyz"]) == 1
             assert health._main([base + "/healthz"]) == 0  # alive all the same: no restart storm
-            assert "kip714_upstream_up 0.0" in http_get(metrics_url)[1]
+            assert f"{up} 0.0" in http_get(metrics_url)[1]
             assert proxy.stop() == 0
     finally:
         mc.close()

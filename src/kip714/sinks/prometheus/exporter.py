@@ -6,14 +6,17 @@ self-metrics."""
 from __future__ import annotations
 
 import logging
+import re
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..._enums import INSTANCE_CACHE_EXPIRY_MS
 from ..._extras import require
 from ...broker.bounded_queue import BoundedQueueReceiver
+from ...errors import InvalidConfigError
 from ..labels import DEFAULT_LABELS, parse_labels
 from .exposition import PER_CLIENT_FAMILIES, Collected, Exposition, SampleLineCache, encoded_text
 from .http import scrape_response, start_server, stop_server
@@ -25,6 +28,17 @@ log = logging.getLogger("kip714.prometheus")
 
 #: Error code → its name (kip714_pushes_total's label), filled as codes are seen.
 _CODE_NAMES: dict[int, str] = {}
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def _check_self_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    out = dict(labels or {})
+    for name, value in out.items():
+        if not isinstance(name, str) or not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise InvalidConfigError(f"self_labels: {name!r} is not a Prometheus label name")
+        if not isinstance(value, str):
+            raise InvalidConfigError(f"self_labels: the value of {name} is not a string: {value!r}")
+    return out
 
 
 def _code_name(code: int) -> str:
@@ -55,7 +69,11 @@ class PrometheusExporter(BoundedQueueReceiver):
     ``otel_scope_version``), ``max_buckets`` (per histogram point), ``background`` (False absorbs in the
     caller, for tests and tools), ``clock`` (seconds, monotonic), ``expired_retention_s`` (how long an
     instance that went silent without a terminating push stays in
-    ``kip714_client_expired_timestamp_seconds``, 900)."""
+    ``kip714_client_expired_timestamp_seconds``, 900), ``self_labels`` (labels put on kip714's own metrics,
+    ``{"replica": "kip714-2"}``: ``kip714 proxy --replica-id``; never on the clients' series nor on the
+    per-client families ``kip714_client_last_push_timestamp_seconds`` and
+    ``kip714_client_expired_timestamp_seconds``, so that a client pushing to several replicas stays one
+    client once the series of the replicas are aggregated)."""
 
     queue_name = "prometheus"
     dropped_metric = 'kip714_export_payloads_dropped_total{reason="queue-full"}'
@@ -74,12 +92,14 @@ class PrometheusExporter(BoundedQueueReceiver):
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
         expired_retention_s: float = 900.0,
+        self_labels: Mapping[str, str] | None = None,
     ) -> None:
         require("prometheus", "PrometheusExporter")
         import numpy as np  # noqa: F401  (fail early: the absorb path is vectorised)
         import pyarrow  # noqa: F401
 
         self.clock = clock
+        self.self_labels = _check_self_labels(self_labels)
         self._store = SeriesStore(
             parse_labels(labels),
             max_series,
@@ -197,7 +217,7 @@ class PrometheusExporter(BoundedQueueReceiver):
         self._extra.append(source)
 
     def _self_metrics(self) -> list[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
         store = self._store
         pushes = CounterMetricFamily(
@@ -283,7 +303,11 @@ class PrometheusExporter(BoundedQueueReceiver):
         )
         for (name, version), n in sorted(store.software_counts().items()):
             software.add_metric([name, version], n)
+        # the package is loaded (this module is in it); importing it from here would make a cycle
+        version = str(getattr(sys.modules.get("kip714"), "__version__", "unknown"))
+        build = InfoMetricFamily("kip714_build", "kip714's version", value={"version": version})
         return [
+            build,
             pushes,
             live,
             series,
@@ -317,6 +341,16 @@ class PrometheusExporter(BoundedQueueReceiver):
                 log.exception("self-metrics source failed")
         return out
 
+    def _labelled(self, families: list[Any]) -> list[Any]:
+        """``families`` with :attr:`self_labels` on every sample but the per-client families' (a family's
+        own label of the same name wins)."""
+        labels = self.self_labels
+        if labels:
+            for family in families:
+                if family.name not in PER_CLIENT_FAMILIES:
+                    family.samples = [s._replace(labels=dict(labels, **s.labels)) for s in family.samples]
+        return families
+
     # ------------------------------------------------------------------ scrapes
 
     def collect(self) -> list[Any]:
@@ -324,9 +358,10 @@ class PrometheusExporter(BoundedQueueReceiver):
         started = self.clock()
         with self._lock:
             out = self._exposition.families()
-            out.extend(self._self_metrics())
+            own = self._self_metrics()
             self._scraped(started)
-        out.extend(self._extra_metrics())
+        own.extend(self._extra_metrics())
+        out.extend(self._labelled(own))
         return out
 
     def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
@@ -354,6 +389,7 @@ class PrometheusExporter(BoundedQueueReceiver):
             own = self._self_metrics()
             self._scraped(started)
         own.extend(self._extra_metrics())
+        self._labelled(own)
         parts: list[str] = [text]
         run: list[Any] = []
         for family in own:  # in collect()'s order: the per-client families from the line cache
