@@ -235,6 +235,9 @@ def test_the_template_subset_renders_like_prometheus():
     assert render('{{ $labels.a }} is {{ $value | printf "%.4g" }} ({{ $labels.b }})', {"a": "x"}, 0.066666) == (
         "x is 0.06667 (<no value>)"
     )
+    replica = "at {{ $labels.instance }}{{ if $labels.replica }} (replica {{ $labels.replica }}){{ end }}"
+    assert render(replica, {"instance": "h:1", "replica": "r1"}, 1) == "at h:1 (replica r1)"
+    assert render(replica, {"instance": "h:1"}, 1) == render(replica, {"instance": "h:1", "replica": ""}, 1) == "at h:1"
 
 
 def test_the_yaml_writer_reads_back_as_written():

@@ -7,8 +7,9 @@ serve`` over TCP (with a recording, OTLP forwarding to a stub collector, and a s
 series). A few clients misbehave: a broker slow for one producer, throttling, record errors, a consumer
 falling behind, one throttled on fetches, a client that vanishes without a terminating push, a stream thread
 that dies, one stuck in a processor, an application stuck REBALANCING, pushes that do not decode; the proxy
-loses a broker for a moment. Prometheus scrapes every second and evaluates the generated rules every second
-(short windows).
+loses a broker for a moment. The proxy's exporter names its replica (``proxy-1``, as ``--replica-id`` does),
+and a second replica's exporter (``proxy-2``) is scraped, then stops answering. Prometheus scrapes every
+second and evaluates the generated rules every second (short windows).
 
 Every panel query of every generated dashboard is evaluated through Prometheus' HTTP API: each parses and
 each panel returns series (the client-specific ones too: every client kind is in this fleet). The alerts
@@ -172,7 +173,7 @@ def stack(tmp_path_factory):
         mock.create_topic("orders", 3)
         reg_p = SubscriptionRegistry()
         reg_p.set("all", {"metrics": "*", "interval.ms": "500"})
-        proxy_exporter = PrometheusExporter()
+        proxy_exporter = PrometheusExporter(self_labels={"replica": "proxy-1"})
         closers.append(proxy_exporter.close)
         pt = start_proxy(mock.bootstraps, broker=TelemetryBroker(reg_p, receivers=[proxy_exporter]))
         closers.append(pt.stop)
@@ -200,13 +201,18 @@ def stack(tmp_path_factory):
         server = server_thread.ServerThread(TelemetryServer(broker, "127.0.0.1", 0), 10)
         closers.append(server.stop)
         exporter.add_self_metrics(lambda: endpoint_metric_families(server.server))
-        ports = [e.start_http_server("127.0.0.1", 0) for e in (exporter, capped, proxy_exporter)]
+        # a second proxy replica, scraped until it stops answering (Kip714ReplicaDown)
+        dying = PrometheusExporter(self_labels={"replica": "proxy-2"})
+        closers.append(dying.close)
+        ports = [e.start_http_server("127.0.0.1", 0) for e in (exporter, capped, proxy_exporter, dying)]
         rule_file = tmp / "kip714-rules.yml"
         rule_file.write_text(dump(rules(settings=FAST)))
         prom = Prometheus(tmp, [f"127.0.0.1:{p}" for p in ports], [str(rule_file)])
         closers.append(prom.stop)
-        prom.wait("up", lambda r: len(r) == 3, timeout=30)  # Prometheus' first scrapes: up to 5 s after its start
+        prom.wait("up", lambda r: len(r) == 4, timeout=30)  # Prometheus' first scrapes: up to 5 s after its start
         started = time.time()
+        prom.wait('kip714_build_info{replica="proxy-2"}', timeout=10)
+        dying.close()
         # the clients
         # the proxy loses broker 3 for a moment, before any client uses it (Kip714ProxyUpstreamErrors): a
         # Metadata request through it makes it open its brokers' listeners
@@ -231,7 +237,14 @@ def stack(tmp_path_factory):
             t.start()
         closers.append(lambda: [t.join(15) for t in threads])
         closers.append(stop.set)
-        yield {"prom": prom, "who": who, "started": started, "fleet": fleet}
+        yield {
+            "prom": prom,
+            "who": who,
+            "started": started,
+            "fleet": fleet,
+            "main": f"127.0.0.1:{ports[0]}",
+            "proxy": f"127.0.0.1:{ports[2]}",
+        }
     finally:
         for close in reversed(closers):
             try:
@@ -261,12 +274,15 @@ def test_the_alerts_of_the_misbehaving_clients_fire_and_no_other(stack):
         ("Kip714DroppingData", "series-limit"),
         ("Kip714SeriesLimit", None),
         ("Kip714ProxyUpstreamErrors", "3"),
+        ("Kip714ReplicaDown", "proxy-2"),
     }
 
     def key(labels: dict) -> tuple[str, str | None]:
         name = labels["alertname"]
         if name == "Kip714DroppingData":
             return name, labels["reason"]
+        if name == "Kip714ReplicaDown":
+            return name, labels.get("replica")
         for k in ("application_id", "thread_id", "client_id", "error_code", "node_id"):
             if k in labels:
                 return name, labels[k]
@@ -299,6 +315,8 @@ def test_every_panel_query_parses_and_returns_series(stack):
     empty = []
     for d in dashboards():
         for p in d.panels:
+            if p.feature == "state-topic":  # the state topic's replicas are not part of this stack
+                continue
             got = 0
             for q in p.queries:
                 expr = substitute(q.expr, rate_interval=RATE, range_="1m")
@@ -309,6 +327,28 @@ def test_every_panel_query_parses_and_returns_series(stack):
             if not got:
                 empty.append(f"{d.uid}: {p.title}")
     assert not empty, f"panels without series: {empty}"
+
+
+def test_a_client_whose_series_two_targets_hold_is_one_client(stack):
+    """The capped exporter receives the pushes of the main one's clients (both are receivers of one broker):
+    two scrape targets hold series of the same clients, as two replicas hold a client that moved. The fleet
+    dashboard counts each client once (the main exporter's own count, which holds them all, and the proxy's,
+    whose clients are others), where a sum over the targets counts them twice."""
+    prom = stack["prom"]
+    (panel,) = [p for d in dashboards() if d.uid == "kip714-fleet" for p in d.panels if p.title == "Client instances"]
+    deadline = time.monotonic() + 20
+    while True:
+        at = time.time()
+        once = float(prom.query(panel.queries[0].expr, at=at)[0]["value"][1])
+        by_target = {
+            r["metric"]["instance"]: float(r["value"][1]) for r in prom.query("kip714_export_instances", at=at)
+        }
+        truth = by_target[stack["main"]] + by_target[stack["proxy"]]
+        if once == truth or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # the targets were scraped at different moments while clients came and went: ask again
+    assert once == truth and by_target[stack["main"]] > 0 and by_target[stack["proxy"]] > 0
+    assert sum(by_target.values()) > once
 
 
 def test_the_dashboards_are_drawn_from_the_same_queries(stack, tmp_path):

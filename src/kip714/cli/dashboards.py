@@ -30,6 +30,7 @@ _HELP = {  # AlertSettings field → help (the defaults are added from the datac
     "series_limit_ratio": "exposed series as a share of --prometheus-max-series that alerts",
     "recording_lag_s": "seconds the oldest unwritten recorded push may wait",
     "streams_state_pending": "how long a Kafka Streams instance may stay out of RUNNING",
+    "replica_lookback": "how long a replica that stopped answering scrapes is still known by name (Kip714ReplicaDown)",
     "runbook_base": "URL of the 'Dashboards and alerts' docs page: each alert links its runbook section",
 }
 

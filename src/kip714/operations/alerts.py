@@ -12,6 +12,10 @@ same templates (:func:`render`, the subset of Prometheus' templating the rules u
 and ``{{ $value | printf "FMT" }}``), so promtool checks that Prometheus renders them as kip714 documents.
 The runbook of each alert is the section of the same name on the documentation's "Dashboards and alerts"
 page (``runbook_url`` when ``runbook_base`` is set).
+
+Across a fleet of replicas (docs/fleet.md) a client rule groups by the client identity, never by
+``instance`` or ``replica``: it fires once for a client whatever replicas hold its series. kip714's own
+rules group by ``(job, instance, replica)``: they are about one replica, and name it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from .._units import parse_duration
 from ..client.catalog import STREAMS_CLIENT_STATES, metric_info, senders_text
 from ..sinks.labels import DEFAULT_LABELS
-from .promql import Clients, prom_name
+from .promql import LAST_PUSH, Clients, prom_name, replica_targets
 
 __all__ = ["Alert", "AlertSettings", "AlertTest", "alerts", "render", "rule_tests", "rules"]
 
@@ -47,6 +51,8 @@ class AlertSettings:
     - ``series_limit_ratio`` (0.9): exposed series as a share of ``--prometheus-max-series``.
     - ``recording_lag_s`` (30): age of the oldest unwritten recorded push.
     - ``streams_state_pending`` (5m): how long a Kafka Streams instance may stay out of RUNNING.
+    - ``replica_lookback`` (1d): how long a replica that stopped answering scrapes is still known by name
+      (Kip714ReplicaDown: a replica down longer than this no longer alerts).
     - ``runbook_base`` (''): the URL of the "Dashboards and alerts" page; each alert then links its runbook
       section (``runbook_url``).
     """
@@ -65,10 +71,11 @@ class AlertSettings:
     series_limit_ratio: float = 0.9
     recording_lag_s: float = 30.0
     streams_state_pending: str = "5m"
+    replica_lookback: str = "1d"
     runbook_base: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("evaluation_interval", "window", "pending", "streams_state_pending"):
+        for name in ("evaluation_interval", "window", "pending", "streams_state_pending", "replica_lookback"):
             value = getattr(self, name)
             if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", value):
                 raise ValueError(f"{name} {value!r} is not a Prometheus duration (e.g. 30s, 5m, 1h30m)")
@@ -99,12 +106,17 @@ class Alert:
 
 _VALUE = re.compile(r"\{\{\s*\$value\s*(?:\|\s*printf\s+\"([^\"]+)\"\s*)?\}\}")
 _LABEL = re.compile(r"\{\{\s*\$labels\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_IF = re.compile(r"\{\{\s*if\s+\$labels\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.S)
+#: Which kip714 an alert of its own is about: the scrape target, and the replica when it names one.
+_AT = "{{ $labels.instance }}{{ if $labels.replica }} (replica {{ $labels.replica }}){{ end }}"
 
 
 def render(template: str, labels: dict[str, str], value: float) -> str:
     """``template`` as Prometheus renders it for an alert with ``labels`` and ``value`` (the subset the
-    rules use: ``{{ $labels.NAME }}``, ``{{ $value | printf "%.4g" }}``)."""
-    out = _LABEL.sub(lambda m: labels.get(m.group(1), "<no value>"), template)
+    rules use: ``{{ $labels.NAME }}``, ``{{ $value | printf "%.4g" }}``, and ``{{ if $labels.NAME }}…{{ end }}``
+    around them, not nested: the text when the label is there and not empty)."""
+    out = _IF.sub(lambda m: m.group(2) if labels.get(m.group(1)) else "", template)
+    out = _LABEL.sub(lambda m: labels.get(m.group(1), "<no value>"), out)
     return _VALUE.sub(lambda m: (m.group(1) % value) if m.group(1) else repr(value), out)
 
 
@@ -123,6 +135,7 @@ class _Rules:
         self.c, self.s = clients, s
         self.out: list[Alert] = []
         self.job = {"job": "kip714", "instance": "kip714:9464"}
+        self.replica = {**self.job, "replica": "kip714-1"}  # kip714 proxy --replica-id kip714-1
         # the tests' clock: seconds of the windows and pending times (samples every 15 s)
         self.win = parse_duration(s.window) / 1000
         self.pend = parse_duration(s.pending) / 1000
@@ -327,21 +340,25 @@ and
         _series("kip714_client_expired_timestamp_seconds", {**bad, **job}): "_x19 1.7e9x40",
         _series("kip714_pushes_total", {"error_code": "NONE", **job}): "0+50x60",
     }
+    # the client left this replica for another one, which has its series: not gone
+    moved = {**gone, _series(LAST_PUSH, {**bad, **job, "instance": "kip714-2:9464"}): "1.7e9+15x60"}
     r.add(
         "KafkaClientStoppedPushing",
         "kip714-clients",
         f"""
-  {c.agg("max", "kip714_client_expired_timestamp_seconds")}
+  {c.gone()}
 and on ()
   (sum(rate(kip714_pushes_total{{error_code="NONE"}}[{w}])) > 0)
 """,
         f"{who} stopped pushing telemetry",
         f"{who} stopped pushing without a terminating push, and kip714 expired its series after max(60 s, 3 x push "
-        "interval) of silence (kip714_client_expired_timestamp_seconds) while the rest of the fleet keeps pushing. "
+        "interval) of silence (kip714_client_expired_timestamp_seconds) while the rest of the fleet keeps pushing, "
+        "and no replica of kip714 has its series. "
         "A client that closes cleanly sends a terminating push: this one crashed, hung, lost its connection, or "
         "disabled telemetry after an error (KAFKA-19747: Java clients before 4.0.1/4.1.1/4.2.0 stop for good after "
         "one failed push).",
-        [AlertTest(gone, "360s", [(bad, 1.7e9)]), AlertTest(gone, "240s", [])],
+        [AlertTest(gone, "360s", [(bad, 1.7e9)]), AlertTest(gone, "240s", [])]
+        + ([AlertTest(moved, "360s", [])] if c.labels else []),
         pending="0s",
     )
 
@@ -464,6 +481,7 @@ def _self_rules(r: _Rules) -> None:
     s = r.s
     w = s.window
     job = r.job
+    rep = r.replica  # the test series of a kip714 proxy replica (the recording's rules: kip714 serve, no replica)
     fire, n = r.pend + 90, r.samples(r.pend + 90)
     ignored = "NONE|THROTTLING_QUOTA_EXCEEDED|UNKNOWN_SUBSCRIPTION_ID"
     share = min(s.push_error_ratio, 0.99)
@@ -496,7 +514,7 @@ def _self_rules(r: _Rules) -> None:
         ],
     )
     drops = " or ".join(
-        f'label_replace(sum by (job, instance, reason) (rate({m}[{w}])) > 0, "dropped", "{what}", "", "")'
+        f'label_replace(sum by (job, instance, replica, reason) (rate({m}[{w}])) > 0, "dropped", "{what}", "", "")'
         for m, what in (
             ("kip714_export_payloads_dropped_total", "Prometheus exporter payloads"),
             ("kip714_export_points_dropped_total", "Prometheus exporter data points"),
@@ -504,13 +522,13 @@ def _self_rules(r: _Rules) -> None:
         )
     )
     fire_w, n_w = r.win + 60, r.samples(r.win + 60)  # rate() = the slope once the window is full of samples
-    none = {_series("kip714_export_payloads_dropped_total", {**job, "reason": "queue-full"}): f"0+0x{n_w}"}
+    none = {_series("kip714_export_payloads_dropped_total", {**rep, "reason": "queue-full"}): f"0+0x{n_w}"}
     r.add(
         "Kip714DroppingData",
         "kip714-self",
         drops,
         "kip714 drops {{ $labels.dropped }} ({{ $labels.reason }})",
-        "kip714 at {{ $labels.instance }} drops {{ $labels.dropped }}: {{ $value | printf \"%.4g\" }}/s over " + w + " "
+        "kip714 at " + _AT + " drops {{ $labels.dropped }}: {{ $value | printf \"%.4g\" }}/s over " + w + " "
         "for {{ $labels.reason }} (kip714_export_payloads_dropped_total, kip714_export_points_dropped_total, "
         "kip714_otlp_payloads_dropped_total). queue-full: the sink cannot keep up; series-limit: "
         "--prometheus-max-series reached; undecodable or invalid-*: what clients send.",
@@ -518,10 +536,10 @@ def _self_rules(r: _Rules) -> None:
             AlertTest(
                 {
                     **none,
-                    _series("kip714_export_points_dropped_total", {**job, "reason": "series-limit"}): f"0+3x{n_w}",
+                    _series("kip714_export_points_dropped_total", {**rep, "reason": "series-limit"}): f"0+3x{n_w}",
                 },
                 r.at(fire_w),
-                [({**job, "reason": "series-limit", "dropped": "Prometheus exporter data points"}, 0.2)],
+                [({**rep, "reason": "series-limit", "dropped": "Prometheus exporter data points"}, 0.2)],
             ),
             AlertTest(none, r.at(fire_w), []),
         ],
@@ -530,15 +548,15 @@ def _self_rules(r: _Rules) -> None:
     full = min(s.queue_full_ratio, 0.99)
     depth = _int(10000 * (1 + full) / 2)
     queues = {
-        _series("kip714_queue_depth", {**job, "queue": "otlp"}): f"{depth:g}x{n}",
-        _series("kip714_queue_capacity", {**job, "queue": "otlp"}): f"10000x{n}",
+        _series("kip714_queue_depth", {**rep, "queue": "otlp"}): f"{depth:g}x{n}",
+        _series("kip714_queue_capacity", {**rep, "queue": "otlp"}): f"10000x{n}",
     }
     r.add(
         "Kip714QueueFull",
         "kip714-self",
-        f"max by (job, instance, queue) (kip714_queue_depth / kip714_queue_capacity) > {s.queue_full_ratio:g}",
+        f"max by (job, instance, replica, queue) (kip714_queue_depth / kip714_queue_capacity) > {s.queue_full_ratio:g}",
         "kip714's {{ $labels.queue }} queue is filling up",
-        'kip714 at {{ $labels.instance }}: its {{ $labels.queue }} queue is {{ $value | printf "%.4g" }} full '
+        "kip714 at " + _AT + ': its {{ $labels.queue }} queue is {{ $value | printf "%.4g" }} full '
         "(kip714_queue_depth / kip714_queue_capacity); when full, payloads are dropped (counted as queue-full). "
         "The sink is slower than the pushes: the collector (OTLP) or the disk (recording) is slow, or the host "
         "is short of CPU.",
@@ -546,36 +564,37 @@ def _self_rules(r: _Rules) -> None:
             AlertTest(
                 {
                     **queues,
-                    _series("kip714_queue_depth", {**job, "queue": "prometheus"}): f"0x{n}",
-                    _series("kip714_queue_capacity", {**job, "queue": "prometheus"}): f"10000x{n}",
+                    _series("kip714_queue_depth", {**rep, "queue": "prometheus"}): f"0x{n}",
+                    _series("kip714_queue_capacity", {**rep, "queue": "prometheus"}): f"10000x{n}",
                 },
                 r.at(fire),
-                [({**job, "queue": "otlp"}, depth / 10000)],
+                [({**rep, "queue": "otlp"}, depth / 10000)],
             ),
             *r.early(queues, r.pend / 2),
         ],
     )
     used = _int(100000 * (1 + min(s.series_limit_ratio, 0.99)) / 2)
     series = {
-        _series("kip714_export_series", job): f"{used:g}x{n}",
-        _series("kip714_export_series_limit", job): f"100000x{n}",
+        _series("kip714_export_series", rep): f"{used:g}x{n}",
+        _series("kip714_export_series_limit", rep): f"100000x{n}",
     }
     r.add(
         "Kip714SeriesLimit",
         "kip714-self",
-        f"sum by (job, instance) (kip714_export_series) / sum by (job, instance) (kip714_export_series_limit) "
+        "sum by (job, instance, replica) (kip714_export_series)\n"
+        "/ sum by (job, instance, replica) (kip714_export_series_limit)\n"
         f">= {s.series_limit_ratio:g}",
         "kip714 is near its series cap",
-        "kip714 at {{ $labels.instance }} exposes {{ $value | printf \"%.4g\" }} of its --prometheus-max-series "
+        "kip714 at " + _AT + " exposes {{ $value | printf \"%.4g\" }} of its --prometheus-max-series "
         "cap (kip714_export_series / kip714_export_series_limit); at the cap, new series are refused and counted "
         "as series-limit. Raise the cap, or lower the cardinality: fewer --prometheus-labels (client_instance_id "
         "makes one series set per client instance), narrower subscriptions.",
         [
-            AlertTest(series, r.at(fire), [(job, used / 100000)]),
+            AlertTest(series, r.at(fire), [(rep, used / 100000)]),
             AlertTest(
                 {
-                    _series("kip714_export_series", job): f"0x{n}",
-                    _series("kip714_export_series_limit", job): f"100000x{n}",
+                    _series("kip714_export_series", rep): f"0x{n}",
+                    _series("kip714_export_series_limit", rep): f"100000x{n}",
                 },
                 r.at(fire),
                 [],
@@ -586,9 +605,9 @@ def _self_rules(r: _Rules) -> None:
     r.add(
         "Kip714RecordingBehind",
         "kip714-self",
-        f"max by (job, instance) (kip714_recording_lag_seconds) > {s.recording_lag_s:g}",
+        f"max by (job, instance, replica) (kip714_recording_lag_seconds) > {s.recording_lag_s:g}",
         "kip714's recording is falling behind",
-        "kip714 at {{ $labels.instance }}: the oldest recorded push not yet written waited {{ $value | printf "
+        "kip714 at " + _AT + ": the oldest recorded push not yet written waited {{ $value | printf "
         '"%.4g" }} s (kip714_recording_lag_seconds). The disk is slow or full: without --record-sync a crash loses '
         "that much.",
         [
@@ -599,9 +618,11 @@ def _self_rules(r: _Rules) -> None:
     r.add(
         "Kip714RecordingWriteFailures",
         "kip714-self",
-        f"sum by (job, instance) (increase(kip714_recording_commits_failed_total[{w}])) > 0",
+        f"sum by (job, instance, replica) (increase(kip714_recording_commits_failed_total[{w}])) > 0",
         "kip714 fails to write its recording",
-        'kip714 at {{ $labels.instance }}: {{ $value | printf "%.0f" }} writes of the recording failed over '
+        "kip714 at "
+        + _AT
+        + ': {{ $value | printf "%.0f" }} writes of the recording failed over '
         + w
         + " (kip714_recording_commits_failed_total); their rows are lost (with --record-sync, their pushes were "
         "not answered). Disk full, permissions, or the folder gone: kip714's log says which.",
@@ -612,13 +633,13 @@ def _self_rules(r: _Rules) -> None:
         pending="0s",
         severity="critical",
     )
-    upstream = {**job, "node_id": "2", "reason": "refused"}
+    upstream = {**rep, "node_id": "2", "reason": "refused"}
     r.add(
         "Kip714ProxyUpstreamErrors",
         "kip714-self",
-        f"sum by (job, instance, node_id, reason) (rate(kip714_upstream_errors_total[{w}])) > 0",
+        f"sum by (job, instance, replica, node_id, reason) (rate(kip714_upstream_errors_total[{w}])) > 0",
         "kip714 proxy: upstream broker {{ $labels.node_id }} fails ({{ $labels.reason }})",
-        'kip714 proxy at {{ $labels.instance }}: {{ $value | printf "%.4g" }}/s failures toward upstream broker '
+        "kip714 proxy at " + _AT + ': {{ $value | printf "%.4g" }}/s failures toward upstream broker '
         "{{ $labels.node_id }} over " + w + ", reason {{ $labels.reason }} (kip714_upstream_errors_total). "
         "Clients of that broker's listener are cut off: refused/timeout/unreachable: the broker is down or "
         "unreachable from the proxy; tls: certificates; closed: it dropped connections with requests in flight; "
@@ -631,6 +652,65 @@ def _self_rules(r: _Rules) -> None:
         ],
         pending="0s",
     )
+    _fleet_rules(r)
+
+
+def _fleet_rules(r: _Rules) -> None:
+    """A fleet of replicas: one down while the others answer, one behind on the state topic."""
+    s = r.s
+    fire, n = 165 + r.pend + 60, r.samples(165 + r.pend + 60)
+    one, two = {**r.job, "instance": "127.0.0.2:9464"}, {**r.job, "instance": "127.0.0.3:9464"}
+    named = {**one, "replica": "kip714-1"}
+    info = {"version": "0.1.0"}
+    dies = {
+        _series("up", one): f"1x10 0x{n}",
+        _series("kip714_build_info", {**named, **info}): "1x10",  # gone from its last scrape on
+        _series("kip714_build_info", {**two, "replica": "kip714-2", **info}): f"1x{n + 10}",
+    }
+    r.add(
+        "Kip714ReplicaDown",
+        "kip714-self",
+        f"""
+  {replica_targets(s.replica_lookback)}
+and on (job, instance)
+  (up == 0)
+and on (job)
+  (count by (job) (up == 1 and on (job, instance) kip714_build_info) > 0)
+""",
+        "kip714 replica {{ $labels.replica }} is down",
+        "Prometheus cannot scrape kip714 at " + _AT + ", up is 0, while other replicas of job "
+        "{{ $labels.job }} answer: its clients reconnect to the others through the balancer, which take its load "
+        "(kip714_build_info names the replica a target was, for " + s.replica_lookback + "). The process stopped "
+        "or hangs, or its host is unreachable: its /healthz, its service manager's log.",
+        [
+            AlertTest({**dies, _series("up", two): f"1x{n + 10}"}, r.at(fire), [(named, 1.0)]),
+            AlertTest({**dies, _series("up", two): f"1x10 0x{n}"}, r.at(fire), []),  # every replica down
+            *(r.early({**dies, _series("up", two): f"1x{n + 10}"}, 165 + r.pend / 2) if r.pend >= 60 else []),
+        ],
+    )
+    lag = {**r.replica, "instance": "127.0.0.2:9464"}
+    behind = {_series("kip714_state_topic_lag_records", lag): f"0x10 25x{n}"}
+    r.add(
+        "Kip714StateTopicLagging",
+        "kip714-self",
+        "max by (job, instance, replica) (kip714_state_topic_lag_records) > 0",
+        "kip714 replica {{ $labels.replica }} is behind on the state topic",
+        "kip714 at " + _AT + ' has not applied {{ $value | printf "%.0f" }} records of the state topic for '
+        + s.pending
+        + " (kip714_state_topic_lag_records): it answers clients with older subscriptions than the other "
+        "replicas. It cannot read the topic (the cluster, the topic's ACLs, its consumer's log), or records that "
+        "do not parse keep it stuck (kip714_state_topic_records_skipped_total).",
+        [
+            AlertTest(
+                {**behind, _series("kip714_state_topic_lag_records", {**lag, "instance": "127.0.0.3:9464",
+                                                                      "replica": "kip714-2"}): f"0x{n + 10}"},
+                r.at(fire),
+                [(lag, 25.0)],
+            ),
+            *(r.early(behind, 165 + r.pend / 2) if r.pend >= 60 else []),
+            AlertTest({_series("kip714_state_topic_lag_records", lag): f"25x10 0x{n}"}, r.at(fire), []),
+        ],
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ the files

@@ -1,6 +1,11 @@
 """kip714's Grafana dashboards, panel by panel: producers, consumers, Kafka Streams applications, the client
 fleet and kip714 itself, described with :class:`~kip714.operations.panels.Board` (the model and who pushes
-what: :mod:`kip714.operations.panels`)."""
+what: :mod:`kip714.operations.panels`).
+
+Every panel over the clients' series groups by the client identity, never by ``instance``: a client whose
+series two replicas hold (it moved, and the old replica has not expired it yet) is one client. Fleet totals
+sum over every replica; per-replica panels (the fleet dashboard's replicas row, kip714's own) split by the
+``replica`` label of kip714's own metrics."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from collections.abc import Iterable
 from ..client.catalog import STREAM_THREAD_STATES, STREAMS_CLIENT_STATES
 from ..sinks.labels import DEFAULT_LABELS
 from .panels import Board, Dashboard, Query
-from .promql import Clients, prom_name
+from .promql import LAST_PUSH, Clients, prom_name, replica_targets
 
 __all__ = ["DASHBOARDS", "dashboards"]
 
@@ -470,9 +475,14 @@ def _fleet(c: Clients) -> Dashboard:
     b.row("Who pushes")
     b.panel(
         "Client instances",
-        "Client instances with live series at kip714.",
+        "Client instances with live series at kip714, over every replica"
+        + (
+            ", each counted once however many replicas hold its series."
+            if c.one_per_instance
+            else " (summed: a client that moved is counted by both replicas until the old one expires it)."
+        ),
         "stat",
-        Query("sum(kip714_export_instances)", instant=True),
+        Query(c.instances(), instant=True),
         width=6,
         height=4,
     )
@@ -488,9 +498,10 @@ def _fleet(c: Clients) -> Dashboard:
     )
     b.panel(
         "Went quiet",
-        "Instances that stopped pushing without a terminating push, still within kip714's retention of that fact.",
+        "Instances that stopped pushing without a terminating push, still within kip714's retention of that fact, "
+        "and pushing to no replica now (a client that moved to another replica is not quiet).",
         "stat",
-        Query("count(kip714_client_expired_timestamp_seconds) or vector(0)", instant=True),
+        Query(f"count({c.gone()}) or vector(0)", instant=True),
         width=6,
         height=4,
     )
@@ -505,7 +516,8 @@ def _fleet(c: Clients) -> Dashboard:
     )
     b.panel(
         "Instances by software and version",
-        "Live client instances by client software name and version.",
+        "Live client instances by client software name and version, summed over the replicas (a client that "
+        "moved is counted by both until the old replica expires it).",
         "timeseries",
         Query(
             "sum by (client_software_name, client_software_version) (kip714_client_instances)",
@@ -536,7 +548,8 @@ def _fleet(c: Clients) -> Dashboard:
     )
     b.panel(
         "Instances ended/s",
-        "Instances whose series went away: after a terminating push (a clean close), or expired without one.",
+        "Instances whose series went away: after a terminating push (a clean close), or expired without one (also "
+        "by the replica a client left for another one).",
         "timeseries",
         Query(f"sum(rate(kip714_instances_terminated_total[{R}]))", "terminated"),
         Query(f"sum(rate(kip714_instances_expired_total[{R}]))", "expired (no terminating push)"),
@@ -547,18 +560,61 @@ def _fleet(c: Clients) -> Dashboard:
         "The client instances that pushed longest ago (seconds): a client well past its push interval has gone "
         "quiet; kip714 expires it after max(60 s, 3 × push interval).",
         "table",
-        Query(f"topk(20, time() - {c.agg('max', 'kip714_client_last_push_timestamp_seconds')})", instant=True),
+        Query(f"topk(20, time() - {c.agg('max', LAST_PUSH)})", instant=True),
         unit="s",
     )
     b.panel(
         "Gone without a terminating push",
         "Instances kip714 expired because they stopped pushing without a terminating push (crashed, hung, or "
-        "cut off), and when (the KafkaClientStoppedPushing alert).",
+        "cut off), and when (the KafkaClientStoppedPushing alert); not those pushing to another replica now.",
         "table",
-        Query("kip714_client_expired_timestamp_seconds * 1000", instant=True),
+        Query(f"{c.gone()} * 1000", instant=True),
         unit="dateTimeAsIso",
     )
+    _replicas_row(b)
     return b.build()
+
+
+def _replicas_row(b: Board) -> None:
+    """One line per replica (the ``replica`` label: ``kip714 proxy --replica-id``)."""
+    b.row("Replicas")
+    b.panel(
+        "Replicas up",
+        "Whether Prometheus scrapes each replica (up), by the replica each scrape target last named "
+        "(kip714_build_info, remembered for an hour): a replica that stopped answering stays here as down.",
+        "state",
+        Query(
+            f"max by (replica) (0 * {replica_targets('1h')} + on (job, instance) group_left () up)",
+            "{{replica}}",
+        ),
+        mappings=((0, "down"), (1, "up")),
+        width=24,
+    )
+    b.panel(
+        "Client connections by replica",
+        "Client connections open at each replica: a balancer that spreads clients evenly keeps these close.",
+        "timeseries",
+        Query("sum by (replica) (kip714_connections)", "{{replica}}"),
+        width=8,
+    )
+    b.panel(
+        "Pushes/s by replica",
+        "PushTelemetry requests each replica answers per second, whatever the answer.",
+        "timeseries",
+        Query(f"sum by (replica) (rate(kip714_pushes_total[{R}]))", "{{replica}}"),
+        unit="ops",
+        width=8,
+    )
+    b.panel(
+        "State topic lag by replica",
+        "Records of the state topic (the subscriptions shared by the replicas) each replica has not applied yet: "
+        "above 0 for long, that replica answers with older subscriptions than the others (the "
+        "Kip714StateTopicLagging alert).",
+        "timeseries",
+        Query("max by (replica) (kip714_state_topic_lag_records)", "{{replica}}"),
+        feature="state-topic",
+        width=8,
+    )
 
 
 # ------------------------------------------------------------------------------------------ kip714 itself
@@ -598,10 +654,10 @@ def _self(c: Clients) -> Dashboard:
     )
     b.panel(
         "Series exposed and the cap",
-        "Time series the exporter exposes and its --prometheus-max-series cap.",
+        "Time series each exporter (each replica) exposes and its --prometheus-max-series cap.",
         "timeseries",
-        Query("sum(kip714_export_series)", "series"),
-        Query("sum(kip714_export_series_limit)", "cap"),
+        Query("sum by (instance, replica) (kip714_export_series)", "{{instance}} {{replica}}"),
+        Query("max(kip714_export_series_limit)", "cap (of each)"),
     )
     b.row("Recording")
     b.panel(
@@ -644,7 +700,7 @@ def _self(c: Clients) -> Dashboard:
         "Client connections open",
         "Client connections open at each kip714 endpoint (serve or proxy).",
         "timeseries",
-        Query("sum by (instance) (kip714_connections)", "{{instance}}"),
+        Query("sum by (instance, replica) (kip714_connections)", "{{instance}} {{replica}}"),
     )
     b.panel(
         "Upstream errors/s",
@@ -675,7 +731,7 @@ def _self(c: Clients) -> Dashboard:
         "Cluster reachable",
         "1 when the cluster's bootstrap servers answered the proxy's last check (the proxy's /readyz).",
         "timeseries",
-        Query("min by (instance) (kip714_upstream_up)", "{{instance}}"),
+        Query("min by (instance, replica) (kip714_upstream_up)", "{{instance}} {{replica}}"),
         feature="proxy",
         min=0,
         max=1,

@@ -39,6 +39,7 @@ FEATURES = {
     "proxy": "kip714 proxy only",
     "recording": "only with --record",
     "otlp": "only with --otlp-endpoint",
+    "state-topic": "only with --state-topic",
 }
 _OWN = "kip714"  # the "sender" of kip714's own metrics: always there
 _NAME = re.compile(r"\b(org_apache_kafka_[a-z0-9_]+|kip714_[a-z0-9_]+)\b")

@@ -1,6 +1,11 @@
 """PromQL over what kip714 exports: the Prometheus name of a telemetry metric (the exporter's own mapping),
 and the client identity that dashboards and alert rules group by — the broker-added labels the exporter
-puts on every series (``--prometheus-labels``), so that both follow whatever an operator chose."""
+puts on every series (``--prometheus-labels``), so that both follow whatever an operator chose.
+
+Across a fleet of replicas (``kip714 proxy --replica-id``, docs/fleet.md) a client's series carry no
+replica label, only the scrape target's ``instance``: grouping by the client identity aggregates a client
+over the replicas that hold its series (one client, however many replicas it pushed to). kip714's own
+metrics carry ``replica``; :func:`replica_targets` names the replica of each scrape target."""
 
 from __future__ import annotations
 
@@ -10,7 +15,19 @@ from ..client.catalog import metric_info
 from ..sinks.labels import DEFAULT_LABELS, parse_labels
 from ..sinks.prometheus.names import metric_name
 
-__all__ = ["Clients", "prom_name"]
+__all__ = ["LAST_PUSH", "Clients", "prom_name", "replica_targets"]
+
+#: When each live client instance last pushed, per replica (the exporter's per-client family).
+LAST_PUSH = "kip714_client_last_push_timestamp_seconds"
+EXPIRED = "kip714_client_expired_timestamp_seconds"
+
+
+def replica_targets(lookback: str) -> str:
+    """Each of kip714's scrape targets (``job``, ``instance``) with the ``replica`` it named, remembered for
+    ``lookback`` after its last scrape (``kip714_build_info`` is gone from a target that stopped answering;
+    ``up`` never has a replica). Join it on ``(job, instance)`` as the *many* side: a target that named two
+    replicas within ``lookback`` gives two rows, never a matching error."""
+    return f"max by (job, instance, replica) (last_over_time(kip714_build_info[{lookback}]))"
 
 
 def prom_name(telemetry_name: str) -> str:
@@ -50,6 +67,24 @@ class Clients:
     @property
     def has_client_id(self) -> bool:
         return "client_id" in self.labels
+
+    @property
+    def one_per_instance(self) -> bool:
+        """The identity tells client instances apart (``client_instance_id`` is one of the labels)."""
+        return "client_instance_id" in self.labels
+
+    def instances(self) -> str:
+        """Live client instances, each counted once however many replicas hold its series (by the identity
+        when it tells instances apart; else the exporters' own count, summed over the replicas)."""
+        if self.one_per_instance:
+            return f"count({self.agg('max', LAST_PUSH)})"
+        return "sum(kip714_export_instances)"
+
+    def gone(self) -> str:
+        """The clients a replica expired without a terminating push (when) and that push to no replica now:
+        a client that moved to another replica is not gone when the old one expires it."""
+        gone = self.agg("max", EXPIRED)
+        return f"({gone} unless {self.on()} {LAST_PUSH})" if self.labels else gone
 
     def legend(self, *extra: str) -> str:
         """A Grafana legend naming the client (its id, else its instance id, else the first label) and the
