@@ -690,22 +690,25 @@ and on (job)
     )
     lag = {**r.replica, "instance": "127.0.0.2:9464"}
     behind = {_series("kip714_state_topic_lag_records", lag): f"0x10 25x{n}"}
+    cut_off = {**r.replica, "instance": "127.0.0.4:9464", "replica": "kip714-3"}
     r.add(
         "Kip714StateTopicLagging",
         "kip714-self",
-        "max by (job, instance, replica) (kip714_state_topic_lag_records) > 0",
+        "max by (job, instance, replica) (kip714_state_topic_lag_records) != 0",
         "kip714 replica {{ $labels.replica }} is behind on the state topic",
-        "kip714 at " + _AT + ' has not applied {{ $value | printf "%.0f" }} records of the state topic for '
+        "kip714 at " + _AT + ' has been {{ $value | printf "%.0f" }} records behind on the state topic for '
         + s.pending
-        + " (kip714_state_topic_lag_records): it answers clients with older subscriptions than the other "
+        + " (kip714_state_topic_lag_records; -1: the topic's leader never answered it): it answers clients with "
+        "older subscriptions than the other "
         "replicas. It cannot read the topic (the cluster, the topic's ACLs, its consumer's log), or records that "
         "do not parse keep it stuck (kip714_state_topic_records_skipped_total).",
         [
             AlertTest(
                 {**behind, _series("kip714_state_topic_lag_records", {**lag, "instance": "127.0.0.3:9464",
-                                                                      "replica": "kip714-2"}): f"0x{n + 10}"},
+                                                                      "replica": "kip714-2"}): f"0x{n + 10}",
+                 _series("kip714_state_topic_lag_records", cut_off): f"-1x{n + 10}"},
                 r.at(fire),
-                [(lag, 25.0)],
+                [(lag, 25.0), (cut_off, -1.0)],
             ),
             *(r.early(behind, 165 + r.pend / 2) if r.pend >= 60 else []),
             AlertTest({_series("kip714_state_topic_lag_records", lag): f"25x10 0x{n}"}, r.at(fire), []),
