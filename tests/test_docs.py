@@ -65,3 +65,49 @@ def test_architecture_names_every_package_and_native_file():
     for source in sorted(native.rglob("*")):
         if source.suffix in (".pyx", ".pxi", ".pxd"):
             assert source.name in text, f"docs/architecture.md does not place {source.relative_to(native)}"
+
+
+def _fenced(page: str, first_line: str) -> str:
+    """The fenced block of ``docs/PAGE`` whose first line is ``first_line``."""
+    found = re.findall(r"^```[a-z]*\n(" + re.escape(first_line) + r"\n.*?)^```", (DOCS / page).read_text(), re.M | re.S)
+    assert len(found) == 1, f"docs/{page}: {len(found)} blocks starting {first_line!r}"
+    return found[0]
+
+
+def test_the_fleet_pages_haproxy_config_is_valid(tmp_path):
+    """docs/fleet.md's HAProxy configuration passes ``haproxy -c`` and does what the page says: TCP,
+    PROXY protocol v2 to the replicas, /readyz checked on their Prometheus port, the same ports."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    config = _fenced("fleet.md", "global")
+    for line in ("mode tcp", "option httpchk GET /readyz", "server kip714-3 127.0.0.4"):
+        assert line in config, line
+    assert re.search(r"default-server check port 9464 .*send-proxy-v2", config)
+    haproxy = shutil.which("haproxy")
+    if haproxy is None:
+        pytest.skip("haproxy is not installed (make haproxy)")
+    (tmp_path / "haproxy.cfg").write_text(config)
+    proc = subprocess.run(
+        [haproxy, "-c", "-f", "haproxy.cfg"], cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_fleet_pages_prometheus_config_loads_the_shipped_rules(tmp_path):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (make prometheus)")
+    (tmp_path / "prometheus.yml").write_text(_fenced("fleet.md", "scrape_configs:"))
+    shutil.copy(DOCS.parent / "deploy" / "prometheus" / "kip714-rules.yml", tmp_path)
+    proc = subprocess.run(
+        [promtool, "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 0 and "SUCCESS" in proc.stdout, proc.stdout + proc.stderr
