@@ -265,8 +265,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def setup_logging(args: Any) -> None:
+    """Log lines as ``TIME LEVEL LOGGER [replica=ID] event=...`` (a proxy replica names itself, so a fleet's logs
+    gathered in one place still say which replica said what)."""
+    replica = getattr(args, "replica_id", None)
+    name = f"replica={replica} " if replica else ""
     logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        level=getattr(logging, args.log_level.upper()),
+        format=f"%(asctime)s %(levelname)s %(name)s {name.replace('%', '%%')}%(message)s",
     )
 
 
