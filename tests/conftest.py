@@ -97,6 +97,7 @@ TIERS = {
     "test_public_surface": "unit",
     "test_readme": "integration",
     "test_record_sync": "integration",
+    "test_replica_recordings": "spark",
     "test_recorder_rows": "unit",
     "test_report": "spark",
     "test_report_points": "unit",

@@ -349,7 +349,13 @@ def test_old_recordings_still_read(tmp_path):
             f
             for f in old
             if f.name
-            not in ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
+            not in (
+                "subscribed_metrics",
+                "push_interval_ms",
+                "delta_temporality",
+                "accepted_compression_types",
+                "kip714_replica",
+            )
         ]
     )
     row = {f.name: None for f in old}
@@ -360,6 +366,7 @@ def test_old_recordings_still_read(tmp_path):
     table = read_recording(tmp_path)
     assert table.schema.equals(record_schema()) and table.num_rows == 1
     assert table.column("subscribed_metrics").to_pylist() == [None]
+    assert table.column("kip714_replica").to_pylist() == [None]
     assert read_closed(tmp_path).num_rows == 0
 
 
@@ -591,9 +598,9 @@ def test_a_path_that_holds_no_recording_says_so(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="is not a recording"):
         recording_paths(str(tmp_path / "notes.txt"))
-    (tmp_path / "parent" / "rec").mkdir(parents=True)
-    (tmp_path / "parent" / "rec" / "a.parquet").write_bytes(b"")
-    with pytest.raises(ValueError, match="folders below it with Parquet files: rec"):
+    (tmp_path / "parent" / "day" / "rec").mkdir(parents=True)  # a root holds recordings, not roots
+    (tmp_path / "parent" / "day" / "rec" / "a.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match="folders below it with Parquet files: day/rec"):
         recording_paths(str(tmp_path / "parent"))
     proc = subprocess.run(
         [sys.executable, "-m", "kip714", "report", str(tmp_path / "empty")], capture_output=True, text=True, timeout=60

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import ssl
 from typing import Any
 
@@ -255,6 +256,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--advertised-host", type=host, help="host clients are told to connect to (for clients behind NAT)")
     p.add_argument("--advertised-port", type=advertised_port, help="port clients are told to connect to")
     p.add_argument("--node-id", type=node_id, default=1, help="this endpoint's node id (default 1)")
+    p.add_argument(
+        "--replica-id",
+        metavar="ID",
+        default=socket.gethostname(),
+        help="this endpoint's name in recordings (the kip714_replica column), when several record side by "
+        "side, each into its own --record folder (default: the host name)",
+    )
     add_subscription_options(p, "kip714-serve")
     add_tls_options(p)
     add_proxy_protocol_options(p)
@@ -293,12 +301,17 @@ def build_broker(
 
 
 def recorder_of(args: Any) -> ParquetRecorder | None:
+    """The recorder ``--record`` asks for (None without it), its rows carrying ``--replica-id``."""
     if not args.record:
         if getattr(args, "record_sync", False):
             raise InvalidConfigError("--record-sync needs --record DIR")
         return None
     return ParquetRecorder(
-        args.record, roll_bytes=args.record_roll_bytes, roll_interval_s=args.record_roll_interval, sync=args.record_sync
+        args.record,
+        roll_bytes=args.record_roll_bytes,
+        roll_interval_s=args.record_roll_interval,
+        sync=args.record_sync,
+        replica=getattr(args, "replica_id", None),
     )
 
 

@@ -20,6 +20,13 @@ client connection an instance used closes, one row goes to the side table ``_clo
 :data:`CLOSED_COLUMNS`): a client that left without a terminating push can be told from one still running.
 The leading ``_`` keeps it out of ``spark.read.parquet(DIR)`` and of the push files' glob.
 
+A fleet: each replica (``kip714 proxy --replica-id``) records into a folder of its own, e.g. ``ROOT/r1``,
+``ROOT/r2`` (``kip714 pipeline``, ``kip714 report`` and :mod:`kip714.spark` read ``ROOT`` as one recording),
+and every push row carries the replica that received it (``kip714_replica``, the recorder's ``replica``;
+null in recordings made before it existed). A recorder holds a lock on its folder (``.kip714-recorder.lock``,
+a POSIX record lock, released when the recorder closes or its process dies): a second process recording into
+the same folder fails at once instead of mixing its files and its crash recovery with the first one's.
+
 Durability: without ``sync`` a part reaches the disk (the page cache) within ``flush_interval_s``, so a
 ``kill -9`` loses the rows of the last second, pushes whose clients were already told they were accepted.
 With ``sync=True`` (``--record-sync``) a commit thread writes the rows as soon as they arrive, as group
@@ -33,13 +40,14 @@ crash without ``sync``) is set aside as ``*.corrupt`` when a recorder next opens
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import json
 import logging
 import os
 import pathlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger("kip714.recorder")
@@ -74,7 +82,13 @@ RECORD_COLUMNS = (
     "push_interval_ms",
     "delta_temporality",
     "accepted_compression_types",
+    "kip714_replica",
 )
+#: The column of the replica that received the push (``kip714 proxy --replica-id``): null in recordings made
+#: before it, and when the recorder was given none.
+REPLICA_COLUMN = "kip714_replica"
+#: The lock file a recorder holds in its folder (hidden: Spark's listing and the push files' glob skip it).
+LOCK_FILE = ".kip714-recorder.lock"
 #: The subscription columns (what the endpoint told the client): null in recordings made before them.
 SUBSCRIPTION_COLUMNS = ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
 #: The broker-added label columns of a recording (KIP-714's labels, as :meth:`ClientInfo.labels` names them).
@@ -96,12 +110,19 @@ CLOSED_COLUMNS = ("closed_at_ms",) + LABEL_COLUMNS + ("reason",)
 
 
 def push_row(
-    body: Any, client_info: Any, node_id: int | str, error_code: int, received_at_ms: int, subscription: Any = None
+    body: Any,
+    client_info: Any,
+    node_id: int | str,
+    error_code: int,
+    received_at_ms: int,
+    subscription: Any = None,
+    replica: str | None = None,
 ) -> dict[str, Any]:
     """The recording row of one PushTelemetry request (``body``) as a broker with ``node_id`` received it
     from ``client_info`` and answered ``error_code``. ``subscription`` is what the endpoint had told the
     client (a :class:`~kip714.broker.receivers.ClientSubscription` or anything with its attributes, e.g.
-    the client's own ``ClientTelemetrySubscription``); ``None`` leaves those columns null."""
+    the client's own ``ClientTelemetrySubscription``); ``None`` leaves those columns null. ``replica``: the
+    replica that received it (``kip714_replica``; ``None``: the recorder's own)."""
     metrics = body.metrics
     row = {
         "received_at_ms": received_at_ms,
@@ -117,6 +138,8 @@ def push_row(
         row["push_interval_ms"] = subscription.push_interval_ms
         row["delta_temporality"] = bool(subscription.delta_temporality)
         row["accepted_compression_types"] = [int(c) for c in subscription.accepted_compression_types]
+    if replica is not None:
+        row[REPLICA_COLUMN] = replica
     return row
 
 
@@ -128,20 +151,23 @@ def closed_row(
     return {"closed_at_ms": closed_at_ms, **client_info.labels(node_id, client_instance_id), "reason": reason}
 
 
-def rows_table(rows: list[Any]) -> Any:
+def rows_table(rows: list[Any], replica: str | None = None) -> Any:
     """The ``pyarrow.Table`` (:func:`record_schema`) of buffered rows, in order: row dicts (keys:
     RECORD_COLUMNS) and pushes as :meth:`ParquetRecorder.push_completed` buffers them (the fields of
-    :func:`push_row`'s arguments), whose columns are made here in bulk."""
+    :func:`push_row`'s arguments), whose columns are made here in bulk. ``replica`` fills
+    ``kip714_replica`` where a row does not set it."""
     import pyarrow as pa
 
     if all(type(r) is tuple for r in rows):
-        return _push_table(rows)
+        return _push_table(rows, replica)
     columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
     for r in rows:
         if type(r) is tuple:
             r = _tuple_row(r)
         for c in RECORD_COLUMNS:
             columns[c].append(r.get(c))
+    if replica is not None:
+        columns[REPLICA_COLUMN] = [replica if v is None else v for v in columns[REPLICA_COLUMN]]
     return pa.Table.from_pydict(columns, schema=record_schema())
 
 
@@ -165,7 +191,7 @@ def _tuple_row(t: tuple[Any, ...]) -> dict[str, Any]:
     return row
 
 
-def _push_table(rows: list[tuple[Any, ...]]) -> Any:
+def _push_table(rows: list[tuple[Any, ...]], replica: str | None = None) -> Any:
     """The table of buffered pushes (all tuples), column by column: the instance ids base64-encoded in one
     call, the label and subscription columns made once per distinct client connection (ClientInfo and node)
     and subscription and taken for every row, the scalars converted by pyarrow. The same table as
@@ -249,6 +275,7 @@ def _push_table(rows: list[tuple[Any, ...]]) -> Any:
         "push_interval_ms": per_subscription("push_interval_ms", 1),
         "delta_temporality": per_subscription("delta_temporality", 2),
         "accepted_compression_types": per_subscription("accepted_compression_types", 3),
+        REPLICA_COLUMN: pa.repeat(pa.scalar(replica, pa.string()), n),
     }
     return pa.Table.from_arrays([columns[c] for c in RECORD_COLUMNS], schema=schema)
 
@@ -320,6 +347,31 @@ def _rolled_parts(directory: pathlib.Path, parts: list[pathlib.Path]) -> set[str
     return covered & {p.name for p in parts}
 
 
+def _lock_folder(folder: pathlib.Path, replica: str | None) -> int | None:
+    """Lock ``folder`` for one recorder (a POSIX record lock on :data:`LOCK_FILE`, which the kernel releases
+    when the process dies; it works on NFS too); returns the lock file's descriptor (None where there is no
+    ``fcntl``). A folder another process holds raises InvalidConfigError naming that process."""
+    try:
+        import fcntl
+    except ImportError:  # (Windows) no lock: one recorder per folder is then up to the operator
+        return None
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        from ..errors import InvalidConfigError
+
+        raise InvalidConfigError(
+            f"{folder} is being recorded by {holder}: a recording folder takes one recorder; give each "
+            "replica a folder of its own (e.g. ROOT/REPLICA)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()}{'' if replica is None else f' (replica {replica})'}\n".encode(), 0)
+    return fd
+
+
 def _readable(path: pathlib.Path) -> bool:
     import pyarrow.parquet as pq
 
@@ -353,6 +405,7 @@ def record_schema() -> Any:
             ("push_interval_ms", pa.int32()),
             ("delta_temporality", pa.bool_()),
             ("accepted_compression_types", pa.list_(pa.int8())),
+            (REPLICA_COLUMN, pa.string()),
         ]
     )
 
@@ -371,7 +424,11 @@ class ParquetRecorder:
 
     ``sync=True``: every row is made durable as soon as possible by a commit thread (group commit; each
     part and the folders fsync'd); :meth:`durable` tells when. Without it rows are written every
-    ``flush_interval_s`` and are not fsync'd."""
+    ``flush_interval_s`` and are not fsync'd.
+
+    ``replica``: the name of the replica recording (``kip714_replica`` of every row it writes; ``None``
+    leaves it null). The recorder locks ``directory`` for as long as it is open: a folder another process
+    is recording into raises :class:`~kip714.errors.InvalidConfigError` (give each replica its own folder)."""
 
     def __init__(
         self,
@@ -383,11 +440,14 @@ class ParquetRecorder:
         roll_bytes: int = ROLL_BYTES,
         roll_interval_s: float = ROLL_INTERVAL_S,
         sync: bool = False,
+        replica: str | None = None,
     ) -> None:
         import pyarrow  # noqa: F401  (fail early when pyarrow is missing)
 
         self.directory = pathlib.Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.replica = replica
+        self._lock_fd = _lock_folder(self.directory, replica)  # before any recovery: one recorder per folder
         self.flush_interval_s = flush_interval_s
         self.max_buffer_bytes = max_buffer_bytes
         self.compression = compression
@@ -591,7 +651,7 @@ class ParquetRecorder:
             folder = self._open_dir if rolling else self.directory
             name = f"{'part' if rolling else 'push'}-{int(time.time() * 1000)}-{os.getpid()}-{seq:06d}.parquet"
             try:
-                table = rows_table(rows)
+                table = rows_table(rows, self.replica)
                 if not folder.is_dir():
                     folder.mkdir(exist_ok=True)
                     if self.sync:
@@ -647,7 +707,7 @@ class ParquetRecorder:
                 with pq.ParquetWriter(f, schema, compression=self.compression) as writer:
                     for part in parts:
                         table = pq.read_table(part)
-                        writer.write_table(table.cast(record_schema()))
+                        writer.write_table(conform(table))
                         rows += table.num_rows
 
             try:  # with sync the rolled file is durable before its parts go
@@ -702,17 +762,22 @@ class ParquetRecorder:
                 return
 
     def close(self) -> None:
-        """Flush what is buffered and stop the background threads."""
+        """Flush what is buffered, stop the background threads and release the folder."""
         self._stop.set()
         self._wake.set()
         self._thread.join(5)
         if self._committer is not None:
             self._committer.join(5)
-        self.flush()
-        self.roll()
-        self._flush_closed()
-        with self._lock:
-            self._closed = True
+        try:
+            self.flush()
+            self.roll()
+            self._flush_closed()
+        finally:
+            with self._lock:
+                self._closed = True
+                fd, self._lock_fd = self._lock_fd, None
+            if fd is not None:
+                os.close(fd)  # releases the lock
         log.info(
             "event=recording_closed directory=%s rows=%d commits=%d commits_failed=%d sync=%s",
             self.directory,
@@ -731,6 +796,82 @@ def recording_files(directory: str | os.PathLike[str]) -> list[pathlib.Path]:
     parts = sorted((folder / OPEN_DIR).glob("part-*.parquet"))
     rolled = _rolled_parts(folder, parts)
     return sorted(folder.glob("*.parquet")) + [p for p in parts if p.name not in rolled]
+
+
+def is_recording(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` is a recording: it holds push files, parts of the file being filled (``_open/``),
+    connection-closed rows (``_closed/``) or a recorder's lock (a recorder that has written nothing yet)."""
+    p = pathlib.Path(folder)
+    return (
+        any(p.glob("*.parquet"))
+        or any((p / OPEN_DIR).glob("part-*.parquet"))
+        or (p / CLOSED_DIR).is_dir()
+        or (p / LOCK_FILE).is_file()
+    )
+
+
+def recording_sources(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[pathlib.Path]:
+    """The recordings ``paths`` name, in order: a recording folder (:func:`is_recording`) or one of its
+    ``.parquet`` files is itself; a folder that is not a recording but whose sub-folders are (a root, such as
+    a fleet's ``ROOT`` of ``ROOT/REPLICA`` recordings) stands for those sub-folders, by name (``_``- and
+    ``.``-prefixed ones aside). FileNotFoundError when a path does not exist; ValueError when one is neither
+    (a folder: naming up to three folders below it that hold Parquet files)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise ValueError("no recording given")
+    out: list[pathlib.Path] = []
+    for item in items:
+        p = pathlib.Path(item)
+        if not p.exists():
+            raise FileNotFoundError(errno.ENOENT, "does not exist", str(item))
+        if p.is_file():
+            if p.suffix != ".parquet":
+                raise ValueError(
+                    f"{item} is not a recording (a folder written by --record, or one of its .parquet files)"
+                )
+            out.append(p)
+            continue
+        if is_recording(p):
+            out.append(p)
+            continue
+        below = sorted(c for c in p.iterdir() if c.is_dir() and not c.name.startswith(("_", ".")) and is_recording(c))
+        if not below:
+            found = sorted(
+                {
+                    str(f.parent.relative_to(p))
+                    for f in p.rglob("*.parquet")
+                    if not any(part.startswith("_") for part in f.relative_to(p).parts[:-1])
+                }
+            )[:3]
+            hint = f"; folders below it with Parquet files: {', '.join(found)}" if found else ""
+            raise ValueError(
+                f"{item} holds no recording (no *.parquet files in it, in its _open/ or in its sub-folders){hint}"
+            )
+        out.extend(below)
+    return out
+
+
+def recordings_files(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[pathlib.Path]:
+    """The push files of the recordings ``paths`` name (:func:`recording_sources`; each recording's files as
+    :func:`recording_files` lists them), each file once however often it is named: the same recording twice,
+    a root together with one of its own recordings, a recording and one of its files (compared after
+    resolving links and relative paths). Empty when the recordings hold connection-closed rows only."""
+    seen: set[pathlib.Path] = set()
+    files: list[pathlib.Path] = []
+    for source in recording_sources(paths):
+        for f in [source] if source.is_file() else recording_files(source):
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(f)
+    return files
+
+
+def read_recordings(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> Any:
+    """The rows of one or more recordings as one ``pyarrow.Table`` (:func:`read_recording` of each): a
+    recording folder, a root whose sub-folders are recordings (a fleet's ``ROOT/REPLICA`` folders), or several
+    of them. Each file is read once however often it is named (:func:`recordings_files`)."""
+    return read_recording_files(recordings_files(paths))
 
 
 def read_recording(directory: str | os.PathLike[str]) -> Any:
@@ -762,18 +903,25 @@ def read_recording_files(files: list[pathlib.Path]) -> Any:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("event=recording_part_unreadable part=%s error=%r (skipped)", f, exc)
             continue
-        tables.append(
-            pa.table(
-                [
-                    t.column(c).cast(schema.field(c).type)
-                    if c in t.column_names
-                    else pa.nulls(t.num_rows, schema.field(c).type)
-                    for c in schema.names
-                ],
-                schema=schema,
-            )
-        )
+        tables.append(conform(t))
     return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def conform(table: Any) -> Any:
+    """``table`` (rows of a recording file) in :func:`record_schema`: its columns in order and type, the
+    columns a recording made by an older kip714 lacks null (``kip714_replica`` among them)."""
+    import pyarrow as pa
+
+    schema = record_schema()
+    return pa.table(
+        [
+            table.column(c).cast(schema.field(c).type)
+            if c in table.column_names
+            else pa.nulls(table.num_rows, schema.field(c).type)
+            for c in schema.names
+        ],
+        schema=schema,
+    )
 
 
 def read_closed(directory: str | os.PathLike[str]) -> Any:
