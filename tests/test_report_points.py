@@ -91,3 +91,24 @@ def test_node_ids_are_the_recordings_strings(recording):
         == want.filter(pc.equal(want.column("row_kind"), "inst")).column("points").to_pylist()
     )
     assert sum(got.filter(inst).column("duplicate_series").to_pylist()) == 0
+
+
+def _inst_rows(table: pa.Table) -> dict:
+    """The ``inst`` rows of recording rows, by instance id (the answers as the report hands them over)."""
+    names = ["push_error_code" if n == "error_code" else n for n in table.column_names]
+    batches = table.rename_columns(names).to_batches()
+    out = pa.Table.from_batches(list(recording_worker(_rules())(iter(batches))), schema=OUT_SCHEMA)
+    return {r["client_instance_id"]: r for r in out.to_pylist() if r["row_kind"] == "inst"}
+
+
+def test_a_terminating_push_in_the_millisecond_of_the_last_push_is_a_push_of_its_own(recording):
+    """A client sends its terminating push right after its last one, often within the same millisecond: the
+    two are two pushes, and the series both carry are not duplicates within one push."""
+    ok = pc.and_(pc.equal(recording.column("error_code"), 0), pc.invert(recording.column("terminating")))
+    last = recording.filter(ok).slice(0, 1)
+    iid = last.column("client_instance_id")[0].as_py()
+    twin = last.set_column(last.schema.get_field_index("terminating"), "terminating", pa.array([True]))
+    before = _inst_rows(recording)[iid]
+    after = _inst_rows(pa.concat_tables([recording, twin]).sort_by("client_instance_id"))[iid]
+    assert after["pushes"] == before["pushes"] + 1
+    assert after["duplicate_series"] == before["duplicate_series"] == 0

@@ -239,7 +239,7 @@ def _load(
     row per push, lazy) feeds the per-minute and per-error-code tables."""
     from pyspark.sql import functions as F
 
-    from .report_points import FACT_COLUMNS, PUSH_COLUMNS
+    from .report_points import FACT_COLUMNS, PUSH_COLUMNS, PUSH_KEY
     from .report_workers import points_worker, recording_worker
 
     rec_schema: pa.Schema = record_schema()
@@ -279,9 +279,7 @@ def _load(
                 allowMissingColumns=True,
             )
         rows = _reduce(src, points_worker(_rules(opts)))
-        pushes = src.select(*facts, "push_error_code").dropDuplicates(
-            ["client_instance_id", "node_id", "received_at_ms"]
-        )
+        pushes = src.select(*facts, "push_error_code").dropDuplicates(list(PUSH_KEY))
         for name in ("closed", CLOSED_DIR):
             if closed_df is None and (local / name).is_dir():
                 closed_df = spark.read.schema(closed_spark_schema()).parquet(str(local / name))

@@ -113,7 +113,19 @@ OUT_SCHEMA = pa.schema([("row_kind", pa.string()), ("client_instance_id", pa.str
 INST_COLUMNS = tuple(name for name, _ in _INST_FIELDS)
 AGG_COLUMNS = tuple(name for name, _ in _AGG_FIELDS)
 #: The recording columns the points are reduced with (copied onto each decoded point).
-PUSH_COLUMNS = ("client_instance_id", "node_id", "received_at_ms", "subscribed_metrics", "delta_temporality")
+PUSH_COLUMNS = (
+    "client_instance_id",
+    "node_id",
+    "received_at_ms",
+    "subscribed_metrics",
+    "delta_temporality",
+    "terminating",
+)
+#: The columns that tell one push of an instance from another where a push is not a row of its own (a points
+#: table repeats them on every point of the push): the node and the millisecond it arrived at, and whether it
+#: was the terminating push (which a client sends right after its last push, often within the same
+#: millisecond).
+PUSH_KEY = ("client_instance_id", "node_id", "received_at_ms", "terminating")
 #: The recording columns the push facts read (``push_error_code`` is the recording's ``error_code``: the
 #: endpoint's answer). The workers also take ``payload_bytes`` (null: no payload) and ``decode_error``.
 FACT_COLUMNS = (
@@ -261,11 +273,11 @@ def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes:
     """The ``inst`` and ``agg`` rows (:data:`OUT_SCHEMA`) of complete instances: ``points`` are their
     decoded points (with the recording columns of :data:`PUSH_COLUMNS`), ``pushes`` their pushes (the
     columns of :data:`FACT_COLUMNS`, ``payload_bytes`` and ``decode_error``). One ``inst`` row per
-    instance that pushed. ``distinct_pushes``: keep the first row of each (instance, node, receive time)."""
+    instance that pushed. ``distinct_pushes``: keep the first row of each push (:data:`PUSH_KEY`)."""
     if pushes.num_rows == 0 and points.num_rows == 0:
         return OUT_SCHEMA.empty_table()
     if distinct_pushes and pushes.num_rows:
-        key = _combine(*(_codes(pushes.column(c))[0] for c in ("client_instance_id", "node_id", "received_at_ms")))
+        key = _combine(*(_codes(pushes.column(c))[0] for c in PUSH_KEY))
         pushes = pushes.take(pa.array(np.sort(np.unique(key, return_index=True)[1])))
     ids = pa.chunked_array(
         [*pushes.column("client_instance_id").chunks, *points.column("client_instance_id").chunks], pa.string()
@@ -502,11 +514,10 @@ def _point_facts(
         if sub_values[s] is not None:
             subscriptions.setdefault(i, []).append(sub_values[s])
 
-    # ---- series: per push (instance, node, receive time) and per series (metric, attributes, resource)
+    # ---- series: per push (:data:`PUSH_KEY`) and per series (metric, attributes, resource)
     attrs = _map_codes(t.column("attributes"))
     rcode = _map_codes(res)
-    node_c, _ = _codes(t.column("node_id"))
-    recv_c, _ = _codes(t.column("received_at_ms"))
+    push_c = _combine(*(_codes(t.column(c))[0] for c in PUSH_KEY[1:]))
     cum = pc.equal(temporality, "cumulative")
     s = pa.table(
         {
@@ -514,7 +525,7 @@ def _point_facts(
             "m": metric,
             "a": attrs,
             "r": rcode,
-            "push": _combine(node_c, recv_c),
+            "push": push_c,
             "start": t.column("start_time_unix_nano"),
             "cum": cum,
         }
