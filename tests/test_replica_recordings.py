@@ -250,3 +250,121 @@ def test_a_folder_takes_one_recorder_at_a_time(tmp_path):
         child.communicate("", timeout=30)
     assert child.returncode == 0
     ParquetRecorder(folder, replica="r2").close()
+
+
+# ------------------------------------------------------------------------------------------ on Spark
+
+
+@pytest.fixture(scope="module")
+def pipelined(fleet, spark, tmp_path_factory):
+    """``kip714 pipeline ROOT ROOT/r1 OUT --json`` in this process (the root with one of its own recordings
+    again; the command takes the shared session): (OUT, its JSON summary)."""
+    import contextlib
+    import io
+    import json
+
+    from kip714.cli import main
+
+    root, _ = fleet
+    out = tmp_path_factory.mktemp("pipelined")
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            argv = [str(root), str(root / "r1"), str(out), "--master", "local[2]", "--json", "--quiet"]
+            assert main(["pipeline", *argv]) == 0
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")  # the command turns Spark's log off
+    return out, json.loads(printed.getvalue().strip().splitlines()[-1])
+
+
+def test_pipeline_over_the_root_counts_every_push_once_with_its_replica(fleet, pipelined, spark):
+    from pyspark.sql import functions as F
+
+    root, _ = fleet
+    out, summary = pipelined
+    want = _oracle(root)
+    assert summary["input_rows"] == len(want) and summary["errors"] == 0
+    assert summary["points"] == sum(want.values()) > 0
+    assert summary["clients"] == len(CLIENTS)
+    got = (
+        spark.read.parquet(str(out / "points"))
+        .groupBy("client_instance_id", REPLICA_COLUMN, "received_at_ms", "terminating")
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    assert {tuple(r[:4]): r[4] for r in got} == {k: v for k, v in want.items() if v}
+
+
+def test_decode_payloads_takes_the_root(fleet, spark):
+    from kip714.spark import decode_payloads, read_recording_df
+
+    root, _ = fleet
+    want = _oracle(root)
+    result = decode_payloads(str(root), spark=spark)
+    assert result.points.count() == sum(want.values())
+    # the same recording named twice and an old recording (no kip714_replica column) beside it
+    rows = read_recording_df(spark, [str(root / "r2"), str(root / "r2")]).select(REPLICA_COLUMN).collect()
+    assert [r[0] for r in rows] == ["r2"] * sum(1 for k in want if k[1] == "r2")
+
+
+def test_the_report_takes_a_client_that_moved_as_one_instance(fleet, pipelined, spark):
+    """The instance that moved from r2 to r1 is one client with all its pushes, in time order: the move (a
+    pause of more than twice its interval, the first push on r1) is no gap and no early push. The same rows
+    without their replicas (as one endpoint would have recorded them) do show the gap: the replica is what
+    tells a move from a client that paused."""
+    from pyspark.sql import functions as F
+
+    from kip714.spark import report
+
+    root, results = fleet
+    rep = report(str(root), spark)
+    clients = {r["client_id"]: r.asDict() for r in rep.clients.collect()}
+    assert set(clients) == {c for c, _ in CLIENTS}
+    for client_id, pushed in results.items():
+        row = clients[client_id]
+        assert row["pushes"] == len(pushed) and row["terminated"]
+        assert row["gaps"] == 0 and row["early_pushes"] == 0, row
+    checks = {r["check"]: r for r in rep.conformance.collect()}
+    assert checks["push_interval"]["status"] == "pass", checks["push_interval"]
+
+    from kip714.spark import read_recording_df
+
+    as_one = read_recording_df(spark, str(root)).withColumn(REPLICA_COLUMN, F.lit(None).cast("string"))
+    one_endpoint = {r["client_id"]: r for r in report(as_one, spark).clients.collect()}
+    assert one_endpoint["moves-r2-to-r1"]["gaps"] == 1
+    assert one_endpoint["moves-r2-to-r1"]["pushes"] == len(results["moves-r2-to-r1"])
+
+    # over the pipeline's points table (a push there is its PUSH_KEY: instance, replica, node, time, terminating)
+    from_points = {r["client_id"]: r.asDict() for r in report(str(pipelined[0]), spark).clients.collect()}
+    keep = ("pushes", "gaps", "early_pushes", "terminated", "first_push_ms", "last_push_ms")
+    assert {c: {k: r[k] for k in keep} for c, r in from_points.items()} == {
+        c: {k: r[k] for k in keep} for c, r in clients.items()
+    }
+
+
+def test_follow_takes_in_the_replicas_of_a_root(fleet, spark, tmp_path):
+    """``--follow`` over a root streams every replica's rolled files, also of a replica that starts
+    recording after the stream started; a recording of the root named again is not read twice."""
+    import shutil
+
+    from kip714.spark.pipeline import follow_pipeline, follow_sources
+
+    root, _ = fleet
+    want = _oracle(root)
+    live = tmp_path / "live"
+    shutil.copytree(root / "r1", live / "r1")
+    sources = follow_sources([str(live), str(live / "r1"), str(live)])
+    assert sources == [str(live) + "/[^_.]*/push-*.parquet"]
+    running = follow_pipeline(
+        [str(live), str(live / "r1")], str(tmp_path / "out"), trigger_s=0.2, spark=spark, progress=False
+    )
+    try:
+        running.process_all_available()
+        shutil.copytree(root / "r2", live / "r2")  # a replica that started later
+        running.process_all_available()
+    finally:
+        running.stop()
+    points = spark.read.parquet(str(tmp_path / "out" / "points"))
+    assert sum(b.pushes for b in running.batches) == len(want)
+    assert points.count() == sum(want.values())
+    assert {r[0] for r in points.select(REPLICA_COLUMN).distinct().collect()} == {"r1", "r2"}

@@ -112,3 +112,30 @@ def test_a_terminating_push_in_the_millisecond_of_the_last_push_is_a_push_of_its
     after = _inst_rows(pa.concat_tables([recording, twin]).sort_by("client_instance_id"))[iid]
     assert after["pushes"] == before["pushes"] + 1
     assert after["duplicate_series"] == before["duplicate_series"] == 0
+
+
+def test_the_interval_is_checked_between_pushes_to_one_replica(recording):
+    """An instance whose pushes went to two replicas is one instance; the first push after it moved is not
+    checked against the last one before (the move's pause is no gap), the others are. Without the replica
+    column (an older recording: null) the same pushes are one replica's, and the pause is a gap."""
+    iid = recording.column("client_instance_id")[0].as_py()
+    mine = pc.equal(recording.column("client_instance_id"), iid)
+    pushes = recording.filter(mine).sort_by("received_at_ms")
+    n = pushes.num_rows
+    assert n >= 6
+    half = n // 2
+    times = pushes.column("received_at_ms").to_pylist()
+    pause = 10 * max(pushes.column("push_interval_ms").to_pylist())  # a long pause while the client moved
+    moved = pushes.set_column(
+        pushes.schema.get_field_index("received_at_ms"),
+        "received_at_ms",
+        pa.array(times[:half] + [t + pause for t in times[half:]], pa.int64()),
+    )
+    replica = pa.array(["r1"] * half + ["r2"] * (n - half), pa.string())
+    two = moved.set_column(moved.schema.get_field_index("kip714_replica"), "kip714_replica", replica)
+    fleet, one = _inst_rows(two)[iid], _inst_rows(moved)[iid]
+    assert fleet["pushes"] == one["pushes"] == n
+    assert fleet["gaps"] == 0 and one["gaps"] == 1
+    assert fleet["interval_checked"] == one["interval_checked"] - 1
+    # the rows read in any order: r2's before r1's
+    assert _inst_rows(pa.concat_tables([two.slice(half), two.slice(0, half)]))[iid] == fleet

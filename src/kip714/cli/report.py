@@ -20,8 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument(
         "source",
+        nargs="+",
         metavar="RECORDING_OR_POINTS",
-        help="a kip714 serve --record folder, or a kip714 pipeline output folder (points/, errors/)",
+        help="a kip714 serve/proxy --record folder, a folder of such recordings (a fleet's ROOT/REPLICA), "
+        "several of them (read as one, each recording once), or a kip714 pipeline output folder "
+        "(points/, errors/)",
     )
     p.add_argument(
         "--out",
@@ -51,10 +54,14 @@ def run(args: argparse.Namespace) -> int:
     from ..spark.session import local_session
 
     require("spark", "this command")
-    if "://" not in args.source and not (pathlib.Path(args.source) / "points").is_dir():
-        recording_paths(args.source)  # a missing or empty input says so before Spark starts
+    sources = list(args.source)
+    points = len(sources) == 1 and "://" not in sources[0] and (pathlib.Path(sources[0]) / "points").is_dir()
+    if not points:
+        recording_paths(sources)  # a missing or empty input says so before Spark starts
     spark = local_session(args.master, app_name="kip714-report")
-    rep = build_report(args.source, spark, options=options_from(args), closed=args.closed)
+    rep = build_report(
+        sources[0] if len(sources) == 1 else sources, spark, options=options_from(args), closed=args.closed
+    )
     data = rep.write(args.out)
     if args.json:
         from ..spark.report_html import CONFORMANCE_FIELDS, INSIGHT_FIELDS

@@ -1,4 +1,5 @@
-"""kip714 on Spark (public): decode recordings and frames into a points table (mapInArrow), SQL functions
+"""kip714 on Spark (public): read recordings (one, a fleet's root of them, several: :func:`read_recording_df`),
+decode them and frames into a points table (mapInArrow), SQL functions
 (Arrow UDTF), the ``kip714 pipeline`` job (:mod:`.pipeline`) and the ``kip714 report`` job (:mod:`.report`).
 
 ``__all__`` is the public part. ``import kip714`` does not import this package (it needs pyspark, the
@@ -14,6 +15,7 @@ from .decode import (
     decode_frames,
     decode_payloads,
     points_schema,
+    read_recording_df,
     register,
 )
 from .report import Report, ReportOptions, report
@@ -29,6 +31,7 @@ __all__ = [
     "default_driver_memory",
     "local_session",
     "points_schema",
+    "read_recording_df",
     "register",
     "session_defaults",
     "Report",

@@ -24,7 +24,7 @@ virtual environment with ``spark-submit --archives venv.tar.gz#venv`` and
 enough.
 """
 
-import errno
+import os
 import pathlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -60,6 +60,8 @@ __all__ = [
     "DecodeResult",
     "decode_payloads",
     "decode_frames",
+    "read_recording_df",
+    "recording_paths",
     "register",
     "points_schema",
     "DEFAULT_MAX_OUTPUT",
@@ -129,50 +131,43 @@ def _to_spark_schema(schema: pa.Schema) -> "StructType":
     return from_arrow_schema(schema)
 
 
-def recording_paths(path: str) -> list[str]:
-    """The files of the recording at ``path``. For a local folder, those
-    :func:`kip714.sinks.recorder.recording_files` lists: the rolled files and the parts of the file being
-    filled (``_open/``, which Spark's own listing skips, as it skips every ``_`` folder) — a live or killed
-    endpoint's last rows included; a recording with connection-closed rows only (clients that never pushed)
-    has none. A URL (``hdfs://``, ``s3a://``…) or a single file: ``[path]``, read as Spark lists it.
-    FileNotFoundError when ``path`` does not exist; ValueError when a local folder holds no recording (naming
-    the folders below it that hold Parquet files)."""
-    from ..sinks.recorder import CLOSED_DIR, recording_files
-
-    if "://" in path:
-        return [path]
-    p = pathlib.Path(path)
-    if not p.exists():
-        raise FileNotFoundError(errno.ENOENT, "does not exist", path)
-    if p.is_file():
-        if p.suffix != ".parquet":
-            raise ValueError(f"{path} is not a recording (a folder written by --record, or one of its .parquet files)")
-        return [path]
-    files = recording_files(p)
-    if not files and not (p / CLOSED_DIR).is_dir():
-        below = sorted(
-            {
-                str(f.parent.relative_to(p))
-                for f in p.rglob("*.parquet")
-                if not any(part.startswith("_") for part in f.relative_to(p).parts[:-1])
-            }
-        )[:3]
-        hint = f"; folders below it with Parquet files: {', '.join(below)}" if below else ""
-        raise ValueError(f"{path} holds no recording (no *.parquet files in it or in its _open/){hint}")
-    return [str(f) for f in files]
+#: One recording, a root of recordings (a fleet's ``ROOT/REPLICA`` folders) or several of either.
+Recordings = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-def read_recording_df(spark: "SparkSession", path: str) -> "DataFrame":
-    """A recording (``kip714 serve/proxy --record``) as a Spark DataFrame in the recording schema (columns a
-    recording by an older kip714 lacks are null), of the files :func:`recording_paths` lists. The parts of the
-    file being filled (``_open/``) are read now, on the driver (they hold at most one roll interval): a live
-    recorder merges and deletes them when it rolls, which would fail a Spark job that reads them later."""
+def _path_list(paths: Recordings) -> list[str]:
+    return [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+
+
+def recording_paths(paths: Recordings) -> list[str]:
+    """The files of the recordings ``paths`` name: a recording folder, a root whose sub-folders are recordings
+    (a fleet's ``ROOT/REPLICA`` folders: each replica records into its own), one of a recording's files, or
+    several of them. For local folders, the files :func:`kip714.sinks.recorder.recordings_files` lists: the
+    rolled files and the parts of the file being filled (``_open/``, which Spark's own listing skips, as it
+    skips every ``_`` folder) — a live or killed endpoint's last rows included — each file once however often
+    it is named (the same recording twice, a root with one of its own recordings); a recording with
+    connection-closed rows only (clients that never pushed) has none. A URL (``hdfs://``, ``s3a://``…) names
+    one recording or file, read as Spark lists it. FileNotFoundError when a path does not exist; ValueError
+    when a local folder holds no recording (naming the folders below it that hold Parquet files)."""
+    from ..sinks.recorder import recordings_files
+
+    items = _path_list(paths)
+    urls = list(dict.fromkeys(p for p in items if "://" in p))
+    local = [p for p in items if "://" not in p]
+    return urls + ([str(f) for f in recordings_files(local)] if local or not urls else [])
+
+
+def read_recording_df(spark: "SparkSession", paths: Recordings) -> "DataFrame":
+    """One or more recordings (``kip714 serve/proxy --record``; a fleet's root of them, see
+    :func:`recording_paths`) as one Spark DataFrame in the recording schema (columns a recording by an older
+    kip714 lacks are null: ``kip714_replica`` there), each push once. The parts of the file being filled
+    (``_open/``) are read now, on the driver (they hold at most one roll interval): a live recorder merges and
+    deletes them when it rolls, which would fail a Spark job that reads them later."""
     from ..sinks.recorder import OPEN_DIR, read_recording_files
 
     schema = _to_spark_schema(record_schema())
-    files = recording_paths(path)
-    local = "://" not in path
-    parts = [f for f in files if local and pathlib.Path(f).parent.name == OPEN_DIR]
+    files = recording_paths(paths)
+    parts = [f for f in files if "://" not in f and pathlib.Path(f).parent.name == OPEN_DIR]
     rolled = [f for f in files if f not in parts]
     df = spark.read.schema(schema).parquet(*rolled) if rolled else None
     if parts or df is None:
@@ -513,23 +508,37 @@ def _split(
 
 
 def decode_payloads(
-    df: "DataFrame",
+    df: "DataFrame | Recordings",
     payload_col: str = "payload",
     compression_col: str | None = "compression_type",
     *,
     max_output: int = DEFAULT_MAX_OUTPUT,
     max_batch_rows: int = MAX_BATCH_ROWS,
     max_batch_bytes: int = MAX_BATCH_BYTES,
+    spark: "SparkSession | None" = None,
 ) -> DecodeResult:
     """Decode recorded payloads: one output row per data point, every other input column carried along
-    (for a ``kip714 serve`` recording: the broker-added labels, ``received_at_ms``, ``subscription_id``…).
-    A recording's ``error_code`` (what the broker answered the push) comes out as ``push_error_code``,
-    since ``error_code`` is the decoding error's column: a recording is taken as it is.
+    (for a ``kip714 serve`` recording: the broker-added labels, ``received_at_ms``, ``subscription_id``,
+    ``kip714_replica``…). A recording's ``error_code`` (what the broker answered the push) comes out as
+    ``push_error_code``, since ``error_code`` is the decoding error's column: a recording is taken as it is.
+
+    ``df`` is a DataFrame of recording rows, or the recordings themselves: a recording folder, a fleet's root
+    of them (``ROOT/REPLICA``, one per replica) or several paths, read with :func:`read_recording_df` on
+    ``spark`` (default: the active session), each push once; every point carries the replica that received
+    its push (``kip714_replica``; null for recordings made before that column).
 
     ``compression_col=None`` treats every payload as uncompressed OTLP. The batches handed back to Spark
     hold at most ``max_batch_rows`` rows and about ``max_batch_bytes`` bytes, whatever an input batch holds."""
     require("spark", "kip714.spark.decode_payloads")
-    return _decode_payloads(df, payload_col, compression_col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
+    if isinstance(df, (str, os.PathLike, list, tuple)):
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.active()
+        df = read_recording_df(spark, df)
+    return _decode_payloads(
+        cast("DataFrame", df), payload_col, compression_col, max_output, _Bounds(max_batch_rows, max_batch_bytes)
+    )
 
 
 def decode_frames(

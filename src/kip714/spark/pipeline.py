@@ -1,8 +1,11 @@
-"""``kip714 pipeline INPUT OUTPUT``: bulk-decode collected telemetry on Spark into a metrics table.
+"""``kip714 pipeline INPUT... OUTPUT``: bulk-decode collected telemetry on Spark into a metrics table.
 
 INPUT is a folder of frame files (``*.bin``, one or more size-prefixed request frames each, searched
-recursively) or a ``kip714 serve --record`` recording (a folder of Parquet files). OUTPUT receives
-``points/`` (Parquet, one row per OTLP data point, partitioned by ``date`` of the point's time, UTC) and
+recursively) or a ``kip714 serve --record`` recording (a folder of Parquet files); several INPUTs are read
+as one. A folder whose sub-folders are recordings (a fleet's root: each replica of ``kip714 proxy`` records
+into ``ROOT/REPLICA``) stands for all of them; a recording named twice, or together with a root that holds
+it, is read once. OUTPUT receives ``points/`` (Parquet, one row per OTLP data point, partitioned by ``date``
+of the point's time, UTC; ``kip714_replica`` is the replica that received the point's push) and
 ``errors/`` (Parquet, every input that could not be decoded, with its bytes, the Kafka error code and the
 reason). A recording's own ``error_code`` (what the broker answered) is kept as ``push_error_code``:
 rejected pushes are decoded too, since they carry real telemetry. Runs on local Spark (local[*]) unless
@@ -23,13 +26,14 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import json
 import os
 import pathlib
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -71,6 +75,16 @@ class PipelineSummary:
 def _say(progress: bool, started: float, message: str) -> None:
     if progress:
         print(f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def detect_inputs(paths: str | Sequence[str]) -> str:
+    """What the INPUTs hold, all of them: 'frames' or 'recording' (:func:`detect_input` of each);
+    ValueError when they mix the two or there are none."""
+    items = [paths] if isinstance(paths, str) else list(paths)
+    kinds = {detect_input(p) for p in items}
+    if len(kinds) != 1:
+        raise ValueError("no input given" if not kinds else "the inputs mix *.bin frame files and recordings")
+    return kinds.pop()
 
 
 def detect_input(path: str) -> str:
@@ -118,7 +132,7 @@ def _error_counter(spark: SparkSession) -> Accumulator[int] | None:
 
 
 def run_pipeline(
-    input_path: str,
+    input_path: str | Sequence[str],
     output_path: str,
     *,
     master: str | None = None,
@@ -129,7 +143,9 @@ def run_pipeline(
     conf: dict[str, str] | None = None,
     log_level: str | None = None,
 ) -> PipelineSummary:
-    """Decode INPUT on Spark into OUTPUT/points and OUTPUT/errors; returns the summary.
+    """Decode INPUT on Spark into OUTPUT/points and OUTPUT/errors; returns the summary. ``input_path``: one
+    input or several, read as one (frame folders, or recordings and roots of recordings: see
+    :func:`kip714.spark.decode.recording_paths`).
 
     ``conf``: Spark settings for the session this call starts (ignored when ``spark`` is given).
     Memory does not grow with the input: input partitions are bounded in bytes (Spark's
@@ -144,7 +160,8 @@ def run_pipeline(
     from . import session as ksession
 
     started = time.perf_counter()
-    kind = detect_input(input_path)
+    inputs = [input_path] if isinstance(input_path, str) else list(input_path)
+    kind = detect_inputs(inputs)
     if spark is None:
         _say(progress, started, f"starting Spark ({master or 'local[*]'})")
         spark = ksession.local_session(
@@ -156,23 +173,24 @@ def run_pipeline(
         )
     if log_level:
         spark.sparkContext.setLogLevel(log_level)
-    _say(progress, started, f"reading {kind} from {input_path}")
+    _say(progress, started, f"reading {kind} from {', '.join(inputs)}")
     if kind == "frames":
         df = (
             spark.read.format("binaryFile")
             .option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.bin")
-            .load(input_path)
+            .load(list(dict.fromkeys(inputs)))
             .select(F.col("path").alias("source"), F.col("content").alias("frame"))
+            .dropDuplicates(["source"])  # a folder named twice, or with a folder inside it
         )
     else:
         # decode_payloads keeps the broker's answer to each push as push_error_code: rejected pushes still
         # carry real telemetry, so they are decoded too
-        df = kspark.read_recording_df(spark, input_path)  # with the _open/ parts of a live or killed endpoint
+        df = kspark.read_recording_df(spark, inputs)  # with the _open/ parts of a live or killed endpoint
     if partitions:
         df = df.repartition(partitions)
     else:
-        size = _input_bytes(spark, input_path) or 0
+        size = sum(_input_bytes(spark, p) or 0 for p in dict.fromkeys(inputs))
         split_setting = spark.conf.get("spark.sql.files.maxPartitionBytes", str(ksession.PARTITION_BYTES))
         split = _size_bytes(cast(str, split_setting))  # (not None: a default is given)
         wanted = -(-size // split) if size else 0
@@ -392,16 +410,55 @@ class BatchProgress:
         )
 
 
+def follow_sources(paths: str | Sequence[str]) -> list[str]:
+    """What ``--follow`` streams for these inputs, one Spark file source each: a recording folder is itself
+    (its rolled files), a root of recordings (a local folder that is not a recording but holds some, a fleet's
+    ``ROOT/REPLICA``) the glob of its replicas' rolled files, ``ROOT/[^_.]*/push-*.parquet``, which also
+    takes in replicas that start recording later. An input named twice, or a recording inside a root also
+    given, is dropped (it would be read twice). A local input that does not exist yet is created (and followed
+    as a recording)."""
+    from ..sinks.recorder import is_recording
+
+    items = [paths] if isinstance(paths, str) else list(paths)
+    roots: set[pathlib.Path] = set()
+    kinds: dict[str, pathlib.Path | None] = {}  # input -> its resolved folder (None: a URL)
+    for item in items:
+        if "://" in item:
+            kinds.setdefault(item, None)
+            continue
+        p = pathlib.Path(item)
+        p.mkdir(parents=True, exist_ok=True)
+        resolved = p.resolve()
+        if resolved in kinds.values():
+            continue
+        kinds[item] = resolved
+        if not is_recording(p) and any(
+            c.is_dir() and not c.name.startswith(("_", ".")) and is_recording(c) for c in p.iterdir()
+        ):
+            roots.add(resolved)
+    out = []
+    for item, folder in kinds.items():
+        if folder is None:
+            out.append(item)
+        elif folder in roots:
+            out.append(re.sub(r"([\\{}\[\]*?])", r"\\\1", item.rstrip("/")) + "/[^_.]*/push-*.parquet")
+        elif folder.parent not in roots or folder.name.startswith(("_", ".")):
+            out.append(item)
+    return out
+
+
 class FollowingPipeline:
     """A running ``kip714 pipeline --follow``: Spark Structured Streaming over a recording directory that is
-    still being written (new ``push-*.parquet`` files are picked up as they appear), appending each
-    micro-batch's points and errors to ``OUTPUT/points/batch=N/`` and ``OUTPUT/errors/batch=N/``.
+    still being written (new ``push-*.parquet`` files are picked up as they appear), or over several, or over
+    a root of them (:func:`follow_sources`), appending each micro-batch's points and errors to
+    ``OUTPUT/points/batch=N/`` and ``OUTPUT/errors/batch=N/``.
 
     Exactly once: the checkpoint (``OUTPUT/_checkpoint`` by default) records which files each batch read
     before the batch runs and which batches completed; a batch that was interrupted is run again over the
     same files after a restart and *overwrites* its own ``batch=N`` folders, so a restart neither loses nor
-    duplicates a push. Reading ``OUTPUT/points`` gives the table (``batch`` and ``date`` are partition
-    columns). ``progress`` (a callable) receives a :class:`BatchProgress` per batch.
+    duplicates a push (restart it with the same inputs, in the same order: each is a source of the query).
+    Reading ``OUTPUT/points`` gives the table (``batch`` and ``date`` are partition columns). ``progress``
+    (a callable) receives a :class:`BatchProgress` per batch.
 
     Delay from push to table = the recorder's flush interval (1 s by default) + up to one trigger interval
     + the micro-batch. Measured with ``kip714 serve`` (recorder flushing every 1 s), 20 simulated clients
@@ -411,7 +468,7 @@ class FollowingPipeline:
     def __init__(
         self,
         spark: SparkSession,
-        input_path: str,
+        input_path: str | Sequence[str],
         output_path: str,
         *,
         trigger_s: float = 5.0,
@@ -434,7 +491,8 @@ class FollowingPipeline:
         reader = spark.readStream.schema(from_arrow_schema(record_schema()))
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-        stream = reader.parquet(input_path).withColumnRenamed("error_code", "push_error_code")
+        streams = [reader.parquet(source) for source in follow_sources(input_path)]
+        stream = functools.reduce(lambda a, b: a.union(b), streams).withColumnRenamed("error_code", "push_error_code")
 
         def write_batch(df: DataFrame, batch_id: int) -> None:
             from pyspark import StorageLevel
@@ -498,7 +556,7 @@ class FollowingPipeline:
 
 
 def follow_pipeline(
-    input_path: str,
+    input_path: str | Sequence[str],
     output_path: str,
     *,
     trigger_s: float = 5.0,
@@ -511,14 +569,14 @@ def follow_pipeline(
     spark: SparkSession | None = None,
     conf: dict[str, str] | None = None,
 ) -> FollowingPipeline:
-    """Start following ``input_path`` (a recording being written) into ``output_path``; returns the
-    :class:`FollowingPipeline` (``stop()`` it; a later call with the same output resumes where it stopped)."""
+    """Start following ``input_path`` (a recording being written, a root of them, or several: see
+    :func:`follow_sources`) into ``output_path``; returns the :class:`FollowingPipeline` (``stop()`` it; a
+    later call with the same inputs and output resumes where it stopped)."""
     require("spark", "kip714.spark.pipeline.follow_pipeline")
     from .session import local_session
 
     if spark is None:
         spark = local_session(master, app_name="kip714-pipeline-follow", partitions=partitions, conf=conf)
-    pathlib.Path(input_path).mkdir(parents=True, exist_ok=True) if "://" not in input_path else None
     started = time.perf_counter()
 
     def show(p: BatchProgress) -> None:
@@ -551,8 +609,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     same."""
     p.add_argument(
         "input",
-        help="folder of *.bin frame files, or a kip714 serve --record folder (a URL such as "
-        "hdfs://… is read as a recording)",
+        nargs="+",
+        help="folder of *.bin frame files, or a kip714 serve/proxy --record folder (a URL such as "
+        "hdfs://… is read as a recording), or a folder of such recordings (a fleet's ROOT/REPLICA); "
+        "several are read as one, each recording once",
     )
     p.add_argument("output", help="output folder: points/ and errors/ are written there")
     p.add_argument("--master", help="Spark master URL (default local[*], or the one spark-submit gives)")
@@ -576,9 +636,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--follow",
         action="store_true",
-        help="keep following a recording that serve/proxy is still writing (Spark Structured "
-        "Streaming): append each micro-batch to OUTPUT/points and OUTPUT/errors, exactly once "
-        "across restarts (checkpoint in OUTPUT/_checkpoint); stop with Ctrl-C",
+        help="keep following recordings that serve/proxy are still writing (Spark Structured "
+        "Streaming; a root of recordings also takes in replicas that start later): append each "
+        "micro-batch to OUTPUT/points and OUTPUT/errors, exactly once across restarts (checkpoint in "
+        "OUTPUT/_checkpoint); stop with Ctrl-C",
     )
     p.add_argument(
         "--trigger",
@@ -604,7 +665,11 @@ def run_job(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow_job(args)
     conf = dict(args.conf)
-    detect_input(args.input)  # a missing or unreadable input is bad input, not a Spark failure
+    # a missing or unreadable input, or a folder that holds no recording, is bad input, not a Spark failure
+    if detect_inputs(args.input) == "recording":
+        from .decode import recording_paths
+
+        recording_paths(args.input)
     if not args.verbose:
         quiet_gateway_errors()
     try:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .._enums import COMPRESSION_NAMES, ErrorCode
@@ -229,13 +230,29 @@ def _reduce(df: DataFrame, worker: _ArrowMapper) -> DataFrame:
     return src.mapInArrow(worker, _spark_schema(OUT_SCHEMA))
 
 
+def _closed_folders(paths: list[str]) -> list[str]:
+    """The ``_closed`` folders of the recordings ``paths`` name (local ones that have one, each once; a URL's
+    own ``URL/_closed``, which may not exist)."""
+    from ..sinks.recorder import recording_sources
+
+    local = [p for p in paths if "://" not in p]
+    out = [p.rstrip("/") + "/" + CLOSED_DIR for p in dict.fromkeys(p for p in paths if "://" in p)]
+    seen: set[pathlib.Path] = set()
+    for source in recording_sources(local) if local else []:
+        folder = source / CLOSED_DIR
+        if source.is_dir() and folder.is_dir() and folder.resolve() not in seen:
+            seen.add(folder.resolve())
+            out.append(str(folder))
+    return out
+
+
 def _load(
     spark: SparkSession,
-    source: str | os.PathLike[str] | DataFrame,
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | DataFrame,
     closed: str | os.PathLike[str] | None,
     opts: ReportOptions,
 ) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    """(pushes, the workers' rows, closed rows or None) of a recording or a points table. ``pushes`` (one
+    """(pushes, the workers' rows, closed rows or None) of recordings or a points table. ``pushes`` (one
     row per push, lazy) feeds the per-minute and per-error-code tables."""
     from pyspark.sql import functions as F
 
@@ -248,7 +265,13 @@ def _load(
         return _spark_schema(closed_schema())
 
     closed_df = None
-    path = None if hasattr(source, "schema") else str(source)
+    if hasattr(source, "schema"):  # a DataFrame
+        paths = None
+    elif isinstance(source, (str, os.PathLike)):
+        paths = [os.fspath(source)]
+    else:
+        paths = [os.fspath(p) for p in source]
+    path = paths[0] if paths is not None and len(paths) == 1 else None  # one path: maybe a points table
     local = pathlib.Path(path) if path is not None and "://" not in path else None
     if closed is not None:
         closed_df = spark.read.schema(closed_spark_schema()).parquet(str(closed))
@@ -284,15 +307,18 @@ def _load(
             if closed_df is None and (local / name).is_dir():
                 closed_df = spark.read.schema(closed_spark_schema()).parquet(str(local / name))
         return pushes, rows, closed_df
-    if path is not None:
+    if paths is not None:
         from .decode import read_recording_df
 
-        rec = read_recording_df(spark, path)  # the rolled files and the _open/ parts of a live recording
-        if closed_df is None and (local is None or (local / CLOSED_DIR).is_dir()):
-            try:
-                closed_df = spark.read.schema(closed_spark_schema()).parquet(path.rstrip("/") + "/" + CLOSED_DIR)
-            except Exception:  # no connection-closed rows recorded (older recording, remote path without them)
-                closed_df = None
+        # the rolled files and the _open/ parts of live recordings, each recording once
+        rec = read_recording_df(spark, paths)
+        if closed_df is None:
+            folders = _closed_folders(paths)
+            if folders:
+                try:
+                    closed_df = spark.read.schema(closed_spark_schema()).parquet(*folders)
+                except Exception:  # no connection-closed rows recorded (older recording, remote path without them)
+                    closed_df = None
     else:
         rec = _with_columns(cast("DataFrame", source), rec_schema)  # it has a schema: a DataFrame
     rec = rec.withColumnRenamed("error_code", "push_error_code")
@@ -306,18 +332,22 @@ def _load(
 
 
 def report(
-    source: str | os.PathLike[str] | DataFrame,
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | DataFrame,
     spark: SparkSession | None = None,
     *,
     options: ReportOptions | None = None,
     master: str | None = None,
     closed: str | os.PathLike[str] | None = None,
 ) -> Report:
-    """The conformance and insight tables of a recording (a path, or a DataFrame of recording rows) or of
-    a ``kip714 pipeline`` output folder (``points/``, ``errors/``). ``closed``: a ``_closed`` folder to use
-    instead of the recording's own. Returns a :class:`Report` of DataFrames; ``Report.write(dir)`` writes
-    the JSON, Parquet and HTML files. ``spark``: a session (default :func:`kip714.spark.local_session`
-    with ``master``).
+    """The conformance and insight tables of a recording (a path, or a DataFrame of recording rows), of
+    several (a fleet's root of ``ROOT/REPLICA`` recordings, or a list of paths: read as one, each recording
+    once, see :func:`kip714.spark.decode.recording_paths`) or of a ``kip714 pipeline`` output folder
+    (``points/``, ``errors/``). A client instance whose pushes went to several replicas is one instance: its
+    pushes are taken in time order across replicas, and the push intervals are checked between consecutive
+    pushes to the same replica only (a move to another replica is the fleet's doing, not the client's).
+    ``closed``: a ``_closed`` folder to use instead of the recordings' own. Returns a :class:`Report` of
+    DataFrames; ``Report.write(dir)`` writes the JSON, Parquet and HTML files. ``spark``: a session (default
+    :func:`kip714.spark.local_session` with ``master``).
 
     One Spark job does the work: the workers reduce every push and point to one row per client instance
     (and per insight metric); those rows — thousands, not millions — come back to the driver, which

@@ -119,13 +119,14 @@ PUSH_COLUMNS = (
     "received_at_ms",
     "subscribed_metrics",
     "delta_temporality",
+    "kip714_replica",
     "terminating",
 )
 #: The columns that tell one push of an instance from another where a push is not a row of its own (a points
-#: table repeats them on every point of the push): the node and the millisecond it arrived at, and whether it
-#: was the terminating push (which a client sends right after its last push, often within the same
-#: millisecond).
-PUSH_KEY = ("client_instance_id", "node_id", "received_at_ms", "terminating")
+#: table repeats them on every point of the push): the replica that received it (each push is one row of one
+#: replica's recording), the node and the millisecond it arrived at, and whether it was the terminating push
+#: (which a client sends right after its last push, often within the same millisecond).
+PUSH_KEY = ("client_instance_id", "kip714_replica", "node_id", "received_at_ms", "terminating")
 #: The recording columns the push facts read (``push_error_code`` is the recording's ``error_code``: the
 #: endpoint's answer). The workers also take ``payload_bytes`` (null: no payload) and ``decode_error``.
 FACT_COLUMNS = (
@@ -142,6 +143,7 @@ FACT_COLUMNS = (
     "subscription_id",
     "accepted_compression_types",
     "compression_type",
+    "kip714_replica",
 )
 _UNKNOWN_SUB = int(ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
 _THROTTLED = int(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
@@ -295,8 +297,11 @@ def aggregate(points: pa.Table, pushes: pa.Table, rules: Rules, distinct_pushes:
 
 
 def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dict[str, list[Any]]:
-    """Per instance code: the :data:`_PUSH_FIELDS` columns from its pushes, taken in time order (each push
-    against the one before it: interval, error, subscription)."""
+    """Per instance code: the :data:`_PUSH_FIELDS` columns from its pushes, taken in time order across the
+    replicas that received them (each push against the one before it: interval, error, subscription). The
+    interval is checked between two pushes to the same replica only: the first push after the client's
+    connection moved to another replica (a replica stopped, the balancer chose another) follows whatever the
+    move cost, which is not the client's interval."""
     n = p.num_rows
     t_all = pc.fill_null(p.column("received_at_ms"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     order = np.lexsort((t_all, inst))
@@ -318,12 +323,14 @@ def _push_facts(p: pa.Table, inst: np.ndarray, n_inst: int, rules: Rules) -> dic
     code_ok = valid("push_error_code")
     sid, sid_ok = ints("subscription_id", 0), valid("subscription_id")
     same_sub = ~first & sid_ok & sid_ok[prev] & (sid == sid[prev])
+    replica = _codes(p.column("kip714_replica"))[0]  # null (a recording without the column): one replica
+    same_replica = ~first & (replica == replica[prev])
     prev_err, prev_err_ok = code[prev], ~first & code_ok[prev]
     interval, interval_ok = ints("push_interval_ms", 0).astype(float), valid("push_interval_ms")
     term = pc.fill_null(p.column("terminating"), True).to_numpy(zero_copy_only=False)  # unknown: not checked
     gap = t - t[prev]
     t_ok = valid("received_at_ms")
-    checked = ~first & interval_ok & ~term & prev_err_ok & (prev_err == 0) & same_sub & t_ok
+    checked = ~first & interval_ok & ~term & prev_err_ok & (prev_err == 0) & same_sub & same_replica & t_ok
     early = checked & (gap < interval * (1.0 - rules.interval_tolerance))
     gapped = checked & (gap > interval * rules.gap_factor)
     ctype, ctype_ok = ints("compression_type", 0), valid("compression_type")

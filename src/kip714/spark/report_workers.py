@@ -144,7 +144,7 @@ def points_worker(rules: Rules) -> _ArrowMapper:
     """The mapInArrow function over a points table (``kip714 pipeline`` output) with its ``errors/`` rows
     (``decode_error`` set, ``payload_bytes``), partitioned by client instance and sorted by it: the
     :data:`OUT_SCHEMA` rows. A push is the distinct :data:`~kip714.spark.report_points.PUSH_KEY` (instance,
-    node, receive time, terminating) of its rows."""
+    replica, node, receive time, terminating) of its rows."""
     names = list(points_schema().names) + list(PUSH_COLUMNS)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
