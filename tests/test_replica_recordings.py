@@ -12,6 +12,7 @@ payloads parsed with protobuf."""
 from __future__ import annotations
 
 import random
+import re
 import socket
 import struct
 import subprocess
@@ -167,7 +168,7 @@ def _oracle(root):
 # ------------------------------------------------------------------------------------------ the recordings
 
 
-@pytest.mark.unit
+@pytest.mark.integration
 def test_each_push_row_names_the_replica_that_received_it(fleet):
     root, results = fleet
     for replica in ("r1", "r2"):
@@ -182,7 +183,7 @@ def test_each_push_row_names_the_replica_that_received_it(fleet):
     assert in_time == results["moves-r2-to-r1"] == ["r2"] * 3 + ["r1"] * 4
 
 
-@pytest.mark.unit
+@pytest.mark.integration
 def test_a_root_named_with_its_own_recordings_reads_each_file_once(fleet, tmp_path):
     root, _ = fleet
     once = recordings_files(root)
@@ -196,7 +197,7 @@ def test_a_root_named_with_its_own_recordings_reads_each_file_once(fleet, tmp_pa
     assert recordings_files(root / "r1") == [f for f in once if f.parent.name == "r1"]
 
 
-@pytest.mark.unit
+@pytest.mark.integration
 def test_what_is_not_a_recording_says_so(fleet, tmp_path):
     root, _ = fleet
     with pytest.raises(ValueError, match="holds no recording"):
@@ -208,6 +209,25 @@ def test_what_is_not_a_recording_says_so(fleet, tmp_path):
     (deep / "push-1.parquet").write_bytes(b"")
     with pytest.raises(ValueError, match="folders below it with Parquet files: b/rec"):
         recordings_files(tmp_path / "a")  # one level of recordings below a root, no deeper
+
+
+@pytest.mark.integration
+def test_the_commands_take_several_recordings_and_check_them_first(fleet, tmp_path, capsys):
+    """``kip714 pipeline`` and ``kip714 report`` take several inputs; one that is missing or holds no recording
+    is a one-line error before Spark starts."""
+    from kip714.cli import build_parser, main
+
+    root, _ = fleet
+    args = build_parser().parse_args(["pipeline", str(root / "r1"), str(root / "r2"), "out", "--quiet"])
+    assert args.input == [str(root / "r1"), str(root / "r2")] and args.output == "out"
+    assert build_parser().parse_args(["report", str(root), str(root / "r1")]).source == [str(root), str(root / "r1")]
+    for command in (
+        ["pipeline", str(root), str(root / "notes"), str(tmp_path / "out")],
+        ["report", str(root), str(root / "notes")],
+    ):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(r"notes holds (no recording|neither)", err[0]), err
 
 
 @pytest.mark.unit
@@ -229,9 +249,11 @@ def test_recorded_rows_keep_a_replica_they_were_given(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_folder_takes_one_recorder_at_a_time(tmp_path):
+def test_a_folder_takes_one_recorder_at_a_time(tmp_path, capsys):
     """A second process recording into a folder fails at once, naming the first; once that one closed (or
     died), the folder is free."""
+    from kip714.cli import main
+
     folder = tmp_path / "rec"
     code = (
         "import sys\n"
@@ -246,6 +268,10 @@ def test_a_folder_takes_one_recorder_at_a_time(tmp_path):
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         with pytest.raises(InvalidConfigError, match=rf"pid {child.pid} \(replica r1\).*folder of its own"):
             ParquetRecorder(folder)
+        # kip714 serve refuses it at start, in one line, before it listens
+        assert main(["serve", "--record", str(folder), "--port", "0", "--metrics", "*"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("kip714 serve: ") and f"pid {child.pid}" in err[0], err
     finally:
         child.communicate("", timeout=30)
     assert child.returncode == 0
