@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kip714-installed
 EXTRAS ?= test,demo,docs,lint
 
-.PHONY: all setup build check lint test demo docs bench bench-quick clean java prometheus snappy-java chromium systemd
+.PHONY: all setup build check lint test demo docs bench bench-quick clean java prometheus haproxy snappy-java chromium systemd
 
 # pytest-xdist workers. The unit tier is CPU-bound: one worker per core. The whole suite mostly waits (on
 # sockets, clients, JVMs, compilers): more workers than cores keep both busy. The tiers and the grouping of
@@ -39,6 +39,14 @@ prometheus:
 	  echo "installing Prometheus (prometheus) for the exporter tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    prometheus >/dev/null; }
+
+# The fleet test (tests/test_fleet.py) puts a real load balancer in front of three proxy replicas: Debian's
+# HAProxy, installed when missing on a machine with apt-get.
+haproxy:
+	@command -v haproxy >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	  echo "installing HAProxy (haproxy) for the fleet test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    haproxy >/dev/null; }
 
 # The snappy differential test (tests/test_snappy_java.py) runs the real snappy-java: Debian's
 # libsnappy-java, installed when missing on a machine with apt-get.
@@ -89,7 +97,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: build prometheus snappy-java chromium systemd
+test: build prometheus haproxy snappy-java chromium systemd
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: build
