@@ -64,6 +64,7 @@ TIERS = {
     "test_docs": "unit",
     "test_exporter_operators": "unit",
     "test_extras": "unit",
+    "test_fleet": "integration",
     "test_fuzz_replay": "unit",
     "test_gzip_jdk": "java",
     "test_import_graph": "unit",
@@ -127,6 +128,7 @@ SLOW_FIRST = (
     "tests/test_spark_scale.py::test_a_failed_job_ends_with_one_line",
     "tests/test_build_switches.py",
     "tests/test_conformance.py",
+    "tests/test_fleet.py",
     "tests/test_javaorder_jdk.py::test_against_real_jdk",
     "tests/test_bench_cli.py::test_quick_record_group",
     "tests/test_readme.py::test_example_runs_as_written",
@@ -144,7 +146,8 @@ SPARK_WORKER_MODULES = {"test_report"}
 #: modules whose tests run on one worker, in order: they share a module-scoped server whose state a later
 #: test reads (test_prometheus_server), or module-scoped inputs that cost seconds to make (bombs, a bomb
 #: report from a child process, the conformance lab's runs against librdkafka and broken clients, the
-#: operations stack: a real Prometheus scraping kip714 serve and proxy for a minute)
+#: operations stack: a real Prometheus scraping kip714 serve and proxy for a minute, the fleet's one run of
+#: three proxy replicas behind HAProxy)
 MODULE_GROUPS = {
     "test_prometheus_server",
     "test_codec",
@@ -152,6 +155,7 @@ MODULE_GROUPS = {
     "test_conformance",
     "test_conformance_broken",
     "test_operations_prometheus",
+    "test_fleet",
 }
 _GROUP = pytest.StashKey[str]()
 _GROUPS_FILE = pytest.StashKey[pathlib.Path]()
