@@ -5,8 +5,9 @@ Three replicas (``python -m kip714 proxy``, ``--telemetry terminate --record-syn
 127.0.0.1 balances each port (the bootstrap and one per broker) over the three in TCP mode, each replica
 health-checked with ``GET /readyz`` every 200 ms. Two transactional (so idempotent) librdkafka producers and
 a consumer group reading committed records run through HAProxy's bootstrap, pushing telemetry every second.
-Mid-run the replica that recorded the most pushes gets SIGKILL; later it is restarted, then HAProxy itself is
-restarted, then subscriptions are altered through the balancer.
+Mid-run a subscription is altered three times through the balancer (the replicas share the admin API's state
+through ``--state-topic``, a topic of the mock cluster), then the replica holding the telemetry of the most
+clients gets SIGKILL; later it is restarted, then HAProxy itself is restarted.
 
 The run happens once (module fixture ``fleet``); each test checks one claim against what it recorded:
 librdkafka's own view (delivery reports, its telemetry debug log: the pushes it saw answered), the records
@@ -475,11 +476,13 @@ class Run:
     victim: str = ""
     kill_ms: int = 0
     restart_ms: int = 0
-    alter_ms: int = 0
-    before_kill: dict[str, dict[str, Any]] = field(default_factory=dict)  # client -> its last push before the kill
+    alter_ms: int = 0  # the last alter answered
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)  # client -> its last push before the kill
+    before_kill: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, of those on the victim
     restarted_ready: bool = False
     restarted_up_in_haproxy: bool = False
     propagation: list[dict[str, Any]] = field(default_factory=list)  # per alter: replica -> seconds or None
+    alter_answer_s: list[float] = field(default_factory=list)  # per alter: sent to answered
     local_ports: set[int] = field(default_factory=set)
     telemetry_failures: dict[str, list[str]] = field(default_factory=dict)
 
@@ -497,6 +500,10 @@ def _ours(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["client_id"] in CLIENTS]
 
 
+def _holds(described: dict[str, str | None] | None, config: dict[str, str]) -> bool:
+    return described is not None and all(described.get(k) == v for k, v in config.items())
+
+
 def _alter_and_watch(bootstrap: str, live: list[Replica], run: Run) -> None:
     """Alter a subscription ``ALTERS`` times through the balancer (kafka-python's admin client) and time how long
     each change takes to be described by every live replica, each asked directly (at most 3 s: without shared
@@ -506,19 +513,19 @@ def _alter_and_watch(bootstrap: str, live: list[Replica], run: Run) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fleet-admin", request_timeout_ms=10000)
     try:
         for i in range(ALTERS):
-            metrics = f"org.apache.kafka.producer.fleet{i}"
-            answer = admin.alter_configs(
-                [ConfigResource(ConfigResourceType.CLIENT_METRICS, "fleet-alter", {"metrics": metrics})]
-            )
+            # a shorter interval each time: the SubscriptionId changes (a prefix under '*' would not change it)
+            config = {"metrics": f"org.apache.kafka.producer.fleet{i}", "interval.ms": str(900 - 50 * i)}
+            sent = time.monotonic()
+            answer = admin.alter_configs([ConfigResource(ConfigResourceType.CLIENT_METRICS, "fleet-alter", config)])
             answered = time.monotonic()
-            if i == 0:
-                run.alter_ms = int(time.time() * 1000)
+            run.alter_answer_s.append(answered - sent)
+            run.alter_ms = int(time.time() * 1000)
             assert answer == {"client_metrics": {"fleet-alter": "OK"}}, answer
             seen: dict[str, float | None] = {r.name: None for r in live}
             deadline = answered + 3.0
             while time.monotonic() < deadline and any(v is None for v in seen.values()):
                 for r in live:
-                    if seen[r.name] is None and (r.describe("fleet-alter") or {}).get("metrics") == metrics:
+                    if seen[r.name] is None and _holds(r.describe("fleet-alter"), config):
                         seen[r.name] = time.monotonic() - answered
                 time.sleep(0.01)
             run.propagation.append(seen)
@@ -562,6 +569,11 @@ def fleet(tmp_path_factory) -> Run:
             work = Workload(bootstrap, set(balancer_ports))
             figures["baseline_s"] = round(work.progress(40, 2, "baseline", timeout=30), 2)
 
+            # ---- subscriptions altered through the balancer, described by every replica directly; the clients
+            #      take the new subscription (UNKNOWN_SUBSCRIPTION_ID, a new Get) and push with it
+            _alter_and_watch(bootstrap, list(replicas.values()), run)
+            figures["new_subscription_pushed_s"] = round(work.progress(0, 2, "pushes after the alters"), 2)
+
             # ---- SIGKILL the replica that holds the telemetry of the most clients (their last push)
             before = {name: scrape(r.metrics_url) for name, r in replicas.items()}
             last = _last_pushes([row for r in replicas.values() for row in r.rows()])
@@ -571,8 +583,8 @@ def fleet(tmp_path_factory) -> Run:
             killed_at = time.monotonic()
             victim.kill()  # reaped: it records nothing after kill_ms
             run.kill_ms = int(time.time() * 1000)
-            last = _last_pushes([row for r in replicas.values() for row in r.rows()])
-            run.before_kill = {c: row for c, row in last.items() if row["replica"] == victim_name}
+            run.held = _last_pushes([row for r in replicas.values() for row in r.rows()])
+            run.before_kill = {c: row for c, row in run.held.items() if row["replica"] == victim_name}
             figures["victim"] = victim_name
             figures["victim_pushes_before_kill"] = dict(Counter(row["client_id"] for row in _ours(victim.rows())))
             hap.wait_server(victim_name, "DOWN")
@@ -605,9 +617,6 @@ def fleet(tmp_path_factory) -> Run:
             figures["replicas_counted_during_the_balancer_restart"] = _counted(
                 before, {name: scrape(r.metrics_url) for name, r in replicas.items()}
             )
-
-            # ---- subscriptions altered through the balancer, described by every replica directly
-            _alter_and_watch(bootstrap, list(replicas.values()), run)
 
             work.finish()
         finally:
@@ -658,7 +667,17 @@ def _summarize(run: Run, seconds: float, root: Any) -> None:
     )
     keys = Counter((r["client_instance_id"], r["payload"]) for r in ours if r["payload"])
     f["push_duplicates"] = sum(n - 1 for n in keys.values() if n > 1)
-    f["error_codes"] = dict(Counter(str(ErrorCode(r["error_code"]).name) for r in ours))
+    phases = (("before_the_alters", 0), ("alters_to_kill", run.alter_ms), ("kill_to_restart", run.kill_ms))
+    phases += (("restart_to_end", run.restart_ms),)
+    f["error_codes"] = {}
+    for (phase, start), (_, end) in zip(phases, (*phases[1:], ("", 1 << 62))):
+        codes = Counter(ErrorCode(r["error_code"]).name for r in ours if start <= r["received_at_ms"] < end)
+        f["error_codes"][phase] = dict(sorted(codes.items()))
+    f["errors_answered"] = [
+        (r["client_id"], r["replica"], ErrorCode(r["error_code"]).name, r["received_at_ms"] - run.alter_ms)
+        for r in sorted(ours, key=_at)
+        if r["error_code"]
+    ]
     times = [v for seen in run.propagation for v in seen.values() if v is not None]
     f["alter_propagation_s"] = {
         "alters": len(run.propagation),
@@ -666,6 +685,7 @@ def _summarize(run: Run, seconds: float, root: Any) -> None:
         "missing": sum(1 for seen in run.propagation for v in seen.values() if v is None),
         "median": round(statistics.median(times), 3) if times else None,
         "worst": round(max(times), 3) if times else None,
+        "answered_median": round(statistics.median(run.alter_answer_s), 3) if run.alter_answer_s else None,
     }
     f["proxy_protocol"] = PROXY_PROTOCOL
     path = root / "fleet-figures.json"
@@ -710,6 +730,8 @@ def test_pushes_after_the_kill_land_on_the_survivors_with_the_subscription_ids_h
     for client in CLIENTS:
         accepted = [r for r in window if r["client_id"] == client and r["error_code"] == 0]
         assert len(accepted) >= 2, (client, len(accepted))
+        # every replica computes the SubscriptionId of the subscriptions altered through another one
+        assert {r["subscription_id"] for r in accepted} == {fleet.held[client]["subscription_id"]}, client
     # the clients whose telemetry went to the killed replica went on with a survivor, the same instance and
     # SubscriptionId (librdkafka moves to another broker without asking for a new subscription)
     moved = fleet.before_kill
@@ -726,6 +748,9 @@ def test_the_killed_replica_comes_back_ready(fleet):
     # its recording holds what it recorded before the kill and after its restart
     mine = [r for r in _ours(fleet.rows) if r["replica"] == fleet.victim]
     assert any(r["received_at_ms"] < fleet.kill_ms for r in mine)
+    # the balancer sends it clients again (their connections after HAProxy's restart)
+    counted = fleet.figures["replicas_counted_during_the_balancer_restart"]
+    assert counted[fleet.victim].get("connections_accepted", 0) >= 1
 
 
 def test_clients_reconnect_after_the_balancer_restarts(fleet):
@@ -734,11 +759,18 @@ def test_clients_reconnect_after_the_balancer_restarts(fleet):
     assert sum(c.get("connections_accepted", 0) for c in counted.values()) >= len(CLIENTS)
 
 
-@pytest.mark.xfail(strict=True, reason="needs --state-topic")
 def test_an_alter_through_the_balancer_reaches_every_replica(fleet):
+    """--state-topic: each alter sent through the balancer (to whichever replica it picked) is described by every
+    replica, asked directly, within 3 s (the figures give the times); the clients then push with the new
+    subscription, whichever replica they reach."""
     assert len(fleet.propagation) == ALTERS
     for seen in fleet.propagation:
         assert all(v is not None for v in seen.values()), seen
+    ours = _ours(fleet.rows)
+    for client in CLIENTS:
+        before = [r for r in ours if r["client_id"] == client and r["received_at_ms"] < fleet.alter_ms]
+        # the subscription changed: the SubscriptionId held at the kill is not the one held before the alters
+        assert fleet.held[client]["subscription_id"] != max(before, key=_at)["subscription_id"], client
 
 
 @pytest.mark.xfail(not PROXY_PROTOCOL, strict=True, reason="needs --proxy-protocol")
