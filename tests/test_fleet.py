@@ -47,7 +47,7 @@ pytest.importorskip("kafka")
 
 from haproxy_runner import HAPROXY, HAProxy  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
-from proxy_helpers import recv_exact  # noqa: E402
+from proxy_helpers import closed_by_peer, recv_exact  # noqa: E402
 from service_helpers import KipProcess, free_port_run, http_get, metric, scrape, wait_until  # noqa: E402
 
 import kip714  # noqa: E402
@@ -69,7 +69,9 @@ CONSUMER = "fleet-c"
 CLIENTS = (*PRODUCERS, CONSUMER)
 #: between two transactions of a producer: ~200 records/s each, enough to see every fault, little CPU
 PACE_S = 0.05
-ALTERS = 3  # subscription changes sent through the balancer
+ALTERS = 3
+#: the mock broker that leads the state topic's partition (taken down to make the topic unreachable)
+STATE_LEADER = 3  # subscription changes sent through the balancer
 CLIENT_METRICS = 16  # ConfigResource type
 
 
@@ -420,23 +422,30 @@ class Replica:
             return []
         return [{**r, "replica": self.name} for r in table.to_pylist()]
 
-    def describe(self, name: str) -> dict[str, str | None] | None:
-        """Subscription ``name`` as this replica alone describes it (DescribeConfigs straight to its bootstrap
-        listener, not through the balancer); None when it does not hold it."""
-        frame = kip714.encode_request(
-            kip714.wire.DescribeConfigsRequest([kip714.wire.DescribeConfigsResource(CLIENT_METRICS, name)]),
-            1,
-            "fleet-describe",
-            4,
-        )
-        with socket.create_connection((self.address, self.port), timeout=5) as s:
-            s.sendall(frame)
+    def request(self, body: Any, api_key: int, version: int) -> Any:
+        """One request straight to this replica's bootstrap listener (not through the balancer), its answer."""
+        with socket.create_connection((self.address, self.port), timeout=10) as s:
+            s.sendall(kip714.encode_request(body, 1, "fleet-direct", version))
             size = struct.unpack(">i", recv_exact(s, 4))[0]
-            body = kip714.decode_response(recv_exact(s, size), 32, 4).body
-        result = body.results[0]
+            return kip714.decode_response(recv_exact(s, size), api_key, version).body
+
+    def describe(self, name: str) -> dict[str, str | None] | None:
+        """Subscription ``name`` as this replica alone describes it (DescribeConfigs); None when it does not
+        hold it."""
+        wire = kip714.wire
+        result = self.request(wire.DescribeConfigsRequest([wire.DescribeConfigsResource(CLIENT_METRICS, name)]), 32, 4)
+        result = result.results[0]
         if result.error_code or not result.configs:
             return None
         return {c.name: c.value for c in result.configs}
+
+    def alter(self, name: str, key: str, value: str) -> int:
+        """IncrementalAlterConfigs (SET) of one key of subscription ``name``, sent to this replica; its error code."""
+        wire = kip714.wire
+        resource = wire.IncrementalAlterConfigsResource(
+            CLIENT_METRICS, name, [wire.IncrementalAlterableConfig(key, 0, value)]
+        )
+        return self.request(wire.IncrementalAlterConfigsRequest([resource]), 44, 1).responses[0].error_code
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -483,6 +492,10 @@ class Run:
     restarted_up_in_haproxy: bool = False
     propagation: list[dict[str, Any]] = field(default_factory=list)  # per alter: replica -> seconds or None
     alter_answer_s: list[float] = field(default_factory=list)  # per alter: sent to answered
+    unready_checks: dict[str, str] = field(default_factory=dict)  # replica -> /readyz?verbose in the outage
+    outage_new_connection_closed: bool = False
+    outage_alter_error: int = -1
+    outage_pushes_answered: dict[str, int] = field(default_factory=dict)
     local_ports: set[int] = field(default_factory=set)
     telemetry_failures: dict[str, list[str]] = field(default_factory=dict)
 
@@ -498,6 +511,13 @@ def _last_pushes(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _ours(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["client_id"] in CLIENTS]
+
+
+def _closed_without_answer(port: int) -> bool:
+    """A new connection through the balancer is closed without an answer to its ApiVersions request."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(kip714.encode_request(kip714.wire.ApiVersionsRequest(), 1, "fleet-probe", 0))
+        return closed_by_peer(s, 5)
 
 
 def _holds(described: dict[str, str | None] | None, config: dict[str, str]) -> bool:
@@ -544,6 +564,7 @@ def fleet(tmp_path_factory) -> Run:
     with MockCluster(3) as mc:
         mc.create_topic(TOPIC, 3)
         mc.create_topic(STATE_TOPIC, 1)
+        mc.move_leader(STATE_TOPIC, 0, STATE_LEADER)
         port = free_port_run(6)  # bootstrap, brokers 1-3, admin, prometheus
         replicas = {name: Replica(name, addr, mc.bootstraps, port, root) for name, addr in REPLICAS.items()}
         balancer_ports = [port, port + 1, port + 2, port + 3]
@@ -617,6 +638,36 @@ def fleet(tmp_path_factory) -> Run:
             figures["replicas_counted_during_the_balancer_restart"] = _counted(
                 before, {name: scrape(r.metrics_url) for name, r in replicas.items()}
             )
+
+            # ---- the state topic unreachable: its partition's leader down (the other brokers up)
+            outage_at = time.monotonic()
+            mc.broker_down(STATE_LEADER)
+            wait_until(
+                lambda: all(http_get(r.readyz)[0] == 503 for r in replicas.values()),
+                15,
+                0.05,
+                "every replica unready with the state topic unreachable",
+            )
+            figures["state_topic_down_unready_s"] = round(time.monotonic() - outage_at, 2)
+            run.unready_checks = {name: http_get(r.readyz + "?verbose")[1] for name, r in replicas.items()}
+            for name in replicas:
+                hap.wait_server(name, "DOWN")
+            figures["state_topic_down_all_marked_down_s"] = round(time.monotonic() - outage_at, 2)
+            out_at = time.monotonic()
+            run.outage_new_connection_closed = _closed_without_answer(port)
+            run.outage_alter_error = next(iter(replicas.values())).alter("fleet-alter", "interval.ms", "700")
+            # the connections already open: telemetry answered (each client's, bounded: 3 push intervals)
+            t_end = out_at + 2.5
+            while time.monotonic() < t_end and not all(t.since(out_at) for t in work.telemetry.values()):
+                time.sleep(0.05)
+            run.outage_pushes_answered = {n: t.since(out_at) for n, t in work.telemetry.items()}
+            figures["state_topic_down_pushes_answered"] = run.outage_pushes_answered
+            back_at = time.monotonic()
+            mc.broker_up(STATE_LEADER)
+            for name in replicas:
+                hap.wait_server(name, "UP", 20)
+            figures["state_topic_back_all_up_s"] = round(time.monotonic() - back_at, 2)
+            figures["state_topic_back_progress_s"] = round(work.progress(40, 1, "after the state topic is back"), 2)
 
             work.finish()
         finally:
@@ -771,6 +822,21 @@ def test_an_alter_through_the_balancer_reaches_every_replica(fleet):
         before = [r for r in ours if r["client_id"] == client and r["received_at_ms"] < fleet.alter_ms]
         # the subscription changed: the SubscriptionId held at the kill is not the one held before the alters
         assert fleet.held[client]["subscription_id"] != max(before, key=_at)["subscription_id"], client
+
+
+def test_the_state_topic_unreachable_takes_every_replica_out_of_the_balancer(fleet):
+    """Its partition's leader down: every replica fails /readyz on its state-topic check, so HAProxy has no
+    server left and closes new connections; alters are refused (REQUEST_TIMED_OUT); the connections already
+    open go on (telemetry is answered with the subscriptions the replicas hold). Once the leader is back, every
+    replica is ready and taken back."""
+    for name, checks in fleet.unready_checks.items():
+        assert "[-]state-topic" in checks and "[+]upstream" in checks, (name, checks)
+    assert fleet.outage_new_connection_closed
+    # a client whose telemetry connection stays open goes on pushing; one that loses it (the connection to the
+    # broker that went down) finds no replica to reconnect to until the outage ends
+    assert any(fleet.outage_pushes_answered.values()), fleet.outage_pushes_answered
+    assert fleet.outage_alter_error == ErrorCode.REQUEST_TIMED_OUT
+    assert fleet.figures["state_topic_back_progress_s"] > 0
 
 
 @pytest.mark.xfail(not PROXY_PROTOCOL, strict=True, reason="needs --proxy-protocol")
