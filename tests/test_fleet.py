@@ -424,8 +424,12 @@ class Replica:
 
     def request(self, body: Any, api_key: int, version: int) -> Any:
         """One request straight to this replica's bootstrap listener (not through the balancer), its answer."""
-        with socket.create_connection((self.address, self.port), timeout=10) as s:
-            s.sendall(kip714.encode_request(body, 1, "fleet-direct", version))
+        # from the balancer's address, with a PROXY header that names no client (v1 UNKNOWN: the socket's
+        # address stands), as a balancer's own connections do when the replicas take the PROXY protocol
+        with socket.create_connection((self.address, self.port), 10, source_address=(BALANCER_SOURCE, 0)) as s:
+            s.sendall(
+                (b"PROXY UNKNOWN\r\n" if PROXY_PROTOCOL else b"") + kip714.encode_request(body, 1, "fleet", version)
+            )
             size = struct.unpack(">i", recv_exact(s, 4))[0]
             return kip714.decode_response(recv_exact(s, size), api_key, version).body
 
@@ -843,5 +847,6 @@ def test_the_state_topic_unreachable_takes_every_replica_out_of_the_balancer(fle
 def test_recordings_name_the_clients_address_not_the_balancers(fleet):
     ours = _ours(fleet.rows)
     assert {r["client_source_address"] for r in ours} == {"127.0.0.1"}
-    ports = {r["client_source_port"] for r in ours}
+    # the port of one of the clients' own connections to the balancer (the column holds it as text)
+    ports = {int(r["client_source_port"]) for r in ours}
     assert ports <= fleet.local_ports, sorted(ports - fleet.local_ports)[:10]
