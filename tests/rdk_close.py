@@ -20,10 +20,12 @@ _names = itertools.count()
 class AnsweredPushes:
     """Counts the pushes a librdkafka client saw answered, from its own telemetry debug log (for a client
     whose endpoint's recording cannot be read right away, e.g. a proxy in another process). Give the client
-    ``**answered.conf``; librdkafka hands its log lines to the logger from ``poll()``."""
+    ``**answered.conf``; librdkafka hands its log lines to the logger from ``poll()``. ``times``: when each
+    answer was handed over (``time.monotonic()``)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.times: list[float] = []
         self.logger = logging.getLogger(f"kip714.tests.rdkafka.{next(_names)}")
         self.logger.propagate = False
         self.logger.setLevel(logging.DEBUG)
@@ -37,10 +39,15 @@ class AnsweredPushes:
 
         def emit(self, record: logging.LogRecord) -> None:
             if "PushTelemetryRequest succeeded" in record.getMessage():
+                self.owner.times.append(time.monotonic())
                 self.owner.count += 1
 
     def __call__(self) -> int:
         return self.count
+
+    def since(self, t: float) -> int:
+        """The pushes answered after ``t`` (``time.monotonic()``)."""
+        return sum(1 for a in self.times if a > t)
 
 
 def await_push_answered(client, pushes: Callable[[], int], timeout: float = 10.0, settle: float = 0.05) -> bool:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import socket
 import statistics
@@ -48,6 +47,7 @@ pytest.importorskip("kafka")
 from haproxy_runner import HAPROXY, HAProxy  # noqa: E402
 from mock_cluster import MockCluster  # noqa: E402
 from proxy_helpers import closed_by_peer, recv_exact  # noqa: E402
+from rdk_close import AnsweredPushes  # noqa: E402
 from service_helpers import KipProcess, free_port_run, http_get, metric, scrape, wait_until  # noqa: E402
 
 import kip714  # noqa: E402
@@ -69,9 +69,9 @@ CONSUMER = "fleet-c"
 CLIENTS = (*PRODUCERS, CONSUMER)
 #: between two transactions of a producer: ~200 records/s each, enough to see every fault, little CPU
 PACE_S = 0.05
-ALTERS = 3
+ALTERS = 3  # subscription changes sent through the balancer
 #: the mock broker that leads the state topic's partition (taken down to make the topic unreachable)
-STATE_LEADER = 3  # subscription changes sent through the balancer
+STATE_LEADER = 3
 CLIENT_METRICS = 16  # ConfigResource type
 
 
@@ -90,41 +90,14 @@ PROXY_PROTOCOL = "--proxy-protocol" in _proxy_options()
 # ------------------------------------------------------------------------------------------ the clients
 
 
-class TelemetryLog(logging.Handler):
-    """One librdkafka client's telemetry debug log (``debug=telemetry``, handed over by ``poll()``): the pushes it
-    saw answered, when, and the failures."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.answered: list[float] = []  # monotonic times
-        self.failed: list[str] = []
-        self.lines: list[str] = []
-        self.logger = logging.getLogger(f"kip714.tests.fleet.{name}.{uuid.uuid4().hex[:6]}")
-        self.logger.propagate = False
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.addHandler(self)
-        self.conf = {"debug": "telemetry", "logger": self.logger, "log_level": 7}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if "PushTelemetryRequest succeeded" in text:
-            self.answered.append(time.monotonic())
-        elif "PushTelemetry" in text and ("failed" in text or "error" in text.lower()):
-            self.failed.append(text)
-        if len(self.lines) < 2000:
-            self.lines.append(text)
-
-    def since(self, t: float) -> int:
-        return sum(1 for a in self.answered if a > t)
-
-
 class Workload:
     """Two transactional producers (distinct values, ten per transaction) and a one-member consumer group
-    reading committed records, each on its thread, every client with its :class:`TelemetryLog`; a thread
+    reading committed records, each on its thread, every client counting the pushes it saw answered
+    (:class:`~rdk_close.AnsweredPushes`, librdkafka's telemetry debug log); a thread
     samples the local ports of this process's connections to the balancer."""
 
     def __init__(self, bootstrap: str, balancer_ports: set[int]) -> None:
-        self.telemetry = {name: TelemetryLog(name) for name in CLIENTS}
+        self.telemetry = {name: AnsweredPushes() for name in CLIENTS}
         self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset) its delivery report named
         self.consumed: dict[bytes, list[tuple[int, int]]] = {}  # value -> every place it was read from
         self.failed: list[str] = []
@@ -288,13 +261,13 @@ class Workload:
         return time.monotonic() - started
 
     def first_after(self, t: float) -> float:
-        """Seconds from ``t`` until every client saw a push answered and a record was acknowledged after it."""
+        """Seconds from ``t`` until every client saw a push answered after it."""
 
         def done() -> bool:
             return all(x.since(t) >= 1 for x in self.telemetry.values())
 
         wait_until(done, 20, 0.02, "every client's telemetry answered again")
-        return max(min(a for a in x.answered if a > t) for x in self.telemetry.values()) - t
+        return max(min(a for a in x.times if a > t) for x in self.telemetry.values()) - t
 
     def finish(self, timeout: float = 30.0) -> None:
         """Stop producing (flushing what is in flight), wait until every acknowledged record is consumed."""
@@ -501,7 +474,6 @@ class Run:
     outage_alter_error: int = -1
     outage_pushes_answered: dict[str, int] = field(default_factory=dict)
     local_ports: set[int] = field(default_factory=set)
-    telemetry_failures: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _at(row: dict[str, Any]) -> int:
@@ -679,8 +651,7 @@ def fleet(tmp_path_factory) -> Run:
                 work.close()
                 run.acked, run.consumed = dict(work.acked), dict(work.consumed)
                 run.failed, run.errors = list(work.failed), list(work.errors)
-                run.answered = {name: len(t.answered) for name, t in work.telemetry.items()}
-                run.telemetry_failures = {name: t.failed[:20] for name, t in work.telemetry.items()}
+                run.answered = {name: t.count for name, t in work.telemetry.items()}
                 run.local_ports = set(work.local_ports)
             if hap is not None:
                 hap.stop()
