@@ -30,8 +30,8 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def free_port_run(n: int) -> int:
-    """The first of ``n`` consecutive ports free on 127.0.0.1 right now (bound, then released).
+def free_port_run(n: int, hosts: tuple[str, ...] = ("127.0.0.1",)) -> int:
+    """The first of ``n`` consecutive ports free on every address of ``hosts`` right now (bound, then released).
 
     Picked below the kernel's ephemeral range, where no socket gets its port from the kernel: an outgoing
     connection or another worker's bind to port 0 cannot take one of them between this check and the use."""
@@ -45,8 +45,9 @@ def free_port_run(n: int) -> int:
         base = rng.randrange(max(1024, low - 8192), low - n)
         socks = []
         try:
-            for i in range(n):
-                socks.append(socket.create_server(("127.0.0.1", base + i)))
+            for host in hosts:
+                for i in range(n):
+                    socks.append(socket.create_server((host, base + i)))
         except OSError:
             continue
         finally:

@@ -541,7 +541,7 @@ def fleet(tmp_path_factory) -> Run:
         mc.create_topic(TOPIC, 3)
         mc.create_topic(STATE_TOPIC, 1)
         mc.move_leader(STATE_TOPIC, 0, STATE_LEADER)
-        port = free_port_run(6)  # bootstrap, brokers 1-3, admin, prometheus
+        port = free_port_run(6, ("127.0.0.1", *REPLICAS.values()))  # bootstrap, brokers 1-3, admin, prometheus
         replicas = {name: Replica(name, addr, mc.bootstraps, port, root) for name, addr in REPLICAS.items()}
         balancer_ports = [port, port + 1, port + 2, port + 3]
         hap: HAProxy | None = None
