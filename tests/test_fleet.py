@@ -52,6 +52,7 @@ from service_helpers import KipProcess, free_port_run, http_get, metric, scrape,
 
 import kip714  # noqa: E402
 from kip714 import ErrorCode  # noqa: E402
+from kip714.sinks.recorder import RECORD_COLUMNS  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (make haproxy)"),
@@ -93,6 +94,7 @@ def _proxy_options() -> set[str]:
 
 
 PROXY_PROTOCOL = "--proxy-protocol" in _proxy_options()
+REPLICA_COLUMN = "kip714_replica" in RECORD_COLUMNS
 
 
 # ------------------------------------------------------------------------------------------ the clients
@@ -832,6 +834,13 @@ def test_the_state_topic_unreachable_takes_every_replica_out_of_the_balancer(fle
     assert any(fleet.outage_pushes_answered.values()), fleet.outage_pushes_answered
     assert fleet.outage_alter_error == ErrorCode.REQUEST_TIMED_OUT
     assert fleet.figures["state_topic_back_progress_s"] > 0
+
+
+@pytest.mark.xfail(not REPLICA_COLUMN, strict=True, reason="needs the kip714_replica column")
+def test_each_recorded_push_names_the_replica_that_received_it(fleet):
+    ours = _ours(fleet.rows)
+    wrong = [(r["replica"], r.get("kip714_replica")) for r in ours if r.get("kip714_replica") != r["replica"]]
+    assert ours and not wrong, wrong[:5]
 
 
 @pytest.mark.xfail(not PROXY_PROTOCOL, strict=True, reason="needs --proxy-protocol")
