@@ -472,6 +472,8 @@ class Run:
     victim: str = ""
     kill_ms: int = 0
     restart_ms: int = 0
+    balancer_restart_ms: int = 0
+    outage_ms: int = 0  # the state topic's leader down
     alter_ms: int = 0  # the last alter answered
     held: dict[str, dict[str, Any]] = field(default_factory=dict)  # client -> its last push before the kill
     before_kill: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, of those on the victim
@@ -630,6 +632,7 @@ def fleet(tmp_path_factory) -> Run:
             # ---- the balancer restarted: every connection closed, the clients reconnect
             before = {name: scrape(r.metrics_url) for name, r in replicas.items()}
             hap_restarted_at = time.monotonic()
+            run.balancer_restart_ms = int(time.time() * 1000)
             hap.restart()
             figures["balancer_restart_pushes_answered_again_s"] = round(work.first_after(hap_restarted_at), 3)
             figures["balancer_restart_progress_s"] = round(work.progress(40, 1, "after the balancer restart"), 2)
@@ -639,6 +642,7 @@ def fleet(tmp_path_factory) -> Run:
 
             # ---- the state topic unreachable: its partition's leader down (the other brokers up)
             outage_at = time.monotonic()
+            run.outage_ms = int(time.time() * 1000)
             mc.broker_down(STATE_LEADER)
             wait_until(
                 lambda: all(http_get(r.readyz)[0] == 503 for r in replicas.values()),
@@ -716,7 +720,8 @@ def _summarize(run: Run, seconds: float, root: Any) -> None:
     keys = Counter((r["client_instance_id"], r["payload"]) for r in ours if r["payload"])
     f["push_duplicates"] = sum(n - 1 for n in keys.values() if n > 1)
     phases = (("before_the_alters", 0), ("alters_to_kill", run.alter_ms), ("kill_to_restart", run.kill_ms))
-    phases += (("restart_to_end", run.restart_ms),)
+    phases += (("restart_to_balancer_restart", run.restart_ms), ("balancer_restart_to_outage", run.balancer_restart_ms))
+    phases += (("state_topic_outage_to_end", run.outage_ms),)
     f["error_codes"] = {}
     for (phase, start), (_, end) in zip(phases, (*phases[1:], ("", 1 << 62))):
         codes = Counter(ErrorCode(r["error_code"]).name for r in ours if start <= r["received_at_ms"] < end)
@@ -802,9 +807,21 @@ def test_the_killed_replica_comes_back_ready(fleet):
 
 
 def test_clients_reconnect_after_the_balancer_restarts(fleet):
+    """Every connection closed at once: the clients reconnect and push on with the instance and SubscriptionId
+    they held, on whichever replica the balancer gives them."""
     assert fleet.figures["balancer_restart_pushes_answered_again_s"] < 10
     counted = fleet.figures["replicas_counted_during_the_balancer_restart"]
     assert sum(c.get("connections_accepted", 0) for c in counted.values()) >= len(CLIENTS)
+    ours = _ours(fleet.rows)
+    window = [r for r in ours if fleet.balancer_restart_ms < r["received_at_ms"] < fleet.outage_ms]
+    assert not [r for r in window if r["error_code"] == ErrorCode.UNKNOWN_SUBSCRIPTION_ID]
+    for client in CLIENTS:
+        accepted = [r for r in window if r["client_id"] == client and r["error_code"] == 0]
+        assert accepted, client
+        held = fleet.held[client]
+        assert {(r["client_instance_id"], r["subscription_id"]) for r in accepted} == {
+            (held["client_instance_id"], held["subscription_id"])
+        }, client
 
 
 def test_an_alter_through_the_balancer_reaches_every_replica(fleet):
