@@ -769,9 +769,11 @@ def test_every_answered_push_is_recorded_by_exactly_one_replica(fleet):
         recorded = sum(1 for r in ours if r["client_id"] == client and r["error_code"] == 0)
         answered = fleet.answered[client]
         assert answered >= 6, (client, answered)
-        # each answered push was durable before its answer (--record-sync), the kill included; a push recorded
-        # whose answer the kill or the balancer's restart lost is not seen as answered (at most one per loss)
-        assert answered <= recorded <= answered + 3, (client, answered, recorded)
+        # each answered push was durable before its answer (--record-sync), the kill included. A push recorded
+        # whose answer never reached the client's log is not counted as answered: one each at most where a
+        # connection was cut (the kill, the balancer's restart, the broker taken down) and the terminating
+        # push at close (answered after the last poll())
+        assert answered <= recorded <= answered + 4, (client, answered, recorded)
 
 
 def test_pushes_after_the_kill_land_on_the_survivors_with_the_subscription_ids_held(fleet):
