@@ -1,13 +1,14 @@
 """A fleet of ``kip714 proxy`` replicas behind a real load balancer, one replica killed mid-run.
 
-Three replicas (``python -m kip714 proxy``, ``--telemetry terminate --record-sync``) listen on 127.0.0.2, .3 and
-.4 with the same ports, in front of librdkafka's mock cluster (three brokers); HAProxy (``make haproxy``) on
-127.0.0.1 balances each port (the bootstrap and one per broker) over the three in TCP mode, each replica
-health-checked with ``GET /readyz`` every 200 ms. Two transactional (so idempotent) librdkafka producers and
-a consumer group reading committed records run through HAProxy's bootstrap, pushing telemetry every second.
-Mid-run a subscription is altered three times through the balancer (the replicas share the admin API's state
-through ``--state-topic``, a topic of the mock cluster), then the replica holding the telemetry of the most
-clients gets SIGKILL; later it is restarted, then HAProxy itself is restarted.
+Three replicas (``python -m kip714 proxy``, ``--telemetry terminate --record-sync --proxy-protocol``) listen on
+127.0.0.2, .3 and .4 with the same ports, in front of librdkafka's mock cluster (three brokers); HAProxy
+(``make haproxy``) on 127.0.0.1 balances each port (the bootstrap and one per broker) over the three in TCP
+mode, from 127.0.0.5 with a PROXY protocol v2 header, each replica health-checked with ``GET /readyz`` every
+200 ms. Two transactional (so idempotent) librdkafka producers and a consumer group reading committed
+records run through HAProxy's bootstrap, pushing telemetry every second. Mid-run a subscription is altered
+three times through the balancer (the replicas share the admin API's state through ``--state-topic``, a
+topic of the mock cluster), then the replica holding the telemetry of the most clients gets SIGKILL; later
+it is restarted, then HAProxy itself is restarted, then the state topic's leader is taken down and back up.
 
 The run happens once (module fixture ``fleet``); each test checks one claim against what it recorded:
 librdkafka's own view (delivery reports, its telemetry debug log: the pushes it saw answered), the records
@@ -24,7 +25,6 @@ printed (``-s``) and written to ``fleet-figures.json`` in the fixture's temporar
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -52,7 +52,6 @@ from service_helpers import KipProcess, free_port_run, http_get, metric, scrape,
 
 import kip714  # noqa: E402
 from kip714 import ErrorCode  # noqa: E402
-from kip714.sinks.recorder import RECORD_COLUMNS  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed (make haproxy)"),
@@ -82,19 +81,6 @@ LAST_INTERVAL_MS = interval_ms(ALTERS - 1)
 #: the mock broker that leads the state topic's partition (taken down to make the topic unreachable)
 STATE_LEADER = 3
 CLIENT_METRICS = 16  # ConfigResource type
-
-
-def _proxy_options() -> set[str]:
-    """Every option ``kip714 proxy`` takes (features that may not be there yet are turned on when they are)."""
-    from kip714.cli import proxy
-
-    parser = argparse.ArgumentParser()
-    proxy.add_arguments(parser)
-    return {s for action in parser._actions for s in action.option_strings}
-
-
-PROXY_PROTOCOL = "--proxy-protocol" in _proxy_options()
-REPLICA_COLUMN = "kip714_replica" in RECORD_COLUMNS
 
 
 # ------------------------------------------------------------------------------------------ the clients
@@ -376,9 +362,10 @@ class Replica:
             "5s",
             "--loop",
             "asyncio",
+            "--proxy-protocol",  # HAProxy's send-proxy-v2: the client's own address in the recording
+            "--proxy-protocol-from",
+            f"{BALANCER_SOURCE}/32",
         ]
-        if PROXY_PROTOCOL:
-            self.args += ["--proxy-protocol", "--proxy-protocol-from", f"{BALANCER_SOURCE}/32"]
         self.proc: KipProcess | None = None
         self.cpu_s = 0.0
 
@@ -408,11 +395,9 @@ class Replica:
     def request(self, body: Any, api_key: int, version: int) -> Any:
         """One request straight to this replica's bootstrap listener (not through the balancer), its answer."""
         # from the balancer's address, with a PROXY header that names no client (v1 UNKNOWN: the socket's
-        # address stands), as a balancer's own connections do when the replicas take the PROXY protocol
+        # address stands), as a balancer's own connections do
         with socket.create_connection((self.address, self.port), 10, source_address=(BALANCER_SOURCE, 0)) as s:
-            s.sendall(
-                (b"PROXY UNKNOWN\r\n" if PROXY_PROTOCOL else b"") + kip714.encode_request(body, 1, "fleet", version)
-            )
+            s.sendall(b"PROXY UNKNOWN\r\n" + kip714.encode_request(body, 1, "fleet", version))
             size = struct.unpack(">i", recv_exact(s, 4))[0]
             return kip714.decode_response(recv_exact(s, size), api_key, version).body
 
@@ -570,7 +555,7 @@ def fleet(tmp_path_factory) -> Run:
                 [(r.name, r.address) for r in replicas.values()],
                 {r.address: r.admin_port for r in replicas.values()},
                 source=BALANCER_SOURCE,
-                send_proxy=PROXY_PROTOCOL,
+                send_proxy=True,
             )
             for name in replicas:
                 hap.wait_server(name, "UP")
@@ -740,7 +725,6 @@ def _summarize(run: Run, seconds: float, root: Any) -> None:
         "worst": round(max(times), 3) if times else None,
         "answered_median": round(statistics.median(run.alter_answer_s), 3) if run.alter_answer_s else None,
     }
-    f["proxy_protocol"] = PROXY_PROTOCOL
     path = root / "fleet-figures.json"
     path.write_text(json.dumps(f, indent=2, sort_keys=True))
     print(f"\nfleet figures ({path}):\n{json.dumps(f, indent=2, sort_keys=True)}")
@@ -855,14 +839,12 @@ def test_the_state_topic_unreachable_takes_every_replica_out_of_the_balancer(fle
     assert fleet.figures["state_topic_back_progress_s"] > 0
 
 
-@pytest.mark.xfail(not REPLICA_COLUMN, strict=True, reason="needs the kip714_replica column")
 def test_each_recorded_push_names_the_replica_that_received_it(fleet):
     ours = _ours(fleet.rows)
     wrong = [(r["replica"], r.get("kip714_replica")) for r in ours if r.get("kip714_replica") != r["replica"]]
     assert ours and not wrong, wrong[:5]
 
 
-@pytest.mark.xfail(not PROXY_PROTOCOL, strict=True, reason="needs --proxy-protocol")
 def test_recordings_name_the_clients_address_not_the_balancers(fleet):
     ours = _ours(fleet.rows)
     assert {r["client_source_address"] for r in ours} == {"127.0.0.1"}
