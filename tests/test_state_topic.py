@@ -38,6 +38,7 @@ from kip714.broker.config_admin import ClientMetricsAdmin  # noqa: E402
 from kip714.broker.state_topic import StateTopicStore  # noqa: E402
 from kip714.broker.subscription_layers import SubscriptionLayers  # noqa: E402
 from kip714.broker.subscriptions import ClientInfo  # noqa: E402
+from kip714.endpoint.health import Health  # noqa: E402
 from kip714.wire import (  # noqa: E402
     IncrementalAlterableConfig,
     IncrementalAlterConfigsRequest,
@@ -262,6 +263,13 @@ def test_an_unreachable_cluster_fails_alters_with_request_timed_out_and_readines
     try:
         wait_until(lambda: not a.store.ready, 10)
         assert "unreachable" in a.store.why
+        # degraded, still ready: every replica reads this topic, failing them all would empty the balancer
+        health = Health(None)
+        health.state_store = a.store
+        health.refresh()
+        checks = {name: (ok, why) for name, ok, why in health.ready()[1]}
+        assert checks["state-topic"][0] and checks["state-topic"][1].startswith("degraded: the state topic")
+        assert a.store.lag() == -1
         t0 = time.perf_counter()
         code, message = a.alter("during", ("metrics", SET, "org.apache.kafka.d"))
         assert code == ErrorCode.REQUEST_TIMED_OUT and "state topic" in message

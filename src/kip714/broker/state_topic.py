@@ -477,6 +477,11 @@ class StateTopicStore:
     # ------------------------------------------------------------------------------ health
 
     @property
+    def caught_up(self) -> bool:
+        """Read the topic to the end it had when the replica started (or when it first reached the cluster)."""
+        return self._caught_up
+
+    @property
     def ready(self) -> bool:
         """Caught up with the topic, and its leader answered at the last probe."""
         return self._caught_up and self._reachable
@@ -489,8 +494,8 @@ class StateTopicStore:
         return f"the state topic {self.topic} is unreachable: {self._why}"
 
     def lag(self) -> int:
-        """Records of the topic not applied yet (as of the last probe; -1 before the leader ever answered)."""
-        return -1 if self._end < 0 else max(0, self._end - self._position)
+        """Records of the topic not applied yet (as of the last probe); -1 while its leader does not answer."""
+        return -1 if self._end < 0 or not self._reachable else max(0, self._end - self._position)
 
     def close(self) -> None:
         """Stop following, and close the connections."""

@@ -40,6 +40,10 @@ _Checks = tuple[tuple[str, bool, str], ...]
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+#: A passing check's note that the endpoint works with less than it should (shown by ``/readyz?verbose``).
+DEGRADED = "degraded: "
+
+
 class Health:
     """Liveness and readiness of ``endpoint`` (a :class:`~kip714.TelemetryServer` or
     :class:`~kip714.TelemetryProxy`), with its ``recorder`` (or None). ``stall_s``: a heartbeat older than this
@@ -70,7 +74,14 @@ class Health:
         checks.append(("admin-state", self.admin_loaded, "the admin state is not loaded"))
         store = self.state_store
         if store is not None:
-            checks.append(("state-topic", bool(store.ready), store.why))
+            # not ready until caught up; after that a state topic out of reach degrades the replica (alters
+            # fail) but keeps it in the balancer: every replica reads the same topic, and failing all of them
+            # would cut every client's data path over the admin API's state
+            if not store.caught_up:
+                checks.append(("state-topic", False, store.why))
+            else:
+                degraded = "" if store.ready else f"{DEGRADED}{store.why}; alters fail with REQUEST_TIMED_OUT"
+                checks.append(("state-topic", True, degraded))
         checks.append(("not-draining", not getattr(endpoint, "draining", False), "draining (stopping)"))
         self._checks = tuple(checks)
         self.beat = time.monotonic()
@@ -104,7 +115,12 @@ class Health:
             if path in ("/healthz", "/livez", "/readyz"):
                 ok, checks = self.live() if path != "/readyz" else self.ready()
                 verbose = "verbose" in environ.get("QUERY_STRING", "")
-                lines = [f"[+]{name} ok" if good else f"[-]{name} failed: {why}" for name, good, why in checks]
+                lines = [
+                    (f"[+]{name} ok" + (f" ({why})" if why.startswith(DEGRADED) else ""))
+                    if good
+                    else f"[-]{name} failed: {why}"
+                    for name, good, why in checks
+                ]
                 if verbose:
                     body = "\n".join(lines + [f"{path[1:]} check {'passed' if ok else 'failed'}"]) + "\n"
                 else:
@@ -264,7 +280,7 @@ def endpoint_metric_families(
         out.append(
             GaugeMetricFamily(
                 "kip714_state_topic_lag_records",
-                "Records of the state topic this replica has not applied yet (-1: its leader never answered)",
+                "Records of the state topic this replica has not applied yet (-1: its leader does not answer)",
                 value=store.lag(),
             )
         )

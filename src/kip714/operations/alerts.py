@@ -698,7 +698,7 @@ and on (job)
         "kip714 replica {{ $labels.replica }} is behind on the state topic",
         "kip714 at " + _AT + ' has been {{ $value | printf "%.0f" }} records behind on the state topic for '
         + s.pending
-        + " (kip714_state_topic_lag_records; -1: the topic's leader never answered it): it answers clients with "
+        + " (kip714_state_topic_lag_records; -1: the topic's leader does not answer it): it answers clients with "
         "older subscriptions than the other "
         "replicas. It cannot read the topic (the cluster, the topic's ACLs, its consumer's log), or records that "
         "do not parse keep it stuck (kip714_state_topic_records_skipped_total).",

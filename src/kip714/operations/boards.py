@@ -608,7 +608,7 @@ def _replicas_row(b: Board) -> None:
     b.panel(
         "State topic lag by replica",
         "Records of the state topic (the subscriptions shared by the replicas) each replica has not applied yet "
-        "(-1: the topic's leader never answered it): other than 0 for long, that replica answers with older "
+        "(-1: the topic's leader does not answer it): other than 0 for long, that replica answers with older "
         "subscriptions than the others (the Kip714StateTopicLagging alert).",
         "timeseries",
         Query("max by (replica) (kip714_state_topic_lag_records)", "{{replica}}"),
