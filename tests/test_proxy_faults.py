@@ -30,6 +30,7 @@ ck = pytest.importorskip("confluent_kafka")
 from mock_cluster import MockCluster  # noqa: E402
 from proxy_helpers import BrokerStats  # noqa: E402
 from service_helpers import KipProcess, free_ports, metric, scrape, wait_until  # noqa: E402
+from txn_batch import commit_batch  # noqa: E402
 
 import kip714  # noqa: E402
 
@@ -107,38 +108,11 @@ class Workload:
     def _transaction(self, values: list[bytes]) -> None:
         """Produce ``values`` in one transaction, again in a new one when it must be aborted (bounded); once it
         commits, they are acknowledged at the places their delivery reports named."""
-        producer = self.producer
-        for _ in range(10):
-            places: dict[bytes, tuple[int, int]] = {}
-
-            def delivered(err, msg, places=places) -> None:
-                if err is None:
-                    places[msg.value()] = (msg.partition(), msg.offset())
-
-            try:
-                producer.begin_transaction()
-                for n, value in enumerate(values):
-                    producer.produce(self.topic, value=value, key=b"k%d" % (n % 7), on_delivery=delivered)
-                for _ in range(10):
-                    try:
-                        producer.commit_transaction(60)
-                        break
-                    except ck.KafkaException as exc:
-                        if not exc.args[0].retriable():
-                            raise
-                producer.poll(0)
-                if set(places) != set(values):
-                    self.failed.append(f"{values[0]!r}..: committed without every delivery report")
-                with self._lock:
-                    self.acked.update(places)
-                return
-            except ck.KafkaException as exc:
-                if exc.args[0].txn_requires_abort():
-                    producer.abort_transaction(60)
-                    continue
-                self.failed.append(f"{values[0]!r}..: {exc.args[0]}")
-                return
-        self.failed.append(f"{values[0]!r}..: aborted ten times")
+        places, problem = commit_batch(self.producer, self.topic, values, lambda n, value: b"k%d" % (n % 7))
+        if problem is not None:
+            self.failed.append(problem)
+        with self._lock:
+            self.acked.update(places)
 
     def _consume(self) -> None:
         while not self._stop_consuming.is_set():
