@@ -185,14 +185,17 @@ def test_self_labels_are_checked():
             PrometheusExporter(background=False, self_labels=bad)
 
 
-def test_the_proxys_replica_id_is_the_replica_label_and_serve_has_none():
+def test_the_replica_id_is_the_replica_label_of_proxy_and_serve():
+    import socket
+
     from kip714 import cli
     from kip714.cli._sinks import build_sinks
 
     parser = cli.build_parser(["proxy", "serve"])
     for argv, labels in (
         (["proxy", "--upstream", "127.0.0.1:9", "--replica-id", "kip714-2"], {"replica": "kip714-2"}),
-        (["serve"], {}),
+        (["serve", "--replica-id", "collector-1"], {"replica": "collector-1"}),
+        (["serve"], {"replica": socket.gethostname()}),  # the default, as the recording's kip714_replica
     ):
         (exporter,) = build_sinks(parser.parse_args([*argv, "--prometheus", "127.0.0.1:0"]))
         try:

@@ -204,7 +204,7 @@ def build_sinks(args: Any, recorder: Any = None, health: Any = None) -> list[Any
             labels=parse_labels(args.prometheus_labels),
             max_series=args.prometheus_max_series,
             scope_labels=not args.prometheus_no_scope_labels,
-            # kip714 proxy --replica-id: the replica label on kip714's own metrics (docs/fleet.md)
+            # --replica-id (proxy and serve): the replica label on kip714's own metrics (docs/fleet.md)
             self_labels={"replica": args.replica_id} if getattr(args, "replica_id", None) else None,
         )
         if recorder is not None:

@@ -317,7 +317,7 @@ class Results:
 
 
 _PROMETHEUS_URL = re.compile(r"event=prometheus url=(\S+)")
-_ABSORBED = re.compile(rb"^kip714_export_payloads_total (\S+)$", re.M)
+_ABSORBED = re.compile(rb"^kip714_export_payloads_total(?:\{[^}]*\})? (\S+)$", re.M)  # a replica label or none
 
 
 def _http_get(url: str) -> bytes:
