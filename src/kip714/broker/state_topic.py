@@ -310,10 +310,10 @@ class StateTopicStore:
             self._cond.notify_all()
         if arrived:
             with self._lock:  # what the replica served until now (the cache, or nothing) gives way to the topic
+                self._save_cache()
                 self._caught_up = True
                 if self._on_change is not None:
                     self._on_change(dict(self._state))
-            self._save_cache()
             log.info("event=state_topic_caught_up topic=%s records=%d", self.topic, self._position)
         return True
 
@@ -324,6 +324,7 @@ class StateTopicStore:
             return
         msgs = [first, *self._consumer.consume(500, timeout=0)]
         changed = False
+        settled: list[tuple[int, bool]] = []
         with self._lock:
             for msg in msgs:
                 if msg.error() is not None:
@@ -334,7 +335,7 @@ class StateTopicStore:
                     else:
                         log.warning("event=state_topic_error topic=%s error=%s", self.topic, msg.error().str())
                     continue
-                changed |= self._apply_record(msg)
+                changed |= self._apply_record(msg, settled)
             changed = changed and self._caught_up  # before that, the replica serves what it had at start-up
             if changed and self._on_change is not None:
                 self._on_change(dict(self._state))
@@ -342,6 +343,8 @@ class StateTopicStore:
             self._save_cache()
         with self._cond:
             self._reachable = True
+            if self._writers:  # a writer learns its record's fate only once the state in force holds it
+                self._outcomes.update(settled)
             self._cond.notify_all()
 
     def _save_cache(self) -> None:
@@ -351,8 +354,9 @@ class StateTopicStore:
             except OSError as exc:
                 log.warning("event=state_cache_failed error=%r", exc)
 
-    def _apply_record(self, msg: Any) -> bool:
-        """One record in topic order: whether it changed the state."""
+    def _apply_record(self, msg: Any, settled: list[tuple[int, bool]]) -> bool:
+        """One record in topic order: whether it changed the state (its offset and whether it was applied go to
+        ``settled``)."""
         offset = msg.offset()
         self._position = offset + 1
         key = msg.key()
@@ -374,12 +378,12 @@ class StateTopicStore:
                     offset,
                     exc,
                 )
-            self._settle(offset, False)
+            settled.append((offset, False))
             return False
         if base is not None and base < self._versions.get(name, -1):
             self.stale += 1
             log.info("event=state_record_stale topic=%s name=%s offset=%d base=%d", self.topic, name, offset, base)
-            self._settle(offset, False)
+            settled.append((offset, False))
             return False
         self._versions[name] = offset
         self.applied += 1
@@ -388,12 +392,8 @@ class StateTopicStore:
             self._state.pop(name, None)
         else:
             self._state[name] = entry
-        self._settle(offset, True)
+        settled.append((offset, True))
         return bool(before != entry)
-
-    def _settle(self, offset: int, applied: bool) -> None:
-        if self._writers:
-            self._outcomes[offset] = applied
 
     # ------------------------------------------------------------------------------ writing
 
