@@ -71,6 +71,7 @@ TIERS = {
     "test_instance_metadata": "unit",
     "test_instances": "unit",
     "test_javaorder_jdk": "unit",
+    "test_kubernetes": "integration",
     "test_limits": "unit",
     "test_memory_budget": "integration",
     "test_naming": "unit",
