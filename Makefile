@@ -3,6 +3,7 @@
 #   make test   — the same set-up, then the whole test suite (every tier, in parallel)
 #   make check  — the same set-up, then the unit tier (seconds: run it for every change)
 #   make docs   — the documentation site (mkdocs.yml, docs/) built with --strict into site/
+#   make image  — the kip714 image, built with podman without any registry; make test-image runs it
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -133,3 +134,33 @@ fuzz: $(STAMP)
 
 sanitize: $(STAMP)
 	PY="$(abspath $(PY))" fuzz/sanitize.sh $(PYTEST_ARGS)
+
+# ------------------------------------------------------------------------------------------ the image
+# make image       — the kip714 image (deploy/image/: a Debian root filesystem from mmdebstrap imported with
+#                    podman, the wheel built from this checkout, its dependencies from the package index)
+# make test-image  — make image, then the image tier alone (tests/test_image.py): the proxy in the image in
+#                    front of the mock cluster, kip714 conformance --listen, podman stop's drain
+# make image-clean — remove the image and its base (the next make image makes the base again)
+# podman runs with deploy/image/containers.conf: runc, cgroupfs, no default ulimits, the host's network, so
+# that it works without systemd and with few capabilities (a CI container).
+IMAGE      ?= localhost/kip714
+IMAGE_CONF := $(abspath deploy/image/containers.conf)
+
+.PHONY: image test-image image-clean image-tools
+
+image-tools:
+	@{ command -v podman && command -v buildah && command -v mmdebstrap && command -v runc; } >/dev/null 2>&1 || { \
+	  echo "installing podman, buildah, mmdebstrap and runc for the image"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    podman buildah mmdebstrap runc >/dev/null; }
+
+image: build image-tools
+	CONTAINERS_CONF=$(IMAGE_CONF) PY=$(PY) IMAGE=$(IMAGE) deploy/image/build.sh
+
+test-image: image
+	CONTAINERS_CONF=$(IMAGE_CONF) KIP714_IMAGE=$(IMAGE):latest $(PY) -m pytest -m image -n 0 $(PYTEST_ARGS) \
+	  tests/test_image.py
+
+image-clean:
+	-CONTAINERS_CONF=$(IMAGE_CONF) podman rmi --force $(IMAGE):latest $(IMAGE):$$(sed -n \
+	  's/^__version__ = "\(.*\)"/\1/p' src/kip714/__init__.py) localhost/kip714-base:bookworm

@@ -10,10 +10,13 @@ Every test belongs to exactly one tier (a marker registered in pyproject.toml):
 - ``java``: the JDK oracles (javac/java).
 - ``dist``: building the native code, the sdist, the wheel, a fresh venv.
 - ``bench``: the benchmark's rows.
+- ``image``: the kip714 image run with podman (``make test-image``, which builds it first). ``make test``
+  leaves this tier out: it runs only when ``-m`` names it.
 
 A test module's tier is its entry in ``TIERS`` below; a module that mixes tiers marks the tests that differ
 (``@pytest.mark.integration`` ...); a test that uses the ``spark`` fixture is in the ``spark`` tier. A module
-without an entry fails its tests: a new module chooses its tier here. ``make test`` runs every tier.
+without an entry fails its tests: a new module chooses its tier here. ``make test`` runs every tier but
+``image``.
 
 The tests that share the session Spark fixture run on one pytest-xdist worker (one JVM; see the scheduler);
 ``SLOW_FIRST`` puts the longest tests at the head of the queue so that they start at once, each on its
@@ -34,7 +37,9 @@ import pytest
 #: processes are affected; the library and its subprocesses keep the defaults.
 gc.set_threshold(20_000, 20, 20)
 
-TIER_NAMES = ("unit", "integration", "spark", "java", "dist", "bench")
+TIER_NAMES = ("unit", "integration", "spark", "java", "dist", "bench", "image")
+#: tiers that run only when ``-m`` names them (they need what ``make test`` does not build)
+OPT_IN_TIERS = ("image",)
 
 #: The suite's Spark JVMs (the session below, ``kip714 pipeline`` children, spark-submit, a standalone cluster's
 #: daemons) live seconds, not hours: JIT-compiled with C1 only, a Spark start costs 13 CPU-seconds instead of 23
@@ -67,6 +72,7 @@ TIERS = {
     "test_fleet": "integration",
     "test_fuzz_replay": "unit",
     "test_gzip_jdk": "java",
+    "test_image": "image",
     "test_import_graph": "unit",
     "test_instance_metadata": "unit",
     "test_instances": "unit",
@@ -190,6 +196,11 @@ def _order(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    markexpr = config.getoption("markexpr", "") or ""
+    opted_out = [i for i in items if _tier(i) in OPT_IN_TIERS and _tier(i) not in markexpr]
+    if opted_out:
+        config.hook.pytest_deselected(items=opted_out)
+        items[:] = [i for i in items if i not in opted_out]
     for item in items:
         tier = _tier(item)
         if tier is None:
