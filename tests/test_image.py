@@ -80,10 +80,27 @@ def test_no_command_prints_the_help_and_exits_0():
     assert "Traceback" not in done.stdout + done.stderr
 
 
+#: a digest of a kip714 package's Python sources (path and content), run here and in the image
+_SOURCES_DIGEST = """
+import hashlib, os
+def digest(top):
+    h = hashlib.sha256()
+    for d, dirs, files in sorted(os.walk(top)):
+        dirs.sort()
+        for f in sorted(files):
+            if f.endswith(".py"):
+                h.update(os.path.relpath(os.path.join(d, f), top).encode())
+                with open(os.path.join(d, f), "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()
+"""
+
+
 def test_the_image_runs_as_its_user_with_the_checkouts_kip714_and_no_build_configuration():
     script = (
         "import os, sys, kip714, confluent_kafka, prometheus_client, uvloop; "
-        "print(os.getuid(), os.getgid(), kip714.__version__, kip714.__file__); "
+        f"exec({_SOURCES_DIGEST!r}); "
+        "print(os.getuid(), os.getgid(), kip714.__version__, kip714.__file__, digest(os.path.dirname(kip714.__file__))); "
         "found = [os.path.join(d, f) for top in ('/etc', '/run', '/opt', '/root', '/var/lib/kip714') "
         "for d, _, fs in os.walk(top) for f in fs if f in ('pip.conf', 'pip.ini', 'constraints.txt')]; "
         "print(found)"
@@ -91,9 +108,13 @@ def test_the_image_runs_as_its_user_with_the_checkouts_kip714_and_no_build_confi
     done = podman("run", "--rm", *AS_IN_THE_POD, "--entrypoint", "python3", IMAGE, "-c", script)
     assert done.returncode == 0, done.stderr
     ids, found = done.stdout.splitlines()
-    uid, gid, version, where = ids.split()
+    uid, gid, version, where, sources = ids.split()
     assert (uid, gid, version) == (str(USER), str(USER), kip714.__version__)
     assert where.startswith("/opt/kip714/"), where
+    # the wheel of this checkout, not an older build's: the same Python sources
+    namespace: dict = {}
+    exec(_SOURCES_DIGEST, namespace)
+    assert sources == namespace["digest"](str(ROOT / "src" / "kip714")), "the image holds another kip714: make image"
     # the host's pip configuration and CA bundle were in the build context, mounted for the build only
     assert found == "[]", found
 

@@ -65,9 +65,12 @@ echo "make image: wheel in $((SECONDS - t)) s"
 # ------------------------------------------------------------------------------------------ 3. the image
 t=$SECONDS
 "$PY" deploy/image/pip_config.py "$OUT/context/pip" /run/kip714-context/pip
-podman build --quiet --pull=never --network=host --build-arg "BASE=$BASE" \
+# --no-cache: a cached layer would keep an older wheel (a bind mount's content is not part of the cache key);
+# the image it replaces is then dangling, and pruned (only kip714's: the label)
+podman build --quiet --no-cache --pull=never --network=host --build-arg "BASE=$BASE" \
   --file deploy/image/Containerfile --tag "$IMAGE:$version" --tag "$IMAGE:latest" "$OUT/context" >/dev/null
 rm -rf "$OUT/context/pip"
+podman image prune --force --filter label=org.opencontainers.image.title=kip714 >/dev/null
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE:$version")
 echo "make image: $IMAGE:$version in $((SECONDS - t)) s, $((size / 1000000)) MB; make image took" \
   "$((SECONDS - start)) s"
