@@ -96,11 +96,14 @@ class HAProxy:
                 [HAPROXY, "-f", str(self.cfg), "-db"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + timeout
-        waiting = set(self.ports)
+        waiting: set[int | str] = set(self.ports)
+        waiting.add("stats")  # HAProxy binds its stats socket under a temporary name, then renames it
         while waiting:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"haproxy exited {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
-            for port in sorted(waiting):
+            if "stats" in waiting and self.stats.exists():
+                waiting.discard("stats")
+            for port in sorted(p for p in waiting if isinstance(p, int)):
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     waiting.discard(port)
@@ -108,7 +111,9 @@ class HAProxy:
                     pass
             if waiting and time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"haproxy does not listen on {sorted(waiting)}: {self.log_path.read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"haproxy does not listen on {sorted(map(str, waiting))}: {self.log_path.read_text()[-2000:]}"
+                )
             if waiting:
                 time.sleep(0.05)
 
