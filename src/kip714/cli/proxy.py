@@ -6,7 +6,6 @@ import argparse
 import ssl
 from typing import Any
 
-from .._extras import require
 from .._units import duration
 from ..endpoint.health import Health
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
@@ -186,7 +185,6 @@ def run(args: Any) -> int:
             "--admin-open and --admin-principals need --telemetry terminate or auto"
         )
     if args.state_topic:
-        require("fleet", "--state-topic")
         upstream_client(args, settings)  # the credentials' origins checked before anything connects
     broker, watcher, layers = build_broker(args)
     admin = build_admin(args, layers, "kip714 proxy")

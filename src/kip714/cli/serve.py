@@ -357,6 +357,8 @@ def require_extras(args: Any) -> None:
         require("otlp", "--otlp-endpoint")
     if getattr(args, "loop", "auto") == "uvloop":
         require("uvloop", "--loop uvloop")
+    if getattr(args, "state_topic", None):
+        require("fleet", "--state-topic")
 
 
 def start_settings(args: Any) -> Settings | None:
