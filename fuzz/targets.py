@@ -255,7 +255,7 @@ def stream(data: bytes) -> None:
     # everything written is a sequence of complete, well-formed response frames
     _out, consumed = kip714.split_frames(bytes(tr.out))
     assert consumed == len(tr.out)
-    assert len(conn.buffer) <= max(len(body), 4)
+    assert conn.loop.held <= max(len(body), 4)
 
 
 # --------------------------------------------------------------------------------------------- codecs

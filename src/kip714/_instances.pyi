@@ -144,3 +144,59 @@ class InstanceTable:
         crc_base: int,
         push_interval_ms: int,
     ) -> int: ...
+
+class PayloadDecompressor:
+    """An accepted push's payload decompressed as the broker must (libzstd directly for one zstd frame, else
+    kip714.codec.decompress), at most ``limit`` bytes of output."""
+
+    limit: Final[int]
+    loop_exported: Final[int]
+    loop_corrupt: Final[int]
+    loop_too_large: Final[int]
+    def __init__(self, limit: int) -> None: ...
+    @property
+    def native_zstd(self) -> bool: ...
+    def decompress(self, data: Buffer, compression_type: int) -> bytes: ...
+
+#: the columns of the pushes a RequestLoop decided: ids, subscription ids, terminating flags, compression types,
+#: codes (a ticket for an accepted push the caller finishes), payloads as received, payloads decompressed,
+#: client ids, and each answer's error-code offset in the answers buffer
+LoopBatch = tuple[
+    list[bytes],
+    list[int],
+    list[bool],
+    list[int],
+    list[int],
+    list[bytes],
+    list[bytes | None],
+    list[str | None],
+    list[int],
+]
+
+class RequestLoop:
+    """One client connection's request loop on an instance table (one native call per read)."""
+
+    frames: Final[int]
+    decides: Final[bool]
+    def __init__(self, table: InstanceTable, max_frame_bytes: int, decides: bool = True) -> None: ...
+    @property
+    def held(self) -> int: ...
+    def free(self) -> None: ...
+    def feed(
+        self,
+        data: Buffer | None,
+        now_ms: int,
+        subscription_version: int,
+        zd: PayloadDecompressor,
+        decompress_payloads: bool,
+        records: bool,
+    ) -> tuple[bytearray | None, bytes | None, LoopBatch | None]: ...
+    def feed_prefix(
+        self,
+        data: Buffer,
+        now_ms: int,
+        subscription_version: int,
+        zd: PayloadDecompressor,
+        decompress_payloads: bool,
+        records: bool,
+    ) -> tuple[bytearray | None, int, LoopBatch | None]: ...

@@ -65,7 +65,7 @@ import enum as _enum
 
 from kip714._enums import ErrorCode as _ErrorCode
 
-__all__ = ["InstanceTable", "Outcome", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE",
+__all__ = ["InstanceTable", "Outcome", "RequestLoop", "PayloadDecompressor", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE",
            "LOOKUP_RESERVED", "TICKET_BASE"]
 
 # Kafka error codes this module produces.
@@ -505,6 +505,19 @@ cdef class InstanceTable:
                           telemetry_max_bytes, True, create, new_sub_id, new_interval)
         return r if r >= T_BASE else _answer(<int>r)
 
+    cdef bint _finish(self, uint64_t msb, uint64_t lsb, int64_t ticket, int code) noexcept:
+        """finish_push on the id's halves (the request loop's)."""
+        cdef uint64_t h = _hash(&self.t, msb, lsb)
+        cdef uint32_t i
+        cdef bint ok = False
+        with self._lock:
+            i = _find(&self.t, msb, lsb, h)
+            if (i != NIL and self.t.e[i].deadline > self.t.clock
+                    and self.t.e[i].gen == <uint32_t>(ticket - T_BASE)):
+                self.t.e[i].last_error = <int16_t>code
+                ok = True
+        return ok
+
     def finish_push(self, bytes id16 not None, ticket, code):
         """Set the last error of the instance a push ticket was given for, once its export is done (Kafka sets
         ``lastKnownError`` on the instance object it decided the push with). True if set; False when that
@@ -784,3 +797,7 @@ cdef class InstanceTable:
             problems = _table_problems(&self.t)
         if problems:
             raise AssertionError("; ".join(problems))
+
+
+# The endpoint's request loop on this table (after the table's class, which it drives).
+include "instances_loop.pxi"

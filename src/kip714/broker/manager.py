@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, cast, overload
 
-from .._codec import decompress
 from .._enums import (
     DEFAULT_ACCEPTED_COMPRESSION_TYPES,
     DEFAULT_TELEMETRY_MAX_BYTES,
@@ -39,7 +38,7 @@ from .._enums import (
     CompressionType,
     ErrorCode,
 )
-from .._instances import TICKET_BASE, InstanceTable, Outcome
+from .._instances import TICKET_BASE, InstanceTable, Outcome, PayloadDecompressor, RequestLoop
 from .._protocol import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
@@ -50,6 +49,7 @@ from ..errors import Kip714Error, TelemetryTooLargeError
 from .receivers import (
     ClientSubscription,
     InstanceCloseObserver,
+    PushBatch,
     PushObserver,
     ReceiverContext,
     TelemetryPayload,
@@ -134,7 +134,9 @@ class TelemetryBroker:
         if telemetry_max_bytes < 1:
             raise ValueError("telemetry_max_bytes must be at least 1")
         self.registry = registry if registry is not None else SubscriptionRegistry()
-        self.telemetry_max_bytes = int(telemetry_max_bytes)
+        # what the request loops counted of the pushes they decided (carried over when the limit changes)
+        self._loop_counts = [0, 0, 0]
+        self._decompressor = PayloadDecompressor(int(telemetry_max_bytes))
         self.accepted_compression_types = [int(CompressionType(t)) for t in accepted_compression_types]
         self.node_id = int(node_id)
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -274,6 +276,137 @@ class TelemetryBroker:
             self._observers.append(cast(PushObserver, receiver))
         if callable(getattr(receiver, "instance_closed", None)):
             self._closers.append(cast(InstanceCloseObserver, receiver))
+
+    @property
+    def telemetry_max_bytes(self) -> int:
+        """Kafka's ``telemetry.max.bytes``: the largest push payload, on the wire and decompressed."""
+        return self._decompressor.limit
+
+    @telemetry_max_bytes.setter
+    def telemetry_max_bytes(self, value: int) -> None:
+        if int(value) != self._decompressor.limit:
+            self._loop_counts = self._take_loop_counts()
+            self._decompressor = PayloadDecompressor(int(value))
+
+    # -------------------------------------------------------------------------- the request loop
+
+    def request_loop(self, max_frame_bytes: int, decides: bool = True) -> RequestLoop:
+        """A native request loop for one client connection (:class:`kip714._instances.RequestLoop`): feed it
+        each read with :meth:`feed`; it decides the pushes it can decide alone with this broker's decision and
+        hands back every other frame, in its turn, for :meth:`handle` (``decides=False``: every frame)."""
+        return RequestLoop(self.instances, max_frame_bytes, decides)
+
+    def feed(
+        self,
+        loop: RequestLoop,
+        data: bytes | None,
+        client_info: Callable[[str | None], ClientInfo],
+        connection: Hashable | None = None,
+        *,
+        node_id: int | None = None,
+    ) -> tuple[bytearray | None, bytes | None]:
+        """One read of a client connection through its request loop: ``(answers, frame)``, the answers to the
+        pushes decided (in order, one buffer for one write) and the frame the loop handed back (decode it and
+        :meth:`handle` it, then call ``feed(loop, None, ...)`` to go on after it), or None.
+
+        ``client_info(client_id)`` gives the connection's :class:`ClientInfo` of a client id (asked only when
+        receivers or observers need it). Accepted pushes reach the receivers, and every push the observers,
+        as with :meth:`handle`; an answer a receiver changes (it raised: INVALID_RECORD) is changed in
+        ``answers``. Raises what ``RequestLoop.feed`` raises (a bad size prefix)."""
+        now_ms = self.clock()
+        decompressor = self._decompressor
+        batching = bool(self.receivers or self._observers or self._closers)
+        answers, frame, batch = loop.feed(
+            data, now_ms, self.registry._version, decompressor, self.decompress_payloads, batching
+        )
+        if batch is not None:
+            self._finish_batch(
+                batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms
+            )
+        return answers, frame
+
+    def _finish_batch(
+        self,
+        batch: tuple[list[Any], ...],
+        answers: bytearray | None,
+        client_info: Callable[[str | None], ClientInfo],
+        connection: Hashable | None,
+        node_id: int,
+        now_ms: int,
+    ) -> None:
+        """The receivers' and observers' part of the pushes a request loop decided (``batch``: its columns)."""
+        ids, sids, terminating, ctypes, codes, raws, datas, client_ids, offsets = batch
+        n = len(ids)
+        infos: list[ClientInfo] = []
+        last_id: object = ()
+        info = _ANONYMOUS
+        for cid in client_ids:  # one connection: almost always one client id
+            if cid is not last_id:
+                info, last_id = client_info(cid), cid
+            infos.append(info)
+        table = self.instances
+        for k in range(n):
+            code = codes[k]
+            if code >= TICKET_BASE:  # accepted, its payload decompressed: the receivers have it now
+                _, final = self._export_data(
+                    ids[k], terminating[k], datas[k], infos[k], now_ms, node_id, sids[k], ctypes[k]
+                )
+                table.finish_push(ids[k], code, final)
+                codes[k] = final
+                if final and answers is not None:
+                    answers[offsets[k] : offsets[k] + 2] = final.to_bytes(2, "big")
+        if self._observers:
+            self._observe_batch(ids, infos, sids, terminating, ctypes, codes, raws, node_id, now_ms)
+        if self._closers and connection is not None:
+            for k in range(n):
+                self._seen(connection, ids[k], infos[k])
+
+    def _observe_batch(
+        self,
+        ids: list[bytes],
+        infos: list[ClientInfo],
+        sids: list[int],
+        terminating: list[bool],
+        ctypes: list[int],
+        codes: list[int],
+        raws: list[bytes],
+        node_id: int,
+        now_ms: int,
+    ) -> None:
+        """Every push of a batch to the observers: at once to those that take a :class:`PushBatch`, one by one
+        (a :class:`PushTelemetryRequest` made for each) to the others."""
+        with self._lock:
+            told = self._told
+            subscriptions = [told.get(i) for i in ids]
+        for k, sub in enumerate(subscriptions):
+            if sub is None:
+                subscriptions[k] = self.told(ids[k], infos[k])
+        batch = PushBatch(now_ms, node_id, ids, infos, subscriptions, sids, terminating, ctypes, codes, raws)
+        for observer in self._observers:
+            try:
+                batched = getattr(observer, "pushes_completed", None)
+                if batched is not None:
+                    batched(batch)
+                    continue
+                for k in range(len(ids)):
+                    sub = subscriptions[k]
+                    interval = sub.push_interval_ms if sub is not None else None
+                    ctx = self._context(infos[k], node_id, interval, sub, self._expiry(interval))
+                    request = PushTelemetryRequest(uuid.UUID(bytes=ids[k]), sids[k], terminating[k], ctypes[k], raws[k])
+                    observer.push_completed(ctx, request, codes[k], now_ms)
+            except Exception:
+                log.warning("telemetry observer %r failed", observer, exc_info=True)
+                self._count("observer-error")
+
+    def _take_loop_counts(self) -> list[int]:
+        """What the request loops counted (exported, payloads that failed to decompress, over the limit), the
+        decompressor's counts added to those of the decompressors it replaced."""
+        d = self._decompressor
+        return [
+            self._loop_counts[0] + d.loop_exported,
+            self._loop_counts[1] + d.loop_corrupt,
+            self._loop_counts[2] + d.loop_too_large,
+        ]
 
     def told_by_upstream(self, response: GetTelemetrySubscriptionsResponse) -> None:
         """A GetTelemetrySubscriptions response another broker gave a client (``kip714 proxy`` in ``tap``
@@ -595,11 +728,10 @@ class TelemetryBroker:
     ) -> tuple[TelemetryPayload | None, int]:
         """Decompress and hand an accepted push to the receivers: ``(payload, NONE)`` or ``(None, the
         error code)``. Failures are counted under ``counted`` + their name ("delivered-" for deliver())."""
-        started = time.perf_counter()
         ctype = body.compression_type
         try:
             if self.decompress_payloads:
-                data = decompress(body.metrics, ctype, self.telemetry_max_bytes)
+                data = self._decompressor.decompress(body.metrics, ctype)
             else:
                 data = bytes(body.metrics)
         except TelemetryTooLargeError:
@@ -608,14 +740,43 @@ class TelemetryBroker:
         except Kip714Error:
             self._count(counted + "decompression-error")
             return None, _INVALID_RECORD
-        payload = TelemetryPayload._accepted(
+        return self._export_data(
             id16,
             body.terminating,
             data,
             client_info,
+            now_ms,
+            node_id,
+            body.subscription_id,
+            ctype,
+            subscription,
+            counted,
+        )
+
+    def _export_data(
+        self,
+        id16: bytes,
+        terminating: bool,
+        data: bytes,
+        client_info: ClientInfo,
+        now_ms: int,
+        node_id: int,
+        subscription_id: int,
+        ctype: int,
+        subscription: ClientSubscription | None = None,
+        counted: str = "",
+    ) -> tuple[TelemetryPayload | None, int]:
+        """Hand an accepted push's payload (``data``: decompressed unless ``decompress_payloads`` is off) to the
+        receivers: ``(payload, NONE)``, or ``(None, INVALID_RECORD)`` when one raised."""
+        started = time.perf_counter()
+        payload = TelemetryPayload._accepted(
+            id16,
+            terminating,
+            data,
+            client_info,
             node_id,
             0 if self.decompress_payloads else ctype,
-            body.subscription_id,
+            subscription_id,
             now_ms,
         )
         if self.receivers:
@@ -651,6 +812,9 @@ class TelemetryBroker:
         decisions = self.instances.decision_counts()
         with self._lock:
             counts = dict(self._counts)
+        _, corrupt, too_large = self._take_loop_counts()
+        counts["decompression-error"] += corrupt
+        counts["decompressed-too-large"] += too_large
         push = dict(decisions["push"])
         # pushes the table accepted but that failed afterwards, and pushes refused before the table
         failed_after = counts["decompression-error"] + counts["plugin-error"] + counts["decompressed-too-large"]
@@ -670,7 +834,9 @@ class TelemetryBroker:
             export_total, export_max = self._export_time_total, self._export_time_max
         push = self.push_results()
         get = decisions["get"]
-        exports = counts["plugin-export"]
+        loop_exported, loop_corrupt, _ = self._take_loop_counts()
+        counts["decompression-error"] += loop_corrupt
+        exports = counts["plugin-export"] + loop_exported
         return {
             "instance-count": len(self.instances),
             "unknown-subscription-request-count": push.get(_UNKNOWN_SUB, 0),

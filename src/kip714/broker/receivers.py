@@ -21,6 +21,8 @@ __all__ = [
     "CallbackReceiver",
     "ClientSubscription",
     "InstanceCloseObserver",
+    "PushBatch",
+    "PushBatchObserver",
     "PushObserver",
     "ReceiverContext",
     "TelemetryPayload",
@@ -266,6 +268,33 @@ class PushObserver(Protocol):
     :class:`~kip714.PushTelemetryRequest` (its ``metrics`` view is only valid during the call)."""
 
     def push_completed(self, context: ReceiverContext, request: Any, error_code: int, received_at_ms: int) -> None: ...
+
+
+@dataclass(slots=True)
+class PushBatch:
+    """The PushTelemetry requests of one read that the endpoint's request loop decided, as columns (one list
+    per field, one entry per push, in request order): what :class:`PushBatchObserver` receives instead of one
+    ``push_completed`` call per push. ``payloads`` are the metrics bytes as received (compressed);
+    ``subscriptions`` what the endpoint last told each instance (None where it does not know); all pushes of a
+    batch came on one connection to ``node_id`` and were received at ``received_at_ms``."""
+
+    received_at_ms: int
+    node_id: int
+    client_instance_ids: list[bytes]
+    client_infos: list[ClientInfo]
+    subscriptions: list[ClientSubscription | None]
+    subscription_ids: list[int]
+    terminating: list[bool]
+    compression_types: list[int]
+    error_codes: list[int]
+    payloads: list[bytes]
+
+
+class PushBatchObserver(Protocol):
+    """A :class:`PushObserver` that also takes the pushes of one read at once (the Parquet recorder): the broker
+    then calls ``pushes_completed`` with a :class:`PushBatch` instead of ``push_completed`` per push."""
+
+    def pushes_completed(self, batch: PushBatch) -> None: ...
 
 
 class InstanceCloseObserver(Protocol):

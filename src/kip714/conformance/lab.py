@@ -140,7 +140,10 @@ def _answer_fields(response: Any) -> dict[str, Any]:
 
 
 class _LabConnection(FramedConnection):
-    """One client connection to one node of the lab: frames in, answers out, everything logged."""
+    """One client connection to one node of the lab: frames in, answers out, everything logged (every frame
+    reaches :meth:`handle_frame`: the lab traces each exchange and its script may change an answer)."""
+
+    decides = False
 
     def __init__(self, lab: LabCluster, node_id: int) -> None:
         super().__init__(lab)

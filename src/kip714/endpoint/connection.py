@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, cast
 
 from .._enums import ErrorCode
-from .._protocol import encode_response, split_frames
+from .._protocol import encode_response
 from ..broker.receivers import TelemetryReceiver
 from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
 from ..errors import FrameTooLargeError, Kip714Error
@@ -511,12 +511,17 @@ class EndpointConnection(asyncio.Protocol):
 
 
 class FramedConnection(EndpointConnection):
-    """One client connection of an endpoint that answers requests itself: frames in, :meth:`handle_frame`
-    per whole frame. Subclasses implement :meth:`handle_frame`."""
+    """One client connection of an endpoint that answers requests itself. Each read goes through the broker's
+    native request loop (:meth:`~kip714.TelemetryBroker.feed`): the pushes it decides alone are answered in
+    one write per read; every other frame comes back whole, in its turn, to :meth:`handle_frame`, which
+    subclasses implement (every frame, when the class sets :attr:`decides` False)."""
+
+    #: the request loop decides the pushes it can (False: every frame goes to :meth:`handle_frame`)
+    decides = True
 
     def __init__(self, endpoint: Any) -> None:
         super().__init__(endpoint)
-        self.buffer = bytearray()
+        self.loop = endpoint.broker.request_loop(endpoint.max_frame_bytes, self.decides)
         # read_block bits: 1 the client's write buffer is full, 2 too many answers wait for the disk
 
     # Flow control: a client that sends requests without reading the answers would otherwise make the
@@ -534,36 +539,48 @@ class FramedConnection(EndpointConnection):
         if self.stopping:  # draining: a request not read whole yet is never answered
             return
         endpoint = self.endpoint
-        buffer = self.buffer
-        buffer += data
-        try:
-            frames, consumed = split_frames(buffer, endpoint.max_frame_bytes)
-        except Kip714Error as exc:
-            if isinstance(exc, FrameTooLargeError):
-                endpoint.stats["frames_too_large"] += 1
-            self.drop(f"bad frame: {exc}")
-            return
-        if consumed:
+        broker = endpoint.broker
+        loop = self.loop
+        taken = loop.frames
+        chunk: bytes | None = data
+        while True:
+            try:
+                answers, frame = broker.feed(
+                    loop, chunk, self.identity.client_info, self.connection_id, node_id=self.broker_node_id
+                )
+            except Kip714Error as exc:
+                if isinstance(exc, FrameTooLargeError):
+                    endpoint.stats["frames_too_large"] += 1
+                self.drop(f"bad frame: {exc}")
+                return
+            except Exception:  # a bug must cost this connection, not escape into the event loop
+                self._internal_error()
+                return
+            chunk = None
+            if answers:
+                self.send_durable(answers)  # push answers: after their rows are on disk with --record-sync
+            if frame is None or self.transport is None or self.transport.is_closing():
+                break
+            try:
+                self.handle_frame(frame)
+            except Exception:
+                self._internal_error()
+                return
+            if self.transport is None or self.transport.is_closing():
+                return
+        if loop.frames != taken:
             # Idle time counts from the last *complete* request: bytes trickling into a frame that never
             # completes (slow loris) do not keep the connection open.
             self.last_activity = time.monotonic()
-            del buffer[:consumed]
-        endpoint.budget.hold(self, len(buffer))
-        if buffer and (self.transport is None or self.transport.is_closing()):
-            return  # dropped: it held the most while the endpoint was over its budget
-        for frame in frames:
-            if self.transport is None or self.transport.is_closing():
-                return
-            try:
-                self.handle_frame(frame)
-            except Exception:  # a bug must cost this connection, not escape into the event loop
-                log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
-                self.endpoint.stats["internal_errors"] += 1
-                self.drop("internal error")
-                return
+        endpoint.budget.hold(self, loop.held)
+
+    def _internal_error(self) -> None:
+        log.error("event=internal_error peer=%s:%s", self.address, self.port, exc_info=True)
+        self.endpoint.stats["internal_errors"] += 1
+        self.drop("internal error")
 
     def free_buffers(self) -> None:
-        self.buffer = bytearray()
+        self.loop.free()
 
     def handle_frame(self, frame: bytes) -> None:
         raise NotImplementedError

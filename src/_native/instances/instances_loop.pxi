@@ -1,0 +1,497 @@
+# Included by _instances.pyx: the endpoint's request loop. One native call per read (RequestLoop.feed) cuts
+# the frames, decides every PushTelemetry request it can decide alone (a canonical v0 frame of a live,
+# current instance) with the table's own decision (InstanceTable._push_at, the one TelemetryBroker.handle
+# uses), decompresses its payload and writes every answer into one buffer. Anything else (another API, a
+# push of an instance to create, a frame that is not in the canonical shape) is handed to Python whole, in
+# its turn: the loop stops there, and the next call goes on after it. See RequestLoop.
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
+from cpython.list cimport PyList_Append
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport uint16_t
+from libc.string cimport memcmp, memcpy, memmove
+
+cdef extern from "kbuf_endian.h":
+    uint16_t kb_load_be16(const unsigned char* p) noexcept nogil
+    uint32_t kb_load_be32(const unsigned char* p) noexcept nogil
+    void kb_store_be16(unsigned char* p, uint16_t v) noexcept nogil
+    void kb_store_be32(unsigned char* p, uint32_t v) noexcept nogil
+
+cdef extern from "kip714_zstd.h":
+    ctypedef struct k714_ZSTD_DCtx:
+        pass
+    int k714_zstd_load()
+    k714_ZSTD_DCtx* k714_ZSTD_createDCtx() nogil
+    size_t k714_ZSTD_freeDCtx(k714_ZSTD_DCtx* d) nogil
+    size_t k714_ZSTD_decompressDCtx(k714_ZSTD_DCtx* d, void* dst, size_t cap, const void* src, size_t n) nogil
+    unsigned k714_ZSTD_isError(size_t code) nogil
+    size_t k714_ZSTD_findFrameCompressedSize(const void* src, size_t n) nogil
+    uint32_t kb_load_le32 "k714_le32"(const unsigned char* p) nogil
+
+from kip714._codec import decompress as _exact_decompress
+from kip714.errors import FrameTooLargeError as _FrameTooLargeError
+from kip714.errors import Kip714Error as _Kip714Error
+from kip714.errors import MalformedFrameError as _MalformedFrameError
+from kip714.errors import TelemetryTooLargeError as _TelemetryTooLargeError
+
+cdef enum:
+    ZSTD_MAGIC = 0xFD2FB528
+    ZSTD_WINDOW_LOG_MAX = 26        # the largest window the fast path takes: 2**26 + 7/8 (libzstd's default limit is 2**27)
+    NOGIL_PAYLOAD = 65536           # payloads at least this large are decompressed without the GIL
+    PUSH_ANSWER = 16                # a PushTelemetry v0 response frame: size, correlation id, tags, throttle, error, tags
+    READ_INITIAL = 65536            # the loop's buffer, allocated on the first read
+    K_PUSH = 72
+
+cdef int _zstd_ok = k714_zstd_load()
+
+#: The PushTelemetry v0 response with error NONE; bytes 4..8 take the request's correlation id and 13..15 the error.
+cdef const unsigned char* _ANSWER_TEMPLATE = b"\x00\x00\x00\x0c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+
+
+cdef class PayloadDecompressor:
+    """Decompresses accepted push payloads as the broker must, at most ``limit`` bytes of output each.
+
+    ``decompress(data, compression_type)`` answers the decompressed bytes or raises as
+    :func:`kip714.codec.decompress` does (TelemetryTooLargeError over ``limit``, another Kip714Error for a
+    payload that does not decompress). A zstd payload of one frame is decompressed by libzstd itself, through
+    one context and one output buffer of ``limit`` bytes kept here (not a Python object per push); every other
+    payload, and every zstd payload that path does not take whole (several frames, a dictionary, a window over
+    64 MiB, an error, more than ``limit`` bytes), goes through :func:`kip714.codec.decompress`, which decides
+    it. Thread-safe: the context is used under a lock."""
+
+    cdef k714_ZSTD_DCtx* dctx
+    cdef unsigned char* out
+    cdef readonly Py_ssize_t limit
+    cdef cython.pymutex _lock
+    #: what the request loops did with the accepted pushes they decided alone (no receiver to hand them to):
+    #: payloads decompressed (exported), payloads that failed (INVALID_RECORD), over the limit (TELEMETRY_TOO_LARGE)
+    cdef readonly uint64_t loop_exported
+    cdef readonly uint64_t loop_corrupt
+    cdef readonly uint64_t loop_too_large
+
+    def __cinit__(self, Py_ssize_t limit):
+        if limit < 1:
+            raise ValueError("the decompression limit must be at least 1 byte")
+        self.limit = limit
+        self.dctx = NULL
+        self.out = NULL
+        if _zstd_ok:
+            self.dctx = k714_ZSTD_createDCtx()
+            self.out = <unsigned char*>PyMem_RawMalloc(<size_t>limit)
+            if self.dctx == NULL or self.out == NULL:
+                raise MemoryError("cannot allocate a zstd context")
+
+    def __dealloc__(self):
+        if self.dctx != NULL:
+            k714_ZSTD_freeDCtx(self.dctx)
+        PyMem_RawFree(self.out)
+
+    @property
+    def native_zstd(self):
+        """True when zstd payloads are decompressed by libzstd directly (it was found at import)."""
+        return self.dctx != NULL
+
+    cdef Py_ssize_t _zstd_into(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+        """Decompress one whole zstd frame into ``self.out`` (the caller holds the lock): its size, or -1 when
+        this path does not take the payload (the exact path then decides it)."""
+        cdef uint8_t fhd
+        cdef size_t r
+        if self.dctx == NULL or n < 6 or kb_load_le32(p) != ZSTD_MAGIC:
+            return -1
+        fhd = p[4]
+        if fhd & 0x0B:                              # reserved bit, or a dictionary id
+            return -1
+        if not (fhd & 0x20) and (p[5] >> 3) + 10 > ZSTD_WINDOW_LOG_MAX:
+            return -1
+        if k714_ZSTD_findFrameCompressedSize(p, <size_t>n) != <size_t>n:     # one frame, nothing after it
+            return -1
+        r = k714_ZSTD_decompressDCtx(self.dctx, self.out, <size_t>self.limit, p, <size_t>n)
+        if k714_ZSTD_isError(r):
+            return -1
+        return <Py_ssize_t>r
+
+    cdef object _decompress(self, const unsigned char* p, Py_ssize_t n, int ctype, object src, bint want):
+        """The payload's decompressed bytes (None when ``want`` is false and the payload is valid), or the
+        exact path's exception."""
+        cdef Py_ssize_t got = -1
+        if ctype == C_NONE:
+            return (PyBytes_FromStringAndSize(<const char*>p, n) if src is None else bytes(src)) if want else None
+        if ctype == C_ZSTD and self.dctx != NULL:
+            if n >= NOGIL_PAYLOAD:
+                with nogil:
+                    with self._lock:
+                        got = self._zstd_into(p, n)
+                        if got >= 0 and want:
+                            with gil:
+                                return PyBytes_FromStringAndSize(<const char*>self.out, got)
+            else:
+                with self._lock:
+                    got = self._zstd_into(p, n)
+                    if got >= 0:
+                        return PyBytes_FromStringAndSize(<const char*>self.out, got) if want else None
+            if got >= 0:
+                return None
+        return _exact_decompress(PyBytes_FromStringAndSize(<const char*>p, n) if src is None else src, ctype,
+                                 self.limit)
+
+    def decompress(self, data, int compression_type):
+        """The decompressed payload (see the class docstring)."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            return self._decompress(<const unsigned char*>view.buf, view.len, compression_type, data, True)
+        finally:
+            PyBuffer_Release(&view)
+
+
+# The fields of a canonical PushTelemetry v0 frame, its bytes as pointers into it.
+cdef struct Push:
+    int32_t correlation_id
+    const unsigned char* client_id    # NULL for a null client id
+    Py_ssize_t client_id_len
+    uint64_t msb
+    uint64_t lsb
+    int32_t subscription_id
+    bint terminating
+    int8_t compression_type
+    const unsigned char* metrics
+    Py_ssize_t metrics_len
+
+
+cdef inline bint _uvarint(const unsigned char* p, Py_ssize_t end, Py_ssize_t* pos, uint32_t* out) noexcept nogil:
+    """A Kafka unsigned varint of at most 4 bytes (28 bits: what a push's lengths need); False otherwise."""
+    cdef uint32_t v = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while shift < 28:
+        if pos[0] >= end:
+            return False
+        b = p[pos[0]]
+        pos[0] += 1
+        v |= (<uint32_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            out[0] = v
+            return True
+        shift += 7
+    return False
+
+
+cdef bint _canonical_push(const unsigned char* p, Py_ssize_t n, Push* m) noexcept nogil:
+    """True when the frame ``p[0:n]`` is a PushTelemetry v0 request in the one shape every client sends: header
+    v2 with no tagged fields, a boolean byte of 0 or 1, a non-null payload, no tagged fields, nothing after.
+    Anything else (which the full decoder may accept, refuse or answer otherwise) is left to it."""
+    cdef Py_ssize_t pos
+    cdef int16_t cid_len
+    cdef uint32_t raw
+    if n < 12 or kb_load_be16(p) != K_PUSH or kb_load_be16(p + 2) != 0:
+        return False
+    m.correlation_id = <int32_t>kb_load_be32(p + 4)
+    cid_len = <int16_t>kb_load_be16(p + 8)
+    pos = 10
+    if cid_len < 0:
+        if cid_len != -1:
+            return False
+        m.client_id = NULL
+        m.client_id_len = 0
+    else:
+        if n - pos < cid_len:
+            return False
+        m.client_id = p + pos
+        m.client_id_len = cid_len
+        pos += cid_len
+    if pos >= n or p[pos] != 0:                     # header tagged fields: none
+        return False
+    pos += 1
+    if n - pos < 22:
+        return False
+    m.msb = kb_load_be64(p + pos)
+    m.lsb = kb_load_be64(p + pos + 8)
+    m.subscription_id = <int32_t>kb_load_be32(p + pos + 16)
+    if p[pos + 20] > 1:
+        return False
+    m.terminating = p[pos + 20] == 1
+    m.compression_type = <int8_t>p[pos + 21]
+    pos += 22
+    if not _uvarint(p, n, &pos, &raw) or raw == 0:  # 0: a null payload (refused by the decoder)
+        return False
+    if <Py_ssize_t>(raw - 1) > n - pos:
+        return False
+    m.metrics = p + pos
+    m.metrics_len = raw - 1
+    pos += raw - 1
+    return pos == n - 1 and p[pos] == 0             # body tagged fields: none, and the frame ends there
+
+
+cdef class RequestLoop:
+    """One client connection's request loop on an instance table: ``feed(...)`` per read.
+
+    ``RequestLoop(table, max_frame_bytes, decides=True)`` (``decides=False``: every frame is handed back, the
+    loop only cuts them); ``feed(data, now_ms, subscription_version, decompressor,
+    decompress_payloads, records)`` (``decompressor``: the broker's :class:`PayloadDecompressor`, whose limit is
+    its ``telemetry_max_bytes``). Each call appends ``data`` (None: nothing new) to the bytes held from earlier reads and
+    goes through the whole frames in order:
+
+    * a PushTelemetry v0 frame in the canonical shape (see ``_canonical_push``) of a live instance built from
+      ``subscription_version`` or later is decided here, by the instance table's decision (the one
+      ``TelemetryBroker.handle`` makes: rate limit, SubscriptionId, compression type, wire size); an accepted
+      push with a payload is decompressed (:class:`PayloadDecompressor`; a payload that fails answers
+      INVALID_RECORD, one over the limit TELEMETRY_TOO_LARGE, as the broker answers them), and its answer is
+      appended to the answers buffer;
+    * any other frame stops the call: it is returned whole for the caller to handle, and the next call
+      (``feed(None, ...)``) goes on after it. So every answer keeps its request's turn.
+
+    Returns ``(answers, frame, batch)``: the answers of the frames decided (a bytearray, or None), the frame
+    handed over (bytes without its size prefix, or None when every whole frame was decided) and, with
+    ``records``, the pushes decided as columns (:meth:`batch`) or None. Without ``records`` an accepted push's
+    last error is set here; with them the caller finishes each push (``InstanceTable.finish_push`` with its
+    ticket) after its receivers ran. A size prefix over ``max_frame_bytes`` raises FrameTooLargeError and a
+    negative one MalformedFrameError, before anything is held for the frame, as ``split_frames`` does.
+    ``held`` is what the loop holds of unfinished frames (for the endpoint's buffer budget)."""
+
+    cdef InstanceTable table
+    cdef unsigned char* buf
+    cdef Py_ssize_t blen
+    cdef Py_ssize_t bcap
+    cdef int32_t max_frame
+    cdef object _cid_raw          # the last client id's bytes and its str (one object per connection)
+    cdef object _cid
+    cdef list _c_ids, _c_sids, _c_term, _c_ctype, _c_codes, _c_raw, _c_data, _c_cid, _c_at
+    #: complete frames taken so far
+    cdef readonly uint64_t frames
+    #: False: every frame is handed back (the loop only cuts frames; an endpoint that sees every request)
+    cdef readonly bint decides
+
+    def __cinit__(self, InstanceTable table not None, int64_t max_frame_bytes, bint decides=True):
+        if max_frame_bytes < 0 or max_frame_bytes > 2147483647:
+            raise ValueError("max_frame_bytes must be within 0..2147483647")
+        self.table = table
+        self.buf = NULL
+        self.blen = 0
+        self.bcap = 0
+        self.max_frame = <int32_t>max_frame_bytes
+        self.decides = decides
+        self._cid_raw = None
+        self._cid = None
+        self._new_batch()
+
+    def __dealloc__(self):
+        PyMem_RawFree(self.buf)
+
+    @property
+    def held(self):
+        """Bytes held of frames not read whole yet."""
+        return self.blen
+
+    def free(self):
+        """Let go of what is held (the connection is being dropped)."""
+        PyMem_RawFree(self.buf)
+        self.buf = NULL
+        self.blen = 0
+        self.bcap = 0
+
+    cdef void _new_batch(self):
+        self._c_ids = []
+        self._c_sids = []
+        self._c_term = []
+        self._c_ctype = []
+        self._c_codes = []
+        self._c_raw = []
+        self._c_data = []
+        self._c_cid = []
+        self._c_at = []
+
+    cdef int _append(self, const unsigned char* p, Py_ssize_t n) except -1:
+        cdef Py_ssize_t need = self.blen + n, cap
+        cdef unsigned char* nb
+        if need > self.bcap:
+            cap = self.bcap if self.bcap else READ_INITIAL
+            while cap < need:
+                cap *= 2
+            nb = <unsigned char*>PyMem_RawRealloc(self.buf, <size_t>cap)
+            if nb == NULL:
+                raise MemoryError("cannot grow the request buffer")
+            self.buf = nb
+            self.bcap = cap
+        memcpy(self.buf + self.blen, p, <size_t>n)
+        self.blen = need
+        return 0
+
+    cdef void _consume(self, Py_ssize_t pos) noexcept:
+        """Drop the first ``pos`` bytes; shrink a buffer grown for a large frame once it is empty."""
+        if pos >= self.blen:
+            self.blen = 0
+            if self.bcap > 4 * READ_INITIAL:
+                PyMem_RawFree(self.buf)
+                self.buf = NULL
+                self.bcap = 0
+            return
+        if pos:
+            memmove(self.buf, self.buf + pos, <size_t>(self.blen - pos))
+            self.blen -= pos
+
+    cdef object _client_id(self, const Push* m):
+        """The push's client id as str (None when null), one object while it does not change; NULL-ish (a
+        marker False) when it is not UTF-8 (the full decoder then decides)."""
+        if m.client_id == NULL:
+            return None
+        if (self._cid_raw is not None and PyBytes_GET_SIZE(self._cid_raw) == m.client_id_len
+                and memcmp(PyBytes_AS_STRING(self._cid_raw), m.client_id, <size_t>m.client_id_len) == 0):
+            return self._cid
+        try:
+            cid = PyUnicode_DecodeUTF8(<const char*>m.client_id, m.client_id_len, NULL)
+        except UnicodeDecodeError:
+            return False
+        self._cid_raw = PyBytes_FromStringAndSize(<const char*>m.client_id, m.client_id_len)
+        self._cid = cid
+        return cid
+
+    def feed(self, data, int64_t now_ms, int64_t subscription_version, PayloadDecompressor zd not None,
+             bint decompress_payloads, bint records):
+        """One read (``data``; None: go on after a frame handed back): ``(answers, frame, batch)``, see the
+        class docstring."""
+        cdef Py_buffer view
+        cdef Py_ssize_t pos = 0
+        cdef int32_t size
+        cdef object answers, frame
+        if data is not None:
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            try:
+                if view.len:
+                    self._append(<const unsigned char*>view.buf, view.len)
+            finally:
+                PyBuffer_Release(&view)
+        self.table._need()
+        # Every size prefix in hand is checked before any frame is decided, as split_frames checks them all
+        # before a frame of the read is handled: a bad one closes the connection with nothing answered.
+        while self.blen - pos >= 4:
+            size = <int32_t>kb_load_be32(self.buf + pos)
+            if size < 0:
+                self.free()
+                raise _MalformedFrameError(f"negative frame size {size} (at offset {pos})")
+            if size > self.max_frame:
+                self.free()
+                raise _FrameTooLargeError(f"frame size {size} is over the limit of {self.max_frame} bytes (offset {pos})")
+            if self.blen - pos - 4 < size:
+                break
+            pos += 4 + size
+        pos = 0
+        try:
+            answers, frame = self._run(self.buf, self.blen, &pos, False, now_ms, subscription_version, zd,
+                                       decompress_payloads, records)
+        finally:
+            self._consume(pos)
+        return answers, frame, self._take_batch(records)
+
+    def feed_prefix(self, data, int64_t now_ms, int64_t subscription_version, PayloadDecompressor zd not None,
+                    bint decompress_payloads, bint records):
+        """The pushes this loop decides alone at the start of ``data``, which is not held: ``(answers,
+        consumed, batch)``. It stops before the first frame that is not whole in ``data`` or that it does not
+        decide (nothing of it is taken: ``data[consumed:]`` is the caller's). For an endpoint that streams
+        other requests on (``kip714 proxy``); nothing must be held from an earlier ``feed``."""
+        cdef Py_buffer view
+        cdef Py_ssize_t pos = 0
+        cdef object answers
+        if self.blen:
+            raise RuntimeError("feed_prefix with bytes held from feed")
+        self.table._need()
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            answers, _ = self._run(<const unsigned char*>view.buf, view.len, &pos, True, now_ms, subscription_version,
+                                   zd, decompress_payloads, records)
+        finally:
+            PyBuffer_Release(&view)
+        return answers, pos, self._take_batch(records)
+
+    cdef object _take_batch(self, bint records):
+        batch = None
+        if records and self._c_ids:
+            batch = (self._c_ids, self._c_sids, self._c_term, self._c_ctype, self._c_codes, self._c_raw,
+                     self._c_data, self._c_cid, self._c_at)
+            self._new_batch()
+        return batch
+
+    cdef tuple _run(self, const unsigned char* p, Py_ssize_t n, Py_ssize_t* consumed, bint prefix, int64_t now_ms,
+                    int64_t subscription_version, PayloadDecompressor zd, bint decompress_payloads, bint records):
+        """Decide the whole frames of ``p[0:n]`` in order (see feed and feed_prefix); ``consumed`` is advanced
+        past each frame taken. ``(answers, frame handed back)``."""
+        cdef Py_ssize_t pos = consumed[0], start
+        cdef int32_t size
+        cdef Push m
+        cdef int64_t r
+        cdef int code
+        cdef bytearray answers = None
+        cdef unsigned char* a
+        cdef Py_ssize_t alen = 0
+        cdef object frame = None, cid, payload
+        cdef bint ok
+        cdef int64_t max_bytes = zd.limit
+        while n - pos >= 4:
+            size = <int32_t>kb_load_be32(p + pos)
+            if size < 0 or n - pos - 4 < size:
+                break
+            start = pos + 4
+            cid = None
+            ok = self.decides and _canonical_push(p + start, size, &m)
+            if ok:
+                cid = self._client_id(&m)
+                ok = cid is not False
+            if ok:
+                if m.msb == 0 and m.lsb <= 1:
+                    r = O_RESERVED
+                else:
+                    r = self.table._push_at(m.msb, m.lsb, now_ms, subscription_version, m.subscription_id,
+                                            m.terminating, m.compression_type, m.metrics_len, max_bytes,
+                                            True, False, 0, 0)
+                ok = r >= 0                             # reserved, absent or stale: the broker decides it
+            if not ok:
+                if not prefix:
+                    frame = PyBytes_FromStringAndSize(<const char*>(p + start), size)
+                    pos = start + size
+                    self.frames += 1
+                break
+            payload = None
+            if r >= T_BASE:                             # accepted, a payload follows
+                code = E_NONE
+                if decompress_payloads:
+                    try:
+                        payload = zd._decompress(m.metrics, m.metrics_len, m.compression_type, None, records)
+                    except _TelemetryTooLargeError:
+                        code = E_TELEMETRY_TOO_LARGE
+                        zd.loop_too_large += 1
+                    except _Kip714Error:
+                        code = E_INVALID_RECORD
+                        zd.loop_corrupt += 1
+                elif records:
+                    payload = PyBytes_FromStringAndSize(<const char*>m.metrics, m.metrics_len)
+                if code == E_NONE and not records:
+                    zd.loop_exported += 1             # (with records, the receivers' export counts it)
+                if not records or code != E_NONE:
+                    self.table._finish(m.msb, m.lsb, r, code)
+                    if code != E_NONE:
+                        r = code
+            else:
+                code = <int>r
+            if answers is None:
+                answers = PyByteArray_FromStringAndSize(NULL, PUSH_ANSWER)
+            else:
+                PyByteArray_Resize(answers, alen + PUSH_ANSWER)
+            a = <unsigned char*>PyByteArray_AS_STRING(answers) + alen
+            memcpy(a, _ANSWER_TEMPLATE, PUSH_ANSWER)
+            kb_store_be32(a + 4, <uint32_t>m.correlation_id)
+            kb_store_be16(a + 13, <uint16_t><int16_t>code)
+            if records:
+                PyList_Append(self._c_ids, _id_bytes(m.msb, m.lsb))
+                PyList_Append(self._c_sids, m.subscription_id)
+                PyList_Append(self._c_term, m.terminating)
+                PyList_Append(self._c_ctype, m.compression_type)
+                PyList_Append(self._c_codes, r)
+                PyList_Append(self._c_raw, PyBytes_FromStringAndSize(<const char*>m.metrics, m.metrics_len))
+                PyList_Append(self._c_data, payload)
+                PyList_Append(self._c_cid, cid)
+                PyList_Append(self._c_at, alen + 13)
+            alen += PUSH_ANSWER
+            pos = start + size
+            consumed[0] = pos
+            self.frames += 1
+        consumed[0] = pos
+        return answers, frame
