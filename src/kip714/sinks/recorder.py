@@ -544,6 +544,25 @@ class ParquetRecorder:
             0 if payload is None else len(payload),
         )
 
+    def pushes_completed(self, batch: Any) -> None:
+        """Record the pushes of one read at once (a :class:`~kip714.broker.receivers.PushBatch`, as the broker's
+        request loop hands them over): the same rows as :meth:`push_completed` for each."""
+        at, node = batch.received_at_ms, batch.node_id
+        rows = [
+            (at, i, info, node, sid, term, ctype, code, payload, sub)
+            for i, info, sid, term, ctype, code, payload, sub in zip(
+                batch.client_instance_ids,
+                batch.client_infos,
+                batch.subscription_ids,
+                batch.terminating,
+                batch.compression_types,
+                batch.error_codes,
+                batch.payloads,
+                batch.subscriptions,
+            )
+        ]
+        self._buffer_many(rows, sum(map(len, batch.payloads)))
+
     def instance_closed(self, context: Any, client_instance_id: Any, at_ms: int, reason: str = "client") -> None:
         """Record that the client connection ``client_instance_id`` used closed (the broker calls this).
         Closes after the recorder itself closed (the endpoint shutting down) are not recorded."""
@@ -558,10 +577,13 @@ class ParquetRecorder:
         self._buffer(dict(row), len(payload) if payload is not None else 0)
 
     def _buffer(self, row: Any, size: int) -> None:
+        self._buffer_many((row,), size)
+
+    def _buffer_many(self, rows: Any, size: int) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError("recorder is closed")
-            self._rows.append(row)
+            self._rows.extend(rows)
             if self._oldest_buffered is None:
                 self._oldest_buffered = time.monotonic()
             self._buffered_bytes += size
