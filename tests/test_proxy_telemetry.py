@@ -175,6 +175,42 @@ def test_terminate_answers_in_turn_between_pipelined_requests():
             assert resp.body.error_code == 0 and resp.body.client_instance_id != uuid.UUID(int=0)
 
 
+def test_terminate_decides_pushes_in_its_request_loop_and_keeps_request_order():
+    """Pushes at the start of a read are decided by the broker's request loop, the others (behind a forwarded
+    request, or of an instance to create) by the broker's Python path, every answer in its request's turn."""
+    registry = kip714.SubscriptionRegistry()
+    registry.set("all", {"metrics": "*", "interval.ms": "60000"})
+    payload = kip714.compress(b"\x0a\x00", kip714.CompressionType.ZSTD)
+    with MockCluster(1, disable_apis=(71, 72)) as mc:
+        pt = start_proxy(mc.bootstraps, broker=kip714.TelemetryBroker(registry))
+        try:
+            with connect(pt.port) as s:
+                ids = []
+                for corr in (1, 2):
+                    s.sendall(
+                        kip714.encode_request(kip714.GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), corr, "c", 0)
+                    )
+                    ids.append(kip714.decode_response(recv_frame(s), 71, 0).body)
+
+                def push(corr: int, k: int) -> bytes:
+                    body = kip714.PushTelemetryRequest(
+                        ids[k].client_instance_id, ids[k].subscription_id, False, 4, payload
+                    )
+                    return kip714.encode_request(body, corr, "c", 0)
+
+                metadata = kip714.encode_request(kip714.wire.MetadataRequest(topics=[]), 5, "c", 9)
+                # the loop takes 3 and 4; 5 goes upstream; 6 and 7 wait behind its answer (the Python path)
+                s.sendall(push(3, 0) + push(4, 1) + metadata + push(6, 0) + push(7, 1))
+                answers = [recv_frame(s) for _ in range(5)]
+                taken = pt.call(lambda: sum(c.loop.frames for c in pt.proxy.connections if c.loop is not None))
+        finally:
+            pt.stop()
+    assert [int.from_bytes(a[:4], "big") for a in answers] == [3, 4, 5, 6, 7]
+    codes = [kip714.decode_response(answers[i], 72, 0).body.error_code for i in (0, 1, 3, 4)]
+    assert codes == [0, 0, 89, 89]  # accepted (the first push after a Get), then throttled
+    assert taken == 2
+
+
 def test_cli_proxy_records_a_producer(tmp_path):
     """``kip714 proxy`` end to end: subscription flags, --record, --telemetry terminate, a real producer."""
     import re

@@ -325,6 +325,29 @@ class TelemetryBroker:
             )
         return answers, frame
 
+    def feed_prefix(
+        self,
+        loop: RequestLoop,
+        data: bytes,
+        client_info: Callable[[str | None], ClientInfo],
+        connection: Hashable | None = None,
+        *,
+        node_id: int | None = None,
+    ) -> tuple[bytearray | None, int]:
+        """:meth:`feed` for an endpoint that streams the other requests on (``kip714 proxy``): the pushes the loop
+        decides at the start of ``data``, nothing held: ``(answers, consumed)``; ``data[consumed:]`` starts with a
+        frame the loop did not take (not whole in ``data``, or not one it decides alone)."""
+        now_ms = self.clock()
+        batching = bool(self.receivers or self._observers or self._closers)
+        answers, consumed, batch = loop.feed_prefix(
+            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, batching
+        )
+        if batch is not None:
+            self._finish_batch(
+                batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms
+            )
+        return answers, consumed
+
     def _finish_batch(
         self,
         batch: tuple[list[Any], ...],

@@ -21,7 +21,7 @@ import logging
 import ssl as _ssl
 import struct
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .._enums import ApiKey, ErrorCode
 from .._protocol import (
@@ -40,6 +40,9 @@ from .connection import EndpointConnection, os_error_words
 from .proxy_admin import split_admin_request
 from .rewrite import MAX_VERSIONS, REMOVED_APIS, REWRITERS
 from .stream import CAPTURE, STOP, STREAM, FrameStream
+
+if TYPE_CHECKING:
+    from .._instances import RequestLoop
 
 __all__ = ["ProxyConnection", "upstream_error_words", "failure_reason"]
 
@@ -162,6 +165,9 @@ class ProxyConnection(EndpointConnection):
         self.requests = FrameStream(
             self._request_head, self._request_captured, self._to_upstream, 8, proxy.max_frame_bytes
         )
+        # terminate mode: the pushes at the start of a read are decided by the broker's request loop (the one
+        # kip714 serve runs), nothing held in it; everything else streams through ``requests`` as before
+        self.loop: RequestLoop | None = None
         self.responses = FrameStream(
             self._response_head, self._response_captured, self._to_client, 4, proxy.max_frame_bytes
         )
@@ -342,7 +348,16 @@ class ProxyConnection(EndpointConnection):
         self.proxy.bytes_up += len(data)
         requests = self.requests
         try:
-            requests.feed(data)
+            if (
+                self.proxy.mode == "terminate"
+                and not self.stopping
+                and not self.pending
+                and requests.at_boundary
+                and self.responses.at_boundary
+            ):
+                data = self._decide_pushes(data)
+            if data:
+                requests.feed(data)
         except (_Drop, Kip714Error) as exc:
             if isinstance(exc, FrameTooLargeError):
                 self.proxy.stats["frames_too_large"] += 1
@@ -358,6 +373,22 @@ class ProxyConnection(EndpointConnection):
         self.proxy.budget.hold(self, requests.held)
         if self.stopping:
             self.finish_if_answered()
+
+    def _decide_pushes(self, data: bytes) -> bytes:
+        """Answer the pushes at the start of ``data`` through the request loop (nothing is owed to the client
+        before them: no upstream answer is pending); the rest of ``data``, from the first frame it did not take."""
+        proxy = self.proxy
+        loop = self.loop
+        if loop is None:
+            loop = self.loop = proxy.broker.request_loop(proxy.max_frame_bytes)
+        taken = loop.frames
+        answers, consumed = proxy.broker.feed_prefix(
+            loop, data, self.identity.client_info, self.connection_id, node_id=self.node_id
+        )
+        if answers:
+            proxy.requests_by_key[_PUSH] += loop.frames - taken
+            self.send_durable(answers)
+        return data[consumed:] if consumed else data
 
     def free_buffers(self) -> None:
         self.requests.free()
