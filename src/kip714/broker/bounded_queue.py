@@ -116,6 +116,30 @@ class BoundedQueueReceiver:
         if self._thread is None:
             self._process([item])
             return
+        self._enqueue(item)
+
+    def export_many(self, items: list[tuple[Any, Any]]) -> None:
+        """Queue the accepted pushes of one read (``(context, payload)`` pairs, in order): what
+        :meth:`export_metrics` does for each, under one hold of the queue lock while there is room."""
+        made = [self._item(context, payload) for context, payload in items]
+        if self._thread is None:
+            self._process(made)
+            return
+        with self._queue_lock:
+            queue = self._queue
+            if self._full is None and len(queue) + len(made) <= self.max_queue:
+                queue.extend(made)
+                if self._idle.is_set():
+                    self._idle.clear()
+                if len(queue) >= self.batch and self.linger_s:
+                    self._batch_ready.set()
+                if not self._wake.is_set():
+                    self._wake.set()
+                return
+        for item in made:  # a full queue: its policy, item by item
+            self._enqueue(item)
+
+    def _enqueue(self, item: Any) -> None:
         ended = None
         with self._queue_lock:
             if len(self._queue) >= self.max_queue:

@@ -523,6 +523,9 @@ class ParquetRecorder:
     def export_metrics(self, context: Any, payload: Any) -> None:
         """Nothing to do: every push, accepted or not, is recorded by :meth:`push_completed`."""
 
+    def export_many(self, items: list[tuple[Any, Any]]) -> None:
+        """Nothing to do (:meth:`export_metrics` for the pushes of one read)."""
+
     def push_completed(self, context: Any, request: Any, error_code: int, received_at_ms: int) -> None:
         """Record one PushTelemetry request with the answer it got (the broker calls this for every push): the
         row :func:`push_row` makes, kept as its fields until the part is written."""
