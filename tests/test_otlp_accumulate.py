@@ -13,6 +13,7 @@ import os
 import random
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -173,3 +174,75 @@ def test_public_names():
     assert kip714.MetricsAccumulator is kip714.otlp.MetricsAccumulator is MetricsAccumulator
     assert "MetricsAccumulator" in kip714.__all__ and "MetricsAccumulator" in kip714.otlp.__all__
     assert "payloads=0" in repr(MetricsAccumulator())
+
+
+# ------------------------------------------------------------------------------------------------ layouts
+
+_SERIES_COLUMNS = ("metric", "unit", "kind", "temporality", "monotonic", "scope_name", "scope_version")
+
+
+def _series_of(table: pa.Table, index: int) -> list[tuple]:
+    """What identifies each row's series (the Prometheus exporter's key, without its seed), in row order."""
+    rows = table.filter(pc.equal(table.column("payload_index"), index)).to_pylist()
+    return [
+        tuple(r[c] for c in _SERIES_COLUMNS) + (tuple(r["attributes"] or ()), tuple(r["resource"] or ())) for r in rows
+    ]
+
+
+def test_layouts_are_equal_exactly_when_the_rows_name_the_same_series():
+    """flush_with_layouts: same series in the same order ⇔ same layout, whatever the values and times; the oracle is
+    the decoded table's own columns."""
+    from otlp_build import gauge, payload, sum_
+
+    def made(value, host="a", extra=False, unit="", name="m.gauge", resource=None):
+        metrics = [gauge(name, value, {"host": host}, unit=unit), sum_("m.sum", value * 2, {"n": 1})]
+        if extra:
+            metrics.append(gauge("m.extra", 1))
+        return payload(metrics, resource=resource)
+
+    variants = (
+        [
+            made(1.0),
+            made(7.5),  # other values: same layout
+            made(1.0, host="b"),
+            made(1.0, extra=True),
+            made(1.0, unit="ms"),
+            made(1.0, name="m.other"),
+            made(1.0, resource={"service.name": "x"}),
+            made(2.0, resource={"service.name": "x"}),
+            made(1.0, resource={"service.name": "y"}),
+        ]
+        + [raw for _, raw in CAPTURE_PAYLOADS[:6]]
+    )
+    acc = MetricsAccumulator()
+    for p in variants:
+        acc.append(p)
+    table, layouts = acc.flush_with_layouts()
+    assert len(layouts) == len(variants)
+    series = [_series_of(table, i) for i in range(len(variants))]
+    for i in range(len(variants)):
+        for j in range(len(variants)):
+            assert (layouts[i] == layouts[j]) == (series[i] == series[j]), (i, j)
+    assert layouts[0] == layouts[1] and layouts[6] == layouts[7] and layouts[0] != layouts[2]
+
+
+def test_equal_layouts_always_mean_the_same_series_on_mutated_payloads():
+    """The direction the exporter relies on (it reuses a payload's series when the layout repeats), on mutations
+    of the captures: two payloads with one layout decode to the same series, row for row."""
+    rng = random.Random(714)
+    bases = [raw for _, raw in CAPTURE_PAYLOADS]
+    seen: dict[int, list[tuple]] = {}
+    acc = MetricsAccumulator()
+    kept = []
+    for _ in range(600):
+        data = mutate(rng, rng.choice(bases))
+        try:
+            acc.append(data)
+        except CorruptPayloadError:
+            continue
+        kept.append(data)
+    table, layouts = acc.flush_with_layouts()
+    for i, layout in enumerate(layouts):
+        series = _series_of(table, i)
+        assert seen.setdefault(layout, series) == series
+    assert len(set(layouts)) > 1

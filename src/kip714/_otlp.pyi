@@ -87,6 +87,8 @@ class MetricsAccumulator:
         """Walk one payload (CorruptPayloadError if it is not OTLP); the batch's table when it is complete."""
     def flush(self) -> pa.Table:
         """The table of every payload appended since the last one; a new batch starts."""
+    def flush_with_layouts(self) -> tuple[pa.Table, list[int]]:
+        """flush(), and each payload's layout (equal exactly when their rows identify the same series)."""
 
 def output_schema(labels: Labels | None = None, *, batch: bool = False) -> pa.Schema:
     """The schema decode_metrics (or, with batch=True, decode_metrics_batch) returns for these labels."""

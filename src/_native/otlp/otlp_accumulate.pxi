@@ -3,7 +3,69 @@
 # columns are built and handed to pyarrow once per batch of payloads, so a receiver that decodes every
 # push as it arrives pays pyarrow's fixed import cost once per batch instead of once per push.
 
+from os import urandom as _urandom
 from time import monotonic as _monotonic
+
+cdef extern from "otlp_support.h":
+    uint64_t otlp_hash(const unsigned char* p, size_t n, uint64_t seed) noexcept nogil
+    uint64_t k714_mix64(uint64_t x) noexcept nogil
+
+
+cdef inline uint64_t _span_hash(uint64_t h, Span s) noexcept nogil:
+    if s.p == NULL:
+        return k714_mix64(h ^ 0x6E756C6CULL)          # null: not the empty string
+    return otlp_hash(s.p, <size_t>s.n, h)
+
+
+cdef inline uint64_t _entries_hash(uint64_t h, const Entry* e, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t i
+    h = k714_mix64(h ^ <uint64_t>(hi - lo))
+    for i in range(lo, hi):
+        h = otlp_hash(e[i].key, e[i].key_len, h)
+        h = k714_mix64(h ^ (<uint64_t>e[i].kind << 1) ^ (1 if e[i].val != NULL else 0))
+        if e[i].val != NULL:
+            h = otlp_hash(e[i].val, e[i].val_len, h)
+        else:
+            h = k714_mix64(h ^ e[i].bits)
+    return h
+
+
+cdef uint64_t _layout(const Ctx* c, Py_ssize_t row0, uint64_t seed) noexcept nogil:
+    """The layout of the rows ``[row0, rows.n)`` (one payload's, as walked): a keyed 64-bit hash of what
+    identifies each row's series, in row order (metric name, unit, kind, temporality, monotonic, scope name
+    and version, point attributes, resource attributes, each attribute's key, value type and value bytes as
+    on the wire), not of its values or times. Two payloads with the same layout have the same series in the
+    same order; the hash is keyed by a random seed per accumulator, so that no client can make up another
+    payload's layout."""
+    cdef const Row* rows = <const Row*>c.rows.data
+    cdef const MetricRec* metrics = <const MetricRec*>c.metrics.data
+    cdef const ScopeRec* scopes = <const ScopeRec*>c.scopes.data
+    cdef const ResourceRec* res = <const ResourceRec*>c.resources.data
+    cdef const Entry* pattr = <const Entry*>c.pattr.data
+    cdef const Entry* rattr = <const Entry*>c.rattr.data
+    cdef const Row* r
+    cdef const MetricRec* m
+    cdef uint64_t h = k714_mix64(seed ^ <uint64_t>(c.rows.n - row0))
+    cdef Py_ssize_t i
+    cdef int32_t last_metric = -1, last_scope = -1, last_resource = -1
+    for i in range(row0, c.rows.n):
+        r = &rows[i]
+        if r.metric != last_metric:                 # (the rows of one metric share its record)
+            last_metric = r.metric
+            m = &metrics[r.metric]
+            h = _span_hash(h, m.name)
+            h = _span_hash(h, m.unit)
+            h = k714_mix64(h ^ (<uint64_t>m.kind << 40) ^ (<uint64_t><uint32_t>m.temporality << 8) ^ m.monotonic)
+        h = k714_mix64(h ^ 0x726F77ULL ^ (<uint64_t>r.kind << 16))   # a row starts
+        if r.scope != last_scope:
+            last_scope = r.scope
+            h = _span_hash(h, scopes[r.scope].name)
+            h = _span_hash(h, scopes[r.scope].version)
+        if r.resource != last_resource:
+            last_resource = r.resource
+            h = _entries_hash(h, rattr, res[r.resource].start, res[r.resource].end)
+        h = _entries_hash(h, pattr, r.attr_start, r.attr_end)
+    return h
 
 cdef frozenset _RESERVED_LABELS = frozenset(COLUMNS) | frozenset(["payload_index"])
 
@@ -64,11 +126,15 @@ cdef class MetricsAccumulator:
     cdef Py_ssize_t _max_payloads
     cdef double _max_delay
     cdef double _first
+    cdef uint64_t _seed
+    cdef list _layouts
 
     def __cinit__(self):
         ctx_init(&self.c)
         self._keep = []
         self._labels = []
+        self._layouts = []
+        self._seed = int.from_bytes(_urandom(8), "little")
 
     def __dealloc__(self):
         ctx_free(&self.c)
@@ -163,6 +229,7 @@ cdef class MetricsAccumulator:
                 msg = _error_text(&self.c)
                 self.c.err_msg = NULL
                 raise CorruptPayloadError(msg)
+            self._layouts.append(_layout(&self.c, marks.rows, self._seed))
             self._keep.append(keep)
             self._labels.append(labels)
             if labels is not None:
@@ -176,6 +243,16 @@ cdef class MetricsAccumulator:
         if self._n >= self._max_payloads or (self._max_delay >= 0 and _monotonic() - self._first >= self._max_delay):
             return self.flush()
         return None
+
+    @cython.embedsignature(True)
+    def flush_with_layouts(self):
+        """:meth:`flush`, and the layout of each payload of the table (a list, in ``payload_index`` order): an
+        int that is the same for two payloads exactly when their rows identify the same series in the same
+        order (metric, unit, kind, temporality, monotonic, scope, point and resource attributes; not values
+        nor times), up to a 64-bit hash keyed by a seed of this accumulator's. A receiver that keeps series
+        per client (the Prometheus exporter) reuses a payload's series when its layout is the last one's."""
+        layouts = self._layouts
+        return self.flush(), layouts
 
     @cython.embedsignature(True)
     def flush(self):
@@ -213,6 +290,7 @@ cdef class MetricsAccumulator:
         self.c.err_oom = 0
         self._keep = []
         self._labels = []
+        self._layouts = []
         self._labelled = False
         self._n = 0
         self._bytes = 0

@@ -119,7 +119,7 @@ class _Instance:
         # the last payload's shape and, per row, its source (or -1: refused); a shape with refused rows
         # holds only while the store's series are as they were then (shape_state), and says what the
         # refusals counted (shape_refused: series refused, points dropped by reason)
-        self.shape: str | None = None
+        self.shape: tuple[str, int] | None = None  # (the seed of its keys, the layout) of its last payload
         self.shape_sources: list[int] = []
         self.shape_state: tuple[int, int] | None = None
         self.shape_refused: tuple[int, dict[str, int]] | None = None
@@ -222,16 +222,18 @@ class SeriesStore:
         # payload_index is its payload's place among the decodable ones (``items`` from here on)
         accumulator = self._accumulator
         decoded = []
+        seeds = []
         with self._decoding:
             for item in items:
                 instance, labels = item[0], item[1]
-                seed = {"_k": instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)}
+                seed = instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)
                 try:
-                    accumulator.append(item[2], seed)
+                    accumulator.append(item[2], {"_k": seed})
                 except (Kip714Error, TypeError):  # not OTLP (or no payload at all): counted below
                     continue
                 decoded.append(item)
-            table = accumulator.flush()
+                seeds.append(seed)
+            table, layouts = accumulator.flush_with_layouts()
         undecodable = len(items) - len(decoded)
         items = decoded
         with self.lock:
@@ -264,40 +266,19 @@ class SeriesStore:
             if not n:
                 return
             self.points_absorbed += n
-            keys = pc.binary_join_element_wise(
-                table.column("_k"),
-                table.column("metric"),
-                table.column("unit"),
-                table.column("kind"),
-                table.column("temporality"),
-                pc.cast(table.column("monotonic"), pa.string()),
-                table.column("scope_name"),
-                table.column("scope_version"),
-                _map_text(table.column("attributes")),
-                _map_text(table.column("resource")),
-                "\x1d",
-                null_handling="replace",
-                null_replacement="",
-            )
-            # The key text identifies a source; its separators could appear in a client's own strings,
-            # which could only make that client's own series share a source (the seed comes first).
-            keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-            # A payload's *shape*: its row keys (joined, with their lengths, so that no other sequence of
-            # keys has the same text). An instance whose payload has the shape of its previous one (a
-            # client pushes the same series push after push) reuses that payload's sources, one per row,
-            # without a key per row: its sources live as long as the instance does (_drop_instance).
+            # A payload's *shape*: its instance and broker labels (the seed of its rows' keys) and its layout, which
+            # the decoder computed as it walked it (MetricsAccumulator.flush_with_layouts: what identifies each
+            # row's series, in order). An instance whose payload has the shape of its previous one (a client
+            # pushes the same series push after push) reuses that payload's sources, one per row: no key is
+            # made for its rows (only the rows of other payloads get keys, _row_keys): its sources live as long
+            # as the instance does (_drop_instance).
             ends = np.cumsum(np.bincount(table.column("payload_index").to_numpy(), minlength=len(items)))
             offsets = np.concatenate(([0], ends)).astype(np.int32)
-            lengths = pc.cast(pc.binary_length(keys), pa.string())
-            shapes = pc.binary_join_element_wise(
-                pc.binary_join(pa.ListArray.from_arrays(offsets, keys), "\x1e"),
-                pc.binary_join(pa.ListArray.from_arrays(offsets, lengths), ","),
-                "\x1f",
-            ).to_pylist()
+            shapes = list(zip(seeds, layouts))
             src = [-1] * n
             lookup: list[int] = []  # rows whose source is looked up by key
-            fresh_shapes: list[tuple[_Instance, str, int, int]] = []
-            refusing: list[tuple[_Instance, str, int, int]] = []  # same shape, rows refused last time
+            fresh_shapes: list[tuple[_Instance, tuple[str, int], int, int]] = []
+            refusing: list[tuple[_Instance, tuple[str, int], int, int]] = []  # same shape, rows refused last time
             state = (self._slot_changes, self.series_count)
             for i, (instance, _, _, _, _) in enumerate(items):
                 lo, hi = int(offsets[i]), int(offsets[i + 1])
@@ -329,11 +310,11 @@ class SeriesStore:
                 lookup.sort()
             if lookup:
                 get = self._sources.get
-                looked = pc.take(keys, pa.array(lookup, pa.int64())).to_pylist()
+                looked = _row_keys(table, lookup)
                 key_of = dict(zip(lookup, looked))
                 missing = []
-                for i, k in zip(lookup, looked):
-                    s = get(k, -1)
+                for i, key in zip(lookup, looked):
+                    s = get(key, -1)
                     src[i] = s
                     if s < 0:
                         missing.append(i)
@@ -744,6 +725,48 @@ class SeriesStore:
         ]:
             self._drop_instance(instance)
             self.terminated += 1
+
+
+def _row_keys(table: Any, rows: list[int]) -> list[str]:
+    """The source key of each of ``rows`` of a decoded table: the seed (instance and broker labels), then what
+    identifies the row's series. The key text identifies a source; its separators could appear in a client's
+    own strings, which could only make that client's own series share a source (the seed comes first)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sub = table.select(_KEY_COLUMNS).take(pa.array(rows, pa.int64()))
+    keys = pc.binary_join_element_wise(
+        sub.column("_k"),
+        sub.column("metric"),
+        sub.column("unit"),
+        sub.column("kind"),
+        sub.column("temporality"),
+        pc.cast(sub.column("monotonic"), pa.string()),
+        sub.column("scope_name"),
+        sub.column("scope_version"),
+        _map_text(sub.column("attributes")),
+        _map_text(sub.column("resource")),
+        "\x1d",
+        null_handling="replace",
+        null_replacement="",
+    )
+    result: list[str] = keys.to_pylist()
+    return result
+
+
+#: the columns a row's source key is made of (_row_keys)
+_KEY_COLUMNS = (
+    "_k",
+    "metric",
+    "unit",
+    "kind",
+    "temporality",
+    "monotonic",
+    "scope_name",
+    "scope_version",
+    "attributes",
+    "resource",
+)
 
 
 def _map_text(column: Any) -> Any:
