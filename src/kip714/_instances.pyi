@@ -189,7 +189,7 @@ class RequestLoop:
         subscription_version: int,
         zd: PayloadDecompressor,
         decompress_payloads: bool,
-        records: bool,
+        records: int,
     ) -> tuple[bytearray | None, bytes | None, LoopBatch | None]: ...
     def feed_prefix(
         self,
@@ -198,5 +198,5 @@ class RequestLoop:
         subscription_version: int,
         zd: PayloadDecompressor,
         decompress_payloads: bool,
-        records: bool,
+        records: int,
     ) -> tuple[bytearray | None, int, LoopBatch | None]: ...

@@ -242,9 +242,10 @@ cdef class RequestLoop:
 
     Returns ``(answers, frame, batch)``: the answers of the frames decided (a bytearray, or None), the frame
     handed over (bytes without its size prefix, or None when every whole frame was decided) and, with
-    ``records``, the pushes decided as columns (:meth:`batch`) or None. Without ``records`` an accepted push's
-    last error is set here; with them the caller finishes each push (``InstanceTable.finish_push`` with its
-    ticket) after its receivers ran. A size prefix over ``max_frame_bytes`` raises FrameTooLargeError and a
+    ``records`` (1: every push decided, as columns; 2: and each accepted push's decompressed payload, for the
+    receivers), the pushes decided or None. An accepted push's last error is set here, except with
+    ``records=2``: the caller then finishes each (``InstanceTable.finish_push`` with the ticket in its code
+    column) once its receivers ran. A size prefix over ``max_frame_bytes`` raises FrameTooLargeError and a
     negative one MalformedFrameError, before anything is held for the frame, as ``split_frames`` does.
     ``held`` is what the loop holds of unfinished frames (for the endpoint's buffer budget)."""
 
@@ -346,7 +347,7 @@ cdef class RequestLoop:
         return cid
 
     def feed(self, data, int64_t now_ms, int64_t subscription_version, PayloadDecompressor zd not None,
-             bint decompress_payloads, bint records):
+             bint decompress_payloads, int records):
         """One read (``data``; None: go on after a frame handed back): ``(answers, frame, batch)``, see the
         class docstring."""
         cdef Py_buffer view
@@ -383,7 +384,7 @@ cdef class RequestLoop:
         return answers, frame, self._take_batch(records)
 
     def feed_prefix(self, data, int64_t now_ms, int64_t subscription_version, PayloadDecompressor zd not None,
-                    bint decompress_payloads, bint records):
+                    bint decompress_payloads, int records):
         """The pushes this loop decides alone at the start of ``data``, which is not held: ``(answers,
         consumed, batch)``. It stops before the first frame that is not whole in ``data`` or that it does not
         decide (nothing of it is taken: ``data[consumed:]`` is the caller's). For an endpoint that streams
@@ -402,7 +403,7 @@ cdef class RequestLoop:
             PyBuffer_Release(&view)
         return answers, pos, self._take_batch(records)
 
-    cdef object _take_batch(self, bint records):
+    cdef object _take_batch(self, int records):
         batch = None
         if records and self._c_ids:
             batch = (self._c_ids, self._c_sids, self._c_term, self._c_ctype, self._c_codes, self._c_raw,
@@ -411,7 +412,7 @@ cdef class RequestLoop:
         return batch
 
     cdef tuple _run(self, const unsigned char* p, Py_ssize_t n, Py_ssize_t* consumed, bint prefix, int64_t now_ms,
-                    int64_t subscription_version, PayloadDecompressor zd, bint decompress_payloads, bint records):
+                    int64_t subscription_version, PayloadDecompressor zd, bint decompress_payloads, int records):
         """Decide the whole frames of ``p[0:n]`` in order (see feed and feed_prefix); ``consumed`` is advanced
         past each frame taken. ``(answers, frame handed back)``."""
         cdef Py_ssize_t pos = consumed[0], start
@@ -454,21 +455,20 @@ cdef class RequestLoop:
                 code = E_NONE
                 if decompress_payloads:
                     try:
-                        payload = zd._decompress(m.metrics, m.metrics_len, m.compression_type, None, records)
+                        payload = zd._decompress(m.metrics, m.metrics_len, m.compression_type, None, records == 2)
                     except _TelemetryTooLargeError:
                         code = E_TELEMETRY_TOO_LARGE
                         zd.loop_too_large += 1
                     except _Kip714Error:
                         code = E_INVALID_RECORD
                         zd.loop_corrupt += 1
-                elif records:
+                elif records == 2:
                     payload = PyBytes_FromStringAndSize(<const char*>m.metrics, m.metrics_len)
-                if code == E_NONE and not records:
-                    zd.loop_exported += 1             # (with records, the receivers' export counts it)
-                if not records or code != E_NONE:
+                if code == E_NONE and records != 2:
+                    zd.loop_exported += 1             # (with payloads to hand over, the receivers' export counts it)
+                if records != 2 or code != E_NONE:
                     self.table._finish(m.msb, m.lsb, r, code)
-                    if code != E_NONE:
-                        r = code
+                    r = code
             else:
                 code = <int>r
             if answers is None:

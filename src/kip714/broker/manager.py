@@ -142,6 +142,7 @@ class TelemetryBroker:
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.receivers: list[TelemetryReceiver] = []
         self._observers: list[PushObserver] = []  # receivers that also see every push with its answer
+        self._takers: list[TelemetryReceiver] = []  # receivers that take payloads (not takes_payloads = False)
         self._closers: list[InstanceCloseObserver] = []  # receivers that hear when an instance's connection closes
         # what the last successful Get told each instance (for the observers; bounded like the table)
         self._told: dict[bytes, ClientSubscription] = {}
@@ -271,6 +272,8 @@ class TelemetryBroker:
         ``push_completed`` for every push with its answer (see :class:`~kip714.TelemetryReceiver`). This is
         the one way accepted pushes leave the broker: the recorder, the exporters and callbacks all use it."""
         self.receivers.append(receiver)
+        if getattr(receiver, "takes_payloads", True):
+            self._takers.append(receiver)
         # the optional hooks are looked up by name (the Protocols are not runtime-checkable)
         if callable(getattr(receiver, "push_completed", None)):
             self._observers.append(cast(PushObserver, receiver))
@@ -314,10 +317,8 @@ class TelemetryBroker:
         as with :meth:`handle`; an answer a receiver changes (it raised: INVALID_RECORD) is changed in
         ``answers``. Raises what ``RequestLoop.feed`` raises (a bad size prefix)."""
         now_ms = self.clock()
-        decompressor = self._decompressor
-        batching = bool(self.receivers or self._observers or self._closers)
         answers, frame, batch = loop.feed(
-            data, now_ms, self.registry._version, decompressor, self.decompress_payloads, batching
+            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, self._records()
         )
         if batch is not None:
             self._finish_batch(
@@ -338,15 +339,19 @@ class TelemetryBroker:
         decides at the start of ``data``, nothing held: ``(answers, consumed)``; ``data[consumed:]`` starts with a
         frame the loop did not take (not whole in ``data``, or not one it decides alone)."""
         now_ms = self.clock()
-        batching = bool(self.receivers or self._observers or self._closers)
         answers, consumed, batch = loop.feed_prefix(
-            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, batching
+            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, self._records()
         )
         if batch is not None:
             self._finish_batch(
                 batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms
             )
         return answers, consumed
+
+    def _records(self) -> int:
+        """What a request loop hands back of the pushes it decides: 2, each one and the accepted payloads (a
+        receiver takes them); 1, each one (observers only); 0, nothing."""
+        return 2 if self._takers else 1 if (self._observers or self._closers) else 0
 
     def _finish_batch(
         self,
@@ -409,7 +414,7 @@ class TelemetryBroker:
             interval, expiry = self._timing(id16, None)
             items.append((self._context(info, node_id, interval, None, expiry), payload))
         failed: set[int] = set()
-        for receiver in self.receivers:
+        for receiver in self._takers:
             many = getattr(receiver, "export_many", None)
             if many is not None:
                 batch = items if not failed else [item for j, item in enumerate(items) if j not in failed]
@@ -858,10 +863,10 @@ class TelemetryBroker:
             subscription_id,
             now_ms,
         )
-        if self.receivers:
+        if self._takers:
             interval, expiry = self._timing(id16, subscription)
             ctx = self._context(client_info, node_id, interval, None, expiry)
-            for receiver in self.receivers:
+            for receiver in self._takers:
                 try:
                     receiver.export_metrics(ctx, payload)
                 except Exception:

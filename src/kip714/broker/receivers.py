@@ -257,7 +257,10 @@ class TelemetryReceiver(Protocol):
     not, after the answer is decided (the Parquet recorder records rejected pushes this way). An exception
     there is logged and counted, never changes the answer. A receiver with
     ``instance_closed(context, client_instance_id, at_ms, reason)`` (:class:`InstanceCloseObserver`) also hears
-    when the connection an instance used closes."""
+    when the connection an instance used closes. A receiver whose ``export_metrics`` does nothing (it records
+    through ``push_completed``) may say so with ``takes_payloads = False``: the broker then builds no payload for
+    it. One with ``export_many(items)`` takes the accepted pushes of one read at once (``(context, payload)``
+    pairs, in order), instead of one ``export_metrics`` call each."""
 
     def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
 

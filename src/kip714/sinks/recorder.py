@@ -520,11 +520,11 @@ class ParquetRecorder:
 
     # ------------------------------------------------------------------ receiver (kip714.TelemetryReceiver)
 
+    #: the broker need not hand it accepted payloads (``export_metrics`` does nothing with them)
+    takes_payloads = False
+
     def export_metrics(self, context: Any, payload: Any) -> None:
         """Nothing to do: every push, accepted or not, is recorded by :meth:`push_completed`."""
-
-    def export_many(self, items: list[tuple[Any, Any]]) -> None:
-        """Nothing to do (:meth:`export_metrics` for the pushes of one read)."""
 
     def push_completed(self, context: Any, request: Any, error_code: int, received_at_ms: int) -> None:
         """Record one PushTelemetry request with the answer it got (the broker calls this for every push): the
