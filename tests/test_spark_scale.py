@@ -59,7 +59,9 @@ def test_output_batches_are_bounded_whatever_the_input_batch_holds(base_recordin
     schema = kdecode._combined_arrow_schema(carry, pa.field("payload", pa.binary()))
     budget = kdecode._Budget(max_rows=5000, max_bytes=1 << 20)
     out = list(
-        kdecode._decode_payload_batches(iter([batch, bad]), "payload", "compression_type", schema, 1 << 20, budget)
+        kdecode._decode_payload_batches(
+            iter([batch, bad]), "payload", "compression_type", 1 << 20, kdecode._Output(schema, budget)
+        )
     )
     assert len(out) > 10
     assert all(b.num_rows <= 5000 and b.nbytes <= 1.05 * (1 << 20) for b in out), max(
@@ -119,7 +121,10 @@ def test_frames_chunked_inside_one_value_keep_their_header_fields(base_recording
     )
     out = list(
         kdecode._decode_frame_batches(
-            iter([batch]), "frame", schema, 1 << 20, kdecode._Budget(max_rows=2000, max_bytes=256 << 10)
+            iter([batch]),
+            "frame",
+            1 << 20,
+            kdecode._Output(schema, kdecode._Budget(max_rows=2000, max_bytes=256 << 10)),
         )
     )
     assert len(out) > 5 and all(b.num_rows <= 2000 for b in out)

@@ -198,40 +198,24 @@ def _balance_insertion(root: _Node[_T] | None, x: _Node[_T]) -> _Node[_T]:
         xpp = xp.parent
         if not xp.red or xpp is None:
             return root  # type: ignore[return-value]
-        if xp is xpp.left:
-            uncle = xpp.right
-            if uncle is not None and uncle.red:
-                uncle.red = xp.red = False
+        # xp a left child (Java's first branch) or a right one (its mirror image): one path, ``left`` says which
+        left = xp is xpp.left
+        uncle = xpp.right if left else xpp.left
+        if uncle is not None and uncle.red:
+            uncle.red = xp.red = False
+            xpp.red = True
+            x = xpp
+            continue
+        if x is (xp.right if left else xp.left):
+            x = xp
+            root = _rotate_left(root, x) if left else _rotate_right(root, x)
+            xp = x.parent
+            xpp = xp.parent if xp is not None else None
+        if xp is not None:
+            xp.red = False
+            if xpp is not None:
                 xpp.red = True
-                x = xpp
-                continue
-            if x is xp.right:
-                x = xp
-                root = _rotate_left(root, x)
-                xp = x.parent
-                xpp = xp.parent if xp is not None else None
-            if xp is not None:
-                xp.red = False
-                if xpp is not None:
-                    xpp.red = True
-                    root = _rotate_right(root, xpp)
-        else:
-            uncle = xpp.left
-            if uncle is not None and uncle.red:
-                uncle.red = xp.red = False
-                xpp.red = True
-                x = xpp
-                continue
-            if x is xp.left:
-                x = xp
-                root = _rotate_right(root, x)
-                xp = x.parent
-                xpp = xp.parent if xp is not None else None
-            if xp is not None:
-                xp.red = False
-                if xpp is not None:
-                    xpp.red = True
-                    root = _rotate_left(root, xpp)
+                root = _rotate_right(root, xpp) if left else _rotate_left(root, xpp)
 
 
 def _is_red(n: _Node[_T] | None) -> bool:

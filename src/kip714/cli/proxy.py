@@ -7,27 +7,23 @@ import ssl
 from typing import Any
 
 from .._units import duration
-from ..endpoint.health import Health
 from ..endpoint.proxy import TELEMETRY_MODES, TelemetryProxy, parse_broker_ports
 from ..errors import InvalidConfigError
 from ._args import advertised_port, host, port
-from ._service import ServiceRunner, add_service_options, build_admin, upstream_client
+from ._service import add_service_options, build_admin, upstream_client
 from ._settings import add_settings_options
 from ._sinks import add_sink_options, require_files
 from .serve import (
     add_proxy_protocol_options,
     add_run_options,
-    add_sinks,
     add_subscription_options,
     add_tls_options,
     build_broker,
-    loop_factory,
+    build_outputs,
     proxy_protocol_of,
-    recorder_of,
-    require_extras,
+    run_service,
     server_tls,
-    setup_logging,
-    start_settings,
+    start_service,
 )
 
 DESCRIPTION = """\
@@ -147,11 +143,9 @@ def upstream_tls(args: Any) -> ssl.SSLContext | None:
 
 def run(args: Any) -> int:
     """Entry point of ``kip714 proxy``."""
-    settings = start_settings(args)
+    settings = start_service(args)
     if settings is None:
         return 0
-    require_extras(args)
-    setup_logging(args)
     if args.broker_ports and args.broker_port_base is not None:
         raise InvalidConfigError("give --broker-ports or --broker-port-base, not both")
     if args.advertised_broker_ports and args.advertised_broker_port_base is not None:
@@ -188,11 +182,7 @@ def run(args: Any) -> int:
         upstream_client(args, settings)  # the credentials' origins checked before anything connects
     broker, watcher, layers = build_broker(args)
     admin = build_admin(args, layers, "kip714 proxy")
-    recorder = recorder_of(args)
-    health = Health(None, recorder)
-    if layers.store is not None and layers.store.shared:
-        health.state_store = layers.store
-    sinks = add_sinks(args, broker, recorder, health)
+    recorder, health, sinks = build_outputs(args, broker, layers)
     proxy = TelemetryProxy(
         args.upstream,
         broker,
@@ -218,16 +208,4 @@ def run(args: Any) -> int:
         admin=admin,
         upstream_check_interval_s=args.upstream_check_interval,
     )
-    health.endpoint = proxy
-    # the final summary is the proxy's "event=stopped" log line
-    ServiceRunner(
-        proxy,
-        args,
-        settings,
-        layers=layers,
-        watcher=watcher,
-        health=health,
-        sinks=sinks,
-        loop_factory=loop_factory(getattr(args, "loop", "auto")),
-    ).run()
-    return 0
+    return run_service(proxy, args, settings, layers, watcher, health, sinks)

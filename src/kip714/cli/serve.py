@@ -315,15 +315,21 @@ def recorder_of(args: Any) -> ParquetRecorder | None:
     )
 
 
-def add_sinks(
-    args: Any, broker: TelemetryBroker, recorder: ParquetRecorder | None, health: Health | None = None
-) -> list[Any]:
-    """The exporters ``--prometheus``/``--otlp-endpoint`` ask for, added to ``broker`` as receivers
-    (``health``: served next to /metrics)."""
+def build_outputs(
+    args: Any, broker: TelemetryBroker, layers: SubscriptionLayers
+) -> tuple[ParquetRecorder | None, Health, list[Any]]:
+    """What an endpoint's pushes and state go out to: the recorder ``--record`` asks for (None without it),
+    the health of ``/healthz``, ``/readyz`` and the endpoint's metrics (with the state store when a fleet
+    shares it), and the exporters ``--prometheus``/``--otlp-endpoint`` ask for, added to ``broker`` as
+    receivers (the health served next to /metrics)."""
+    recorder = recorder_of(args)
+    health = Health(None, recorder)
+    if layers.store is not None and layers.store.shared:
+        health.state_store = layers.store
     sinks = build_sinks(args, recorder, health)
     for sink in sinks:
         broker.add_receiver(sink)
-    return sinks
+    return recorder, health, sinks
 
 
 def server_tls(args: Any) -> ssl.SSLContext | None:
@@ -361,23 +367,49 @@ def require_extras(args: Any) -> None:
         require("fleet", "--state-topic")
 
 
-def start_settings(args: Any) -> Settings | None:
+def start_service(args: Any) -> Settings | None:
     """Apply ``--config-file`` and the ``KIP714_*`` environment to ``args``; print them and return None for
-    ``--print-config``."""
+    ``--print-config``. Otherwise check the extras the options need and set the logging up."""
     settings = resolve(args)
     if args.print_config:
         print(settings.render(), end="")
         return None
+    require_extras(args)
+    setup_logging(args)
     return settings
+
+
+def run_service(
+    endpoint: Any,
+    args: Any,
+    settings: Settings,
+    layers: SubscriptionLayers,
+    watcher: SubscriptionFileWatcher | None,
+    health: Health,
+    sinks: list[Any],
+) -> int:
+    """Run ``endpoint`` (a :class:`~kip714.TelemetryServer` or :class:`~kip714.TelemetryProxy`) as a service
+    (:class:`~._service.ServiceRunner`) until SIGTERM or ``--duration``, then drain it; its final summary is
+    its ``event=stopped`` log line. Returns the exit status."""
+    health.endpoint = endpoint
+    ServiceRunner(
+        endpoint,
+        args,
+        settings,
+        layers=layers,
+        watcher=watcher,
+        health=health,
+        sinks=sinks,
+        loop_factory=loop_factory(getattr(args, "loop", "auto")),
+    ).run()
+    return 0
 
 
 def run(args: Any) -> int:
     """Entry point of ``kip714 serve``."""
-    settings = start_settings(args)
+    settings = start_service(args)
     if settings is None:
         return 0
-    require_extras(args)
-    setup_logging(args)
     broker, watcher, layers = build_broker(args, args.node_id)
     admin = build_admin(args, layers, "kip714 serve")
     if admin.principals:
@@ -387,9 +419,7 @@ def run(args: Any) -> int:
             ANONYMOUS_PRINCIPAL,
         )
     warn_if_no_subscription(broker)
-    recorder = recorder_of(args)
-    health = Health(None, recorder)
-    sinks = add_sinks(args, broker, recorder, health)
+    recorder, health, sinks = build_outputs(args, broker, layers)
     server = TelemetryServer(
         broker,
         args.host,
@@ -406,16 +436,4 @@ def run(args: Any) -> int:
         admin=admin,
         proxy_protocol=proxy_protocol_of(args),
     )
-    health.endpoint = server
-    # the final summary is the server's "event=stopped" log line
-    ServiceRunner(
-        server,
-        args,
-        settings,
-        layers=layers,
-        watcher=watcher,
-        health=health,
-        sinks=sinks,
-        loop_factory=loop_factory(getattr(args, "loop", "auto")),
-    ).run()
-    return 0
+    return run_service(server, args, settings, layers, watcher, health, sinks)

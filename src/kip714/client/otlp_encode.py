@@ -53,7 +53,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import EllipsisType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.metrics.v1 import metrics_pb2
@@ -266,30 +266,33 @@ def _identity(name: str, items: _Attributes) -> _Identity:
         return name, frozenset((k, repr(v)) for k, v in items)
 
 
+class _Registration(NamedTuple):
+    """What every metric is registered with (by :meth:`MetricsCollector._register`)."""
+
+    collector: MetricsCollector
+    name: str
+    attributes: _Attributes
+    description: str
+    unit: str
+    added_ns: int
+
+
 class _Metric:
     """Common part of a recorded metric; created by :class:`MetricsCollector`, not directly."""
 
     kind = ""
 
-    def __init__(
-        self,
-        collector: MetricsCollector,
-        name: str,
-        attributes: _Attributes,
-        description: str,
-        unit: str,
-        added_ns: int,
-    ) -> None:
-        self._collector = collector
-        self._lock = collector._lock
-        self.name = name
-        self.attributes: dict[str, Any] = dict(attributes)
+    def __init__(self, reg: _Registration) -> None:
+        self._collector = reg.collector
+        self._lock = reg.collector._lock
+        self.name = reg.name
+        self.attributes: dict[str, Any] = dict(reg.attributes)
         #: The attributes as (key, value) pairs in the order they were given (how they are encoded).
-        self.attribute_items = attributes
-        self.description = description
-        self.unit = unit
+        self.attribute_items = reg.attributes
+        self.description = reg.description
+        self.unit = reg.unit
         #: When the metric was added (the start time of cumulative points and of the first delta point).
-        self.added_ns = added_ns
+        self.added_ns = reg.added_ns
 
     def reset_baseline(self) -> None:
         """Forget the delta baseline (Java's ``metricsReset``); metrics without one have nothing to do."""
@@ -298,30 +301,19 @@ class _Metric:
         return f"<{type(self).__name__} {self.name} {self.attributes}>"
 
 
-class Gauge(_Metric):
-    """The latest value of something (OTLP Gauge). Python ints encode as ``as_int``, other numbers as
-    ``as_double`` unless ``value_type`` says otherwise; a callback (``value_fn``) is read at collection."""
+class _Number(_Metric):
+    """A metric of one number (gauges and sums): set by the client, or read from ``value_fn`` at collection.
+    Python ints encode as ``as_int``, other numbers as ``as_double`` unless ``value_type`` says otherwise."""
 
-    kind = "gauge"
-
-    def __init__(
-        self,
-        collector: MetricsCollector,
-        name: str,
-        attributes: _Attributes,
-        description: str,
-        unit: str,
-        added_ns: int,
-        value_fn: Callable[[], Any] | None,
-        value_type: str | None,
-    ) -> None:
-        super().__init__(collector, name, attributes, description, unit, added_ns)
+    def __init__(self, reg: _Registration, value_fn: Callable[[], Any] | None, value_type: str | None) -> None:
+        super().__init__(reg)
         self._value: Any = None
         self.value_fn = value_fn
         self.value_type = value_type
 
     def set(self, value: Any) -> None:
-        """Set the gauge; ``None`` unsets it (it is then not emitted)."""
+        """Set the number (a sum's running total, for a total the client already keeps); ``None`` unsets it
+        (it is then not emitted)."""
         if value is not None:
             _check_number(value)
         with self._lock:
@@ -329,11 +321,18 @@ class Gauge(_Metric):
 
     @property
     def value(self) -> Any:
-        """The value the next collection would report (calls ``value_fn`` if there is one)."""
+        """The number the next collection would report (calls ``value_fn`` if there is one); a sum's is its
+        running total (the cumulative value)."""
         return self.value_fn() if self.value_fn is not None else self._value
 
 
-class Sum(_Metric):
+class Gauge(_Number):
+    """The latest value of something (OTLP Gauge); a callback (``value_fn``) is read at collection."""
+
+    kind = "gauge"
+
+
+class Sum(_Number):
     """A running total (OTLP Sum): a monotonic counter (Java's ``CumulativeSum``/``CumulativeCount``/
     ``WindowedCount``) or, with ``monotonic=False``, an up-down sum. Delta points are differences between
     collections (see the module docstring)."""
@@ -341,21 +340,9 @@ class Sum(_Metric):
     kind = "sum"
 
     def __init__(
-        self,
-        collector: MetricsCollector,
-        name: str,
-        attributes: _Attributes,
-        description: str,
-        unit: str,
-        added_ns: int,
-        value_fn: Callable[[], Any] | None,
-        value_type: str | None,
-        monotonic: bool,
+        self, reg: _Registration, value_fn: Callable[[], Any] | None, value_type: str | None, monotonic: bool
     ) -> None:
-        super().__init__(collector, name, attributes, description, unit, added_ns)
-        self._total: Any = None
-        self.value_fn = value_fn
-        self.value_type = value_type
+        super().__init__(reg, value_fn, value_type)
         self.monotonic = bool(monotonic)
         self._last: tuple[Any, int] | None = None  # (total, time) at the previous delta collection
 
@@ -365,19 +352,7 @@ class Sum(_Metric):
         if self.monotonic and amount < 0:
             raise ValueError("a monotonic sum cannot decrease")
         with self._lock:
-            self._total = amount if self._total is None else self._total + amount
-
-    def set(self, total: Any) -> None:
-        """Set the running total directly (for a total the client already keeps); ``None`` unsets it."""
-        if total is not None:
-            _check_number(total)
-        with self._lock:
-            self._total = total
-
-    @property
-    def value(self) -> Any:
-        """The running total (cumulative value)."""
-        return self.value_fn() if self.value_fn is not None else self._total
+            self._value = amount if self._value is None else self._value + amount
 
     def take(self, now: int, delta: bool) -> tuple[Any, int] | None:
         """``(value, start time)`` of the point a collection at ``now`` reports, or ``None`` when there is no
@@ -405,17 +380,8 @@ class Histogram(_Metric):
 
     kind = "histogram"
 
-    def __init__(
-        self,
-        collector: MetricsCollector,
-        name: str,
-        attributes: _Attributes,
-        description: str,
-        unit: str,
-        added_ns: int,
-        boundaries: Sequence[float],
-    ) -> None:
-        super().__init__(collector, name, attributes, description, unit, added_ns)
+    def __init__(self, reg: _Registration, boundaries: Sequence[float]) -> None:
+        super().__init__(reg)
         bounds = tuple(float(b) for b in boundaries)
         if any(math.isnan(b) for b in bounds) or any(a >= b for a, b in itertools.pairwise(bounds)):
             raise ValueError("histogram boundaries must be strictly increasing numbers")
@@ -597,7 +563,7 @@ class MetricsCollector:
                 if type(existing) is not cls:
                     raise ValueError(f"{name} {dict(items)} is already registered as a {existing.kind}")
                 return existing
-            metric = cls(self, name, items, description, unit, self._now(added_ns), **kind_args)
+            metric = cls(_Registration(self, name, items, description, unit, self._now(added_ns)), **kind_args)
             self._metrics[ident] = metric
             return metric
 

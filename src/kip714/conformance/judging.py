@@ -178,6 +178,13 @@ class Scenario:
     def judge(self, trace: Trace) -> Verdict:
         raise NotImplementedError
 
+    def first_get(self, trace: Trace) -> Exchange:
+        """The first Get answered without error: where most verdicts start counting (the runner judges only a
+        client that sent a Get)."""
+        get = trace.first_successful_get()
+        assert get is not None
+        return get
+
     def payload(self, ex: Exchange) -> Payload:
         found = self.payloads.get(ex.seq)
         if found is None:

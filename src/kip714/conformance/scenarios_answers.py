@@ -52,8 +52,7 @@ class SubscriptionChanged(ChangesSubscription):
     )
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         if self.switched_at is None:
             short = self.short(trace, get.answered_at, self.active_s(), "its first Get")
             if short is not None:
@@ -171,8 +170,7 @@ class UnsupportedCompression(Scenario):
         return 4.5 * t.interval + 3 * t.late
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         refused = next((p for p in trace.pushes if p.seq == self.refused), None)
         if refused is None:
             if trace.pushes:
@@ -235,15 +233,11 @@ class UnsupportedCompression(Scenario):
         )
 
 
-class Throttled(Scenario):
-    id = "throttled"
-    summary = "a push is answered THROTTLING_QUOTA_EXCEEDED; the client does not push again before the interval"
-    rule = (
-        '001:1882 "Should the client send a push request prior to expiry of the previously calculated '
-        "PushIntervalMs the broker will discard the metrics and return a PushTelemetryResponse with the ErrorCode "
-        'set to THROTTLING_QUOTA_EXCEEDED." 001:1772 "...update its push interval timer according to the '
-        'received PushIntervalMs."'
-    )
+class _AnswersFirstPush(Scenario):
+    """The lab answers the client's first regular push with ``CODE`` (``NOTE`` says so in the trace)."""
+
+    CODE: ClassVar[int]
+    NOTE: ClassVar[str]
 
     def __init__(self, interval_ms: int, compression: Sequence[int]) -> None:
         super().__init__(interval_ms, compression)
@@ -252,17 +246,33 @@ class Throttled(Scenario):
     def on_telemetry(self, lab: LabCluster, exchange: Exchange, response: Any) -> Directive | None:
         if self.forced is None and exchange.is_push and not exchange.request.get("terminating"):
             self.forced = exchange.seq
-            return Directive(error_code=THROTTLED, note="the lab throttles the first push")
+            return Directive(error_code=self.CODE, note=self.NOTE)
         return None
+
+    def forced_push(self, trace: Trace) -> Exchange | None:
+        """The push the lab answered with ``CODE`` (None: the client sent no regular push)."""
+        return next((p for p in trace.pushes if p.seq == self.forced), None)
+
+
+class Throttled(_AnswersFirstPush):
+    id = "throttled"
+    summary = "a push is answered THROTTLING_QUOTA_EXCEEDED; the client does not push again before the interval"
+    rule = (
+        '001:1882 "Should the client send a push request prior to expiry of the previously calculated '
+        "PushIntervalMs the broker will discard the metrics and return a PushTelemetryResponse with the ErrorCode "
+        'set to THROTTLING_QUOTA_EXCEEDED." 001:1772 "...update its push interval timer according to the '
+        'received PushIntervalMs."'
+    )
+    CODE = THROTTLED
+    NOTE = "the lab throttles the first push"
 
     def active_s(self) -> float:
         t = self.timing
         return 4 * t.interval + 3 * t.late
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
-        throttled = next((p for p in trace.pushes if p.seq == self.forced), None)
+        get = self.first_get(trace)
+        throttled = self.forced_push(trace)
         if throttled is None:
             short = self.short(trace, get.answered_at, self.active_s(), "its first Get")
             return short or na("no push to throttle (cadence is judged by push_interval)", get)
@@ -390,8 +400,7 @@ class _StopsPushing(Scenario):
         return 3 * t.interval + 2 * t.late + self.watch_s()
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         refused = next((p for p in trace.pushes if p.seq == self.forced), None)
         name = code_name(self.CODE)
         if refused is None:
@@ -440,7 +449,7 @@ class InvalidRequest(_StopsPushing):
     CODE = INVALID_REQUEST
 
 
-class RecoversAfterError(Scenario):
+class RecoversAfterError(_AnswersFirstPush):
     id = "recovers_after_error"
     summary = (
         "a push is answered UNSUPPORTED_COMPRESSION_TYPE (an error that only asks for a new Get): a Get, then "
@@ -451,28 +460,16 @@ class RecoversAfterError(Scenario):
         "up-to-date list of the broker's supported compression types (and any subscription changes).\" 001:1772 "
         '"The first metrics push should be randomized between 0.5 * PushIntervalMs and 1.5 * PushIntervalMs."'
     )
-
-    def __init__(self, interval_ms: int, compression: Sequence[int]) -> None:
-        super().__init__(interval_ms, compression)
-        self.forced: int | None = None
-
-    def on_telemetry(self, lab: LabCluster, exchange: Exchange, response: Any) -> Directive | None:
-        if self.forced is None and exchange.is_push and not exchange.request.get("terminating"):
-            self.forced = exchange.seq
-            return Directive(
-                error_code=UNSUPPORTED_COMPRESSION,
-                note="the lab refuses the first push; the accepted codecs stay the same",
-            )
-        return None
+    CODE = UNSUPPORTED_COMPRESSION
+    NOTE = "the lab refuses the first push; the accepted codecs stay the same"
 
     def active_s(self) -> float:
         t = self.timing
         return 6 * t.interval + 4 * t.late
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
-        refused = next((p for p in trace.pushes if p.seq == self.forced), None)
+        get = self.first_get(trace)
+        refused = self.forced_push(trace)
         if refused is None:
             short = self.short(trace, get.answered_at, self.active_s(), "its first Get")
             return short or na("no push to refuse (cadence is judged by push_interval)", get)

@@ -36,8 +36,7 @@ class RequestedOnly(ChangesSubscription):
     )
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         if self.switched_at is None:
             accepted = [p for p in trace.pushes if p.error_code == 0]
             if accepted and all(self.payload(p).problem is None for p in accepted):
@@ -147,8 +146,7 @@ class Temporality(Scenario):
         return 4.5 * t.interval + 3 * t.late + t.immediate
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         judged = {DELTA: 0, CUMULATIVE: 0}
         kinds: set[str] = set()
         frames: list[Frame] = [get]
@@ -263,8 +261,7 @@ class PayloadValid(Scenario):
         return (len(self.compression) + 1) * (1.5 * t.interval + t.late)
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         notes: list[str] = []
         used: list[str] = []
         readable = 0

@@ -114,8 +114,7 @@ class PushInterval(Scenario):
         return 4.5 * t.interval + 3 * t.late
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         pushes = regular([p for p in trace.pushes if p.seq > get.seq])
         problems = self.cadence(trace, pushes)
         if problems:
@@ -221,8 +220,7 @@ class UnmatchedMetrics(Scenario):
         return 3 * t.interval + 2 * t.late
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         pushes = trace.pushes
         for p in pushes:
             payload = self.payload(p)
@@ -284,8 +282,7 @@ class TerminatingPush(Scenario):
         return 1.0
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         later = [t for t in trace.telemetry if t.seq > get.seq]
         terminating = [p for p in later if p.is_push and p.request.get("terminating")]
         if not terminating:
@@ -356,8 +353,7 @@ class TerminatingResubscribe(Scenario):
         return 1.0
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         refused = next((p for p in trace.pushes if p.seq == self.forced), None)
         if refused is None:
             short = self.short(trace, get.answered_at, 0.2, "its first Get")
@@ -424,8 +420,7 @@ class ConnectionLost(ClosesTelemetryConnection):
     )
 
     def judge(self, trace: Trace) -> Verdict:
-        get = trace.first_successful_get()
-        assert get is not None
+        get = self.first_get(trace)
         close = self.close_event(trace)
         if close is None:
             short = self.short(trace, get.answered_at, self.active_s() - self.deadline(), "its first Get")

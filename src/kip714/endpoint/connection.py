@@ -29,7 +29,7 @@ from typing import Any, Protocol, cast
 
 from .._enums import ErrorCode
 from .._protocol import encode_response
-from ..broker.receivers import TelemetryReceiver
+from ..broker.receivers import CallbackReceiver, TelemetryPayload, TelemetryReceiver
 from ..broker.subscriptions import ANONYMOUS_PRINCIPAL, ClientInfo
 from ..errors import FrameTooLargeError, Kip714Error
 from .address import java_host_address
@@ -272,6 +272,20 @@ class RecordGate:
             except Exception:  # failed or too slow: those connections close unanswered
                 pass
         await asyncio.sleep(0)  # the connections' release callbacks run before their transports close
+
+
+def attach_receivers(
+    broker: Any, recorder: Recorder | None, on_payload: Callable[[TelemetryPayload], object] | None
+) -> RecordGate | None:
+    """An endpoint's ``recorder`` and ``on_payload`` (called with every accepted payload, through a
+    :class:`~kip714.broker.receivers.CallbackReceiver`) added to ``broker``'s receivers. Returns the
+    :class:`RecordGate` the answers to pushes wait at when the recorder is synchronous (``sync=True``,
+    ``--record-sync``), else None."""
+    if recorder is not None:
+        broker.add_receiver(recorder)
+    if on_payload is not None:
+        broker.add_receiver(CallbackReceiver(on_payload))
+    return RecordGate(recorder) if recorder is not None and getattr(recorder, "sync", False) else None
 
 
 class EndpointConnection(asyncio.Protocol):

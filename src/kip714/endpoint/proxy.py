@@ -42,7 +42,7 @@ from .._enums import DEFAULT_MAX_BUFFERED_BYTES, ApiKey
 from .._protocol import DEFAULT_MAX_FRAME_BYTES, ApiVersionsRequest, MetadataRequest, decode_response, encode_request
 from ..broker.config_admin import ADMIN_APIS, ClientMetricsAdmin
 from ..broker.manager import TelemetryBroker
-from ..broker.receivers import CallbackReceiver, TelemetryPayload
+from ..broker.receivers import TelemetryPayload
 from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import InvalidConfigError, Kip714Error, ListenerError
@@ -51,7 +51,7 @@ from .connection import (
     BufferBudget,
     EndpointStats,
     Recorder,
-    RecordGate,
+    attach_receivers,
     connection_ids,
     drain_connections,
     log_summaries,
@@ -203,11 +203,7 @@ class TelemetryProxy:
         self.telemetry = telemetry
         self.mode = telemetry if telemetry != "auto" else "terminate"  # resolved by start()
         self.recorder = recorder
-        if recorder is not None:
-            self.broker.add_receiver(recorder)
-        self.record_gate = RecordGate(recorder) if recorder is not None and getattr(recorder, "sync", False) else None
-        if on_payload is not None:
-            self.broker.add_receiver(CallbackReceiver(on_payload))
+        self.record_gate = attach_receivers(self.broker, recorder, on_payload)
         self.ssl, self.upstream_ssl = ssl, upstream_ssl
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s

@@ -39,7 +39,7 @@ from .._protocol import (
 )
 from ..broker.config_admin import ADMIN_APIS, ClientMetricsAdmin
 from ..broker.manager import TelemetryBroker
-from ..broker.receivers import CallbackReceiver, TelemetryPayload
+from ..broker.receivers import TelemetryPayload
 from ..broker.subscription_layers import SubscriptionLayers
 from ..broker.subscriptions import SubscriptionRegistry
 from ..errors import Kip714Error, UnsupportedApiKeyError, UnsupportedVersionError
@@ -48,7 +48,7 @@ from .connection import (
     EndpointStats,
     FramedConnection,
     Recorder,
-    RecordGate,
+    attach_receivers,
     connection_ids,
     drain_connections,
     log_summaries,
@@ -201,11 +201,7 @@ class TelemetryServer:
         self.summary_interval_s = summary_interval_s
         self.ssl = ssl
         self.proxy_protocol = proxy_protocol
-        if recorder is not None:
-            self.broker.add_receiver(recorder)
-        self.record_gate = RecordGate(recorder) if recorder is not None and getattr(recorder, "sync", False) else None
-        if on_payload is not None:
-            self.broker.add_receiver(CallbackReceiver(on_payload))
+        self.record_gate = attach_receivers(self.broker, recorder, on_payload)
         self.connections: set[FramedConnection] = set()
         self.next_connection_id = connection_ids()
         self._stats = EndpointStats()

@@ -56,22 +56,19 @@ _Json: TypeAlias = str | bool | int | list["_Json"] | dict[str, "_Json"] | None
 
 
 def _json_value(v: AnyValue) -> _Json:
+    """``v`` inside an array or a kvlist: JSON's own types where JSON has one, otherwise its attribute text."""
     which = v.WhichOneof("value")
-    if which is None or which == "string_value_strindex":
-        return None
-    if which == "string_value":
-        return v.string_value
     if which == "bool_value":
         return v.bool_value
     if which == "int_value":
         return v.int_value
     if which == "double_value":
         return _RawJson(repr(v.double_value))
-    if which == "bytes_value":
-        return base64.b64encode(v.bytes_value).decode("ascii")
     if which == "array_value":
         return [_json_value(x) for x in v.array_value.values]
-    return {kv.key: _json_value(kv.value) for kv in v.kvlist_value.values}
+    if which == "kvlist_value":
+        return {kv.key: _json_value(kv.value) for kv in v.kvlist_value.values}
+    return render_any_value(v)  # none, a string or bytes
 
 
 class _RawJson(str):

@@ -50,6 +50,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..broker.subscriptions import MATCH_SELECTORS
+
 log = logging.getLogger("kip714.recorder")
 
 #: Default size at which a recording file rolls (``kip714 serve --record-roll-bytes``).
@@ -62,46 +64,28 @@ OPEN_DIR = "_open"
 #: crash left between the roll's rename and their removal are known as already in the recording.
 PARTS_KEY = b"kip714.parts"
 
+#: The broker-added label columns of a recording (KIP-714's labels, as :meth:`ClientInfo.labels` names them):
+#: the attributes a subscription matches, then the principal and the broker's node id.
+LABEL_COLUMNS = (*MATCH_SELECTORS, "principal", "node_id")
+#: The subscription columns (what the endpoint told the client): null in recordings made before them.
+SUBSCRIPTION_COLUMNS = ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
+#: The column of the replica that received the push (``kip714 proxy --replica-id``): null in recordings made
+#: before it, and when the recorder was given none.
+REPLICA_COLUMN = "kip714_replica"
 #: Column order of a recording.
 RECORD_COLUMNS = (
     "received_at_ms",
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
-    "node_id",
+    *LABEL_COLUMNS,
     "subscription_id",
     "terminating",
     "compression_type",
     "error_code",
     "payload",
-    "subscribed_metrics",
-    "push_interval_ms",
-    "delta_temporality",
-    "accepted_compression_types",
-    "kip714_replica",
+    *SUBSCRIPTION_COLUMNS,
+    REPLICA_COLUMN,
 )
-#: The column of the replica that received the push (``kip714 proxy --replica-id``): null in recordings made
-#: before it, and when the recorder was given none.
-REPLICA_COLUMN = "kip714_replica"
 #: The lock file a recorder holds in its folder (hidden: Spark's listing and the push files' glob skip it).
 LOCK_FILE = ".kip714-recorder.lock"
-#: The subscription columns (what the endpoint told the client): null in recordings made before them.
-SUBSCRIPTION_COLUMNS = ("subscribed_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types")
-#: The broker-added label columns of a recording (KIP-714's labels, as :meth:`ClientInfo.labels` names them).
-LABEL_COLUMNS = (
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
-    "node_id",
-)
 #: Sub-directory of a recording holding the connection-closed rows.
 CLOSED_DIR = "_closed"
 #: Columns of a connection-closed row: when, the labels of the instance that used the connection, and who

@@ -265,135 +265,124 @@ class _Budget:
             yield out.slice(offset, step)
 
 
+class _Output(NamedTuple):
+    """What a worker yields: batches of ``schema``, each chunk's output cut to ``budget``'s bounds.
+    ``emit_points=False`` yields the error rows only (the pipeline's errors pass). When ``schema`` has no
+    ``error_code`` column (the points-only pass), error rows are not emitted: ``on_errors(n)`` is told how many
+    there were."""
+
+    schema: pa.Schema
+    budget: _Budget
+    emit_points: bool = True
+    on_errors: _ErrorCallback | None = None
+
+
+class _Chunk:
+    """What a worker decodes together, from input row ``start`` of ``batch`` on: the decompressed payloads,
+    each one's input row (counted from ``start``), the rows' errors and, for frames, each payload's header
+    fields (:data:`FRAME_COLUMNS`, copied onto its points). :meth:`full` at the budget's
+    :meth:`~_Budget.input_bytes` decompressed bytes, so memory does not depend on how many rows or bytes an
+    input batch holds."""
+
+    def __init__(self, out: _Output, batch: pa.RecordBatch, input_col: str, frames: bool = False) -> None:
+        self.out, self.batch, self.input_col, self.frames = out, batch, input_col, frames
+        self.restart(0)
+
+    def restart(self, start: int) -> None:
+        self.start, self.size = start, 0
+        self.payloads: list[bytes] = []
+        self.sources: list[int] = []
+        self.errors: list[_ErrorRow] = []
+        self.meta: list[_FrameMeta] | None = [] if self.frames else None
+        self.limit = self.out.budget.input_bytes()
+
+    def error(self, row: int, code: int, message: str, stage: str) -> None:
+        self.errors.append((row - self.start, code, message, stage))
+
+    def add(self, row: int, raw: bytes, meta: _FrameMeta | None = None) -> None:
+        self.payloads.append(raw)
+        self.sources.append(row - self.start)
+        if self.meta is not None:
+            assert meta is not None  # a frame's payload comes with its header fields
+            self.meta.append(meta)
+        self.size += len(raw)
+
+    def full(self) -> bool:
+        return self.size >= self.limit
+
+    def pending(self) -> bool:
+        return bool(self.payloads or self.errors)
+
+    def decode(self, end: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Decode the chunk (input rows ``start`` up to ``end``; None: to the end of the batch) and yield its
+        output batches, bounded by the budget."""
+        out, payloads, sources, errors, meta = self.out, self.payloads, self.sources, self.errors, self.meta
+        src = self.batch.slice(self.start) if end is None else self.batch.slice(self.start, end - self.start)
+        table, bad = (
+            _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (points_schema().empty_table(), [])
+        )
+        for index, code, message in bad:
+            errors.append((sources[index], int(code), message, "decode"))
+        errors.sort()
+        if ERROR_CODE not in out.schema.names:
+            if errors and out.on_errors is not None:
+                out.on_errors(len(errors))
+            errors = []
+        if not out.emit_points:
+            if not errors:
+                return
+            table = points_schema().empty_table()
+        pidx = table.column("payload_index").to_numpy() if table.num_rows else []
+        rows = [sources[k] for k in pidx]
+        extra = (
+            {}
+            if meta is None
+            else {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
+        )
+        yield from out.budget.split(_assemble(out.schema, table, src, rows, extra, errors, self.input_col), self.size)
+
+
 def _decode_payload_batches(
     batches: Iterator[pa.RecordBatch],
     payload_col: str,
     compression_col: str | None,
-    schema: pa.Schema,
     max_output: int,
-    budget: _Budget | None = None,
-    emit_points: bool = True,
-    on_errors: _ErrorCallback | None = None,
+    out: _Output,
 ) -> Iterator[pa.RecordBatch]:
     """The mapInArrow worker of :func:`decode_payloads`: input rows are decompressed and decoded in chunks
-    of about ``budget.input_bytes()`` decompressed bytes, and each chunk's output is cut to the budget's
-    bounds, so memory does not depend on how many rows or bytes an input batch holds.
-    ``emit_points=False`` yields the error rows only (the pipeline's errors pass)."""
-    budget = budget or _Budget()
+    (:class:`_Chunk`), and each chunk's output is cut to the budget's bounds."""
     for batch in batches:
         payloads = batch.column(payload_col).to_pylist()
         ctypes = batch.column(compression_col).to_pylist() if compression_col else [0] * len(payloads)
-        start, size = 0, 0
-        good: list[bytes] = []
-        good_rows: list[int] = []
-        errors: list[_ErrorRow] = []
-        limit = budget.input_bytes()
+        chunk = _Chunk(out, batch, payload_col)
         for i, (data, ctype) in enumerate(zip(payloads, ctypes)):
             if data is None or ctype is None:
-                errors.append((i - start, _INVALID_RECORD, "null payload or compression type", "input"))
+                chunk.error(i, _INVALID_RECORD, "null payload or compression type", "input")
             else:
                 try:
                     raw = decompress(data, int(ctype), max_output) if data else b""
                 except Kip714Error as exc:
-                    errors.append((i - start, int(exc.error_code), str(exc), "decompress"))
+                    chunk.error(i, int(exc.error_code), str(exc), "decompress")
                 else:
-                    good.append(raw)
-                    good_rows.append(i - start)
-                    size += len(raw)
-            if size >= limit:
-                yield from _decode_chunk(
-                    schema,
-                    batch.slice(start, i + 1 - start),
-                    payload_col,
-                    good,
-                    good_rows,
-                    errors,
-                    size,
-                    budget,
-                    emit_points,
-                    on_errors=on_errors,
-                )
-                start, size, good, good_rows, errors = i + 1, 0, [], [], []
-                limit = budget.input_bytes()
-        if start < len(payloads) and (good or errors):
-            yield from _decode_chunk(
-                schema,
-                batch.slice(start),
-                payload_col,
-                good,
-                good_rows,
-                errors,
-                size,
-                budget,
-                emit_points,
-                on_errors=on_errors,
-            )
-
-
-def _decode_chunk(
-    schema: pa.Schema,
-    src: pa.RecordBatch,
-    input_col: str,
-    payloads: list[bytes],
-    sources: list[int],
-    errors: list[_ErrorRow],
-    size: int,
-    budget: _Budget,
-    emit_points: bool,
-    meta: list[_FrameMeta] | None = None,
-    on_errors: _ErrorCallback | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Decode one chunk's OTLP ``payloads`` (``sources[k]``: the input row of payload k) and yield its
-    output batches, bounded by ``budget``. ``meta`` (frames only): per payload, the frame's header fields
-    (:data:`FRAME_COLUMNS`) copied onto its points. When ``schema`` has no ``error_code`` column (the
-    points-only pass), error rows are not emitted: ``on_errors(n)`` is told how many there were."""
-    table, bad = (
-        _otlp.decode_metrics_batch(payloads, errors="collect") if payloads else (points_schema().empty_table(), [])
-    )
-    for index, code, message in bad:
-        errors.append((sources[index], int(code), message, "decode"))
-    errors.sort()
-    if ERROR_CODE not in schema.names:
-        if errors and on_errors is not None:
-            on_errors(len(errors))
-        errors = []
-    if not emit_points:
-        if not errors:
-            return
-        table = points_schema().empty_table()
-    pidx = table.column("payload_index").to_numpy() if table.num_rows else []
-    rows = [sources[k] for k in pidx]
-    extra = (
-        {}
-        if meta is None
-        else {name: ([meta[k][j] for k in pidx], [None] * len(errors)) for j, name in enumerate(FRAME_COLUMNS)}
-    )
-    yield from budget.split(_assemble(schema, table, src, rows, extra, errors, input_col), size)
+                    chunk.add(i, raw)
+            if chunk.full():
+                yield from chunk.decode(i + 1)
+                chunk.restart(i + 1)
+        if chunk.pending():
+            yield from chunk.decode()
 
 
 def _decode_frame_batches(
-    batches: Iterator[pa.RecordBatch],
-    frame_col: str,
-    schema: pa.Schema,
-    max_output: int,
-    budget: _Budget | None = None,
-    emit_points: bool = True,
-    on_errors: _ErrorCallback | None = None,
+    batches: Iterator[pa.RecordBatch], frame_col: str, max_output: int, out: _Output
 ) -> Iterator[pa.RecordBatch]:
     """The mapInArrow worker of :func:`decode_frames`, chunked and bounded as
     :func:`_decode_payload_batches` (a chunk may end inside a value holding many frames)."""
-    budget = budget or _Budget()
     for batch in batches:
         values = batch.column(frame_col).to_pylist()
-        start, size = 0, 0
-        payloads: list[bytes] = []
-        payload_src: list[int] = []
-        meta: list[_FrameMeta] = []
-        errors: list[_ErrorRow] = []
-        limit = budget.input_bytes()
+        chunk = _Chunk(out, batch, frame_col, frames=True)
         for i, value in enumerate(values):
             if value is None:
-                errors.append((i - start, _INVALID_REQUEST, "null frame", "frame"))
+                chunk.error(i, _INVALID_REQUEST, "null frame", "frame")
                 continue
             try:
                 for frame in _frames_of(value):
@@ -403,51 +392,22 @@ def _decode_frame_batches(
                         continue  # requests other than PushTelemetry carry no telemetry
                     metrics = body.metrics
                     raw = decompress(metrics, body.compression_type, max_output) if metrics else b""
-                    payloads.append(raw)
-                    payload_src.append(i - start)
-                    meta.append(
-                        (
-                            req.header.client_id,
-                            req.correlation_id,
-                            kafka_uuid_string(body.client_instance_id_bytes),
-                            body.subscription_id,
-                            body.terminating,
-                            body.compression_type,
-                        )
+                    meta = (
+                        req.header.client_id,
+                        req.correlation_id,
+                        kafka_uuid_string(body.client_instance_id_bytes),
+                        body.subscription_id,
+                        body.terminating,
+                        body.compression_type,
                     )
-                    size += len(raw)
-                    if size >= limit:  # this value may hold more frames: the next chunk starts at it again
-                        yield from _decode_chunk(
-                            schema,
-                            batch.slice(start, i + 1 - start),
-                            frame_col,
-                            payloads,
-                            payload_src,
-                            errors,
-                            size,
-                            budget,
-                            emit_points,
-                            meta,
-                            on_errors,
-                        )
-                        start, size, payloads, payload_src, meta, errors = i, 0, [], [], [], []
-                        limit = budget.input_bytes()
+                    chunk.add(i, raw, meta)
+                    if chunk.full():  # this value may hold more frames: the next chunk starts at it again
+                        yield from chunk.decode(i + 1)
+                        chunk.restart(i)
             except Kip714Error as exc:
-                errors.append((i - start, int(exc.error_code), str(exc), "frame"))
-        if payloads or errors:
-            yield from _decode_chunk(
-                schema,
-                batch.slice(start),
-                frame_col,
-                payloads,
-                payload_src,
-                errors,
-                size,
-                budget,
-                emit_points,
-                meta,
-                on_errors,
-            )
+                chunk.error(i, int(exc.error_code), str(exc), "frame")
+        if chunk.pending():
+            yield from chunk.decode()
 
 
 def _frames_of(value: bytes) -> list[bytes]:
@@ -537,7 +497,7 @@ def decode_payloads(
             spark = SparkSession.active()
         df = read_recording_df(spark, df)
     return _decode_payloads(
-        cast("DataFrame", df), payload_col, compression_col, max_output, _Bounds(max_batch_rows, max_batch_bytes)
+        cast("DataFrame", df), payload_col, compression_col, _Pass(max_output, _Bounds(max_batch_rows, max_batch_bytes))
     )
 
 
@@ -555,7 +515,7 @@ def decode_frames(
     Frames of other requests (GetTelemetrySubscriptions, ApiVersions…) carry no telemetry and give no rows.
     Output batches are bounded as in :func:`decode_payloads`."""
     require("spark", "kip714.spark.decode_frames")
-    return _decode_frames(df, col, max_output, _Bounds(max_batch_rows, max_batch_bytes))
+    return _decode_frames(df, col, _Pass(max_output, _Bounds(max_batch_rows, max_batch_bytes)))
 
 
 class _Bounds(NamedTuple):
@@ -577,51 +537,49 @@ def _counted(gen: Iterator[pa.RecordBatch], counter: "Accumulator[int]") -> Iter
         yield out
 
 
-def _decode_payloads(
-    df: "DataFrame",
-    payload_col: str,
-    compression_col: str | None,
-    max_output: int,
-    bounds: _Bounds,
-    *,
-    emit_points: bool = True,
-    error_counter: "Accumulator[int] | None" = None,
-) -> DecodeResult:
+_Worker = Callable[[Iterator[pa.RecordBatch], _Output], Iterator[pa.RecordBatch]]
+
+
+class _Pass(NamedTuple):
+    """One decoding pass over a DataFrame: at most ``max_output`` decompressed bytes a payload, output
+    batches within ``bounds``; ``emit_points=False`` keeps the error rows only (the pipeline's errors pass);
+    ``error_counter`` (a Spark accumulator) counts the error rows."""
+
+    max_output: int
+    bounds: _Bounds
+    emit_points: bool = True
+    error_counter: "Accumulator[int] | None" = None
+
+    def mapper(self, work: _Worker) -> Callable[[pa.Schema], _ArrowMapper]:
+        """The mapInArrow function of ``work`` (an Arrow worker) for an output schema, run as this pass says."""
+        bounds, emit_points, counter = self.bounds, self.emit_points, self.error_counter
+
+        def mapper(out_schema: pa.Schema) -> _ArrowMapper:
+            def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                gen = work(batches, _Output(out_schema, _Budget(*bounds), emit_points, _error_adder(counter)))
+                return _counted(gen, counter) if counter is not None and ERROR_CODE in out_schema.names else gen
+
+            return run
+
+        return mapper
+
+
+def _decode_payloads(df: "DataFrame", payload_col: str, compression_col: str | None, job: _Pass) -> DecodeResult:
     if ERROR_CODE in df.columns and PUSH_ERROR_CODE not in df.columns:
         df = df.withColumnRenamed(ERROR_CODE, PUSH_ERROR_CODE)  # a recording, taken as it is
     point_names = set(points_schema().names) | {ERROR_CODE, ERROR, ERROR_STAGE}
     carry = _carry_fields(df, {payload_col}, point_names)
     input_field = pa.field(payload_col, pa.binary())
     schema = _combined_arrow_schema(carry, input_field)
+    max_output = job.max_output
 
-    def mapper(out_schema: pa.Schema) -> _ArrowMapper:
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            gen = _decode_payload_batches(
-                batches,
-                payload_col,
-                compression_col,
-                out_schema,
-                max_output,
-                _Budget(*bounds),
-                emit_points,
-                _error_adder(error_counter),
-            )
-            return _counted(gen, error_counter) if error_counter is not None and ERROR_CODE in out_schema.names else gen
+    def work(batches: Iterator[pa.RecordBatch], out: _Output) -> Iterator[pa.RecordBatch]:
+        return _decode_payload_batches(batches, payload_col, compression_col, max_output, out)
 
-        return run
-
-    return _split(df, schema, payload_col, carry, mapper)
+    return _split(df, schema, payload_col, carry, job.mapper(work))
 
 
-def _decode_frames(
-    df: "DataFrame",
-    col: str,
-    max_output: int,
-    bounds: _Bounds,
-    *,
-    emit_points: bool = True,
-    error_counter: "Accumulator[int] | None" = None,
-) -> DecodeResult:
+def _decode_frames(df: "DataFrame", col: str, job: _Pass) -> DecodeResult:
     extra = [
         pa.field("client_id", pa.string()),
         pa.field("correlation_id", pa.int32()),
@@ -633,17 +591,12 @@ def _decode_frames(
     names = set(points_schema().names) | {f.name for f in extra} | {ERROR_CODE, ERROR, ERROR_STAGE}
     carry = _carry_fields(df, {col}, names)
     schema = _combined_arrow_schema(carry, pa.field(col, pa.binary()), extra)
+    max_output = job.max_output
 
-    def mapper(out_schema: pa.Schema) -> _ArrowMapper:
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            gen = _decode_frame_batches(
-                batches, col, out_schema, max_output, _Budget(*bounds), emit_points, _error_adder(error_counter)
-            )
-            return _counted(gen, error_counter) if error_counter is not None and ERROR_CODE in out_schema.names else gen
+    def work(batches: Iterator[pa.RecordBatch], out: _Output) -> Iterator[pa.RecordBatch]:
+        return _decode_frame_batches(batches, col, max_output, out)
 
-        return run
-
-    return _split(df, schema, col, carry, mapper)
+    return _split(df, schema, col, carry, job.mapper(work))
 
 
 # ------------------------------------------------------------------------------------------ SQL
@@ -693,8 +646,8 @@ def register(spark: "SparkSession", max_output: int = DEFAULT_MAX_OUTPUT) -> lis
                 iter([batch]),
                 "payload",
                 "compression_type" if "compression_type" in names else None,
-                combined,
                 max_output,
+                _Output(combined, _Budget()),
             ):
                 cols = []
                 for field in out_schema:

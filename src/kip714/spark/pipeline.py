@@ -202,13 +202,10 @@ def run_pipeline(
     bounds = kspark._Bounds(kspark.MAX_BATCH_ROWS, kspark.MAX_BATCH_BYTES)
 
     def decode(*, emit_points: bool = True, error_counter: Accumulator[int] | None = None) -> DecodeResult:
+        job = kspark._Pass(max_output, bounds, emit_points, error_counter)
         if kind == "frames":
-            return kspark._decode_frames(
-                df, "frame", max_output, bounds, emit_points=emit_points, error_counter=error_counter
-            )
-        return kspark._decode_payloads(
-            df, "payload", "compression_type", max_output, bounds, emit_points=emit_points, error_counter=error_counter
-        )
+            return kspark._decode_frames(df, "frame", job)
+        return kspark._decode_payloads(df, "payload", "compression_type", job)
 
     out = pathlib.Path(output_path) if "://" not in output_path else None
     points_dir = str(out / "points") if out else output_path.rstrip("/") + "/points"

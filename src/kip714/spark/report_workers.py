@@ -22,6 +22,7 @@ from .decode import (
     _ArrowMapper,
     _Budget,
     _decode_payload_batches,
+    _Output,
     points_schema,
 )
 from .report_points import FACT_COLUMNS, PUSH_COLUMNS, Rules, aggregate
@@ -116,7 +117,9 @@ def recording_worker(rules: Rules, max_output: int = DEFAULT_MAX_OUTPUT) -> _Arr
                     names=[f.name for f in carry] + [row.name, "payload", "compression_type"],
                 )
                 outs = list(
-                    _decode_payload_batches(iter([src]), "payload", "compression_type", schema, max_output, _Budget())
+                    _decode_payload_batches(
+                        iter([src]), "payload", "compression_type", max_output, _Output(schema, _Budget())
+                    )
                 )
                 table = (
                     pa.Table.from_batches(outs, schema=schema).select(keep)

@@ -8,7 +8,6 @@ import asyncio
 import heapq
 import math
 import random
-import threading
 import time
 import uuid
 from collections import Counter
@@ -28,7 +27,7 @@ from .clients import CODECS, SOFTWARE_JAVA, SOFTWARE_PRESETS, SimClient
 from .stats import FleetStats
 from .stochastic import Incidents, lognormal
 from .streams import StreamsApp, StreamsRole, new_app
-from .tcp import drive, is_loopback
+from .tcp import drive
 
 __all__ = ["Fleet", "parse_duration"]
 
@@ -487,50 +486,15 @@ class Fleet:
         """:meth:`run_tcp_async` in a new event loop (``asyncio.run``)."""
         return asyncio.run(self.run_tcp_async(host, port, duration_s, **kw))
 
-    async def run_tcp_async(
-        self,
-        host: str,
-        port: int,
-        duration_s: float,
-        *,
-        connect_timeout_s: float = 5.0,
-        request_timeout_s: float = 10.0,
-        close_timeout_s: float = 5.0,
-        allow_remote: bool = False,
-        progress: Callable[[FleetStats], Any] | None = None,
-        progress_every_s: float = 1.0,
-        max_start_spread_s: float | None = None,
-        stop: threading.Event | None = None,
-    ) -> FleetStats:
-        """Drive every client over its own TCP connection to ``host:port`` in real time for ``duration_s``
-        (:func:`kip714.tools.simulate.tcp.drive`): ApiVersions v3 (the client's software name and version),
-        Metadata, then GetTelemetrySubscriptions / PushTelemetry as its :class:`~kip714.ClientTelemetry`
-        schedules them, and at the end the terminating push. Client starts are spread over
-        ``min(start_spread_ms, duration/4)``. Every connect, request and close is bounded by its timeout, and
-        the whole run by ``duration_s`` plus those timeouts. Only loopback hosts unless ``allow_remote``.
-        ``stop`` (a ``threading.Event``) ends the run early, every client closing as at the end."""
+    async def run_tcp_async(self, host: str, port: int, duration_s: float, **options: Any) -> FleetStats:
+        """Drive every client over its own TCP connection to ``host:port`` in real time for ``duration_s``:
+        :func:`kip714.tools.simulate.tcp.drive` with this fleet and its keyword ``options`` (the timeouts,
+        ``allow_remote``, ``progress``, ``stop``...). A fleet runs once."""
         if self._mode is not None:
             raise RuntimeError("this fleet has already run; create a new Fleet")
         self._mode = "tcp"
-        if not allow_remote and not is_loopback(host):
-            raise ValueError(
-                f"{host!r} is not a loopback address; pass allow_remote=True (--allow-remote) to simulate against it"
-            )
         try:
-            return await drive(
-                self,
-                host,
-                port,
-                duration_s,
-                connect_timeout_s=connect_timeout_s,
-                request_timeout_s=request_timeout_s,
-                close_timeout_s=close_timeout_s,
-                allow_remote=allow_remote,
-                progress=progress,
-                progress_every_s=progress_every_s,
-                max_start_spread_s=max_start_spread_s,
-                stop=stop,
-            )
+            return await drive(self, host, port, duration_s, **options)
         finally:
             self._closed = True
 

@@ -44,16 +44,18 @@ def run(bench: Bench) -> None:
         )
         return kip714.encode_request(body, 4, "kip714-probe-producer")[4:]
 
+    # the GetTelemetrySubscriptions answer every encode row writes (kio's names its fields differently)
+    gts_fields: dict[str, Any] = {
+        "client_instance_id": instance,
+        "subscription_id": -111713672,
+        "accepted_compression_types": list(ACCEPTED),
+        "push_interval_ms": 300000,
+        "telemetry_max_bytes": LIMIT,
+        "delta_temporality": True,
+    }
+
     def gts(requested: Sequence[str]):
-        return kip714.GetTelemetrySubscriptionsResponse(
-            client_instance_id=instance,
-            subscription_id=-111713672,
-            accepted_compression_types=list(ACCEPTED),
-            push_interval_ms=300000,
-            telemetry_max_bytes=LIMIT,
-            delta_temporality=True,
-            requested_metrics=list(requested),
-        )
+        return kip714.GetTelemetrySubscriptionsResponse(**gts_fields, requested_metrics=list(requested))
 
     frame = push_frame(4096)
     assert kip714.decode_request(frame).body.metrics_size == 4096
@@ -248,15 +250,7 @@ def run(bench: Bench) -> None:
             peer_dist="kafka-python",
         )
         kp_msg = kp["GetTelemetrySubscriptionsResponse"](
-            throttle_time_ms=0,
-            error_code=0,
-            client_instance_id=instance,
-            subscription_id=-111713672,
-            accepted_compression_types=list(ACCEPTED),
-            push_interval_ms=300000,
-            telemetry_max_bytes=LIMIT,
-            delta_temporality=True,
-            requested_metrics=metrics,
+            throttle_time_ms=0, error_code=0, **gts_fields, requested_metrics=metrics
         )
         assert bytes(kp_msg.encode(version=0)) == GTS.encode()
         bench.pair(
@@ -268,62 +262,53 @@ def run(bench: Bench) -> None:
             peer_dist="kafka-python",
         )
 
-    # curves: decode cost vs payload size; encode cost vs number of requested metric prefixes
-    sizes = [64, KB, 16 * KB, 1 << 20] if bench.quick else [64, KB, 4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 << 20]
-    kip_ns, kio_ns = [], []
-    for size in sizes:
-        buf = push_frame(size)
-        try:
-            st = interleaved(
-                [(kip714.decode_request, (buf,)), (kio_decoder(), (buf,))], bench.rounds, budget_s=bench.budget / 2
+    def curve(key, title, xs, x_label, y_label, names, point):
+        """A curve of kip714 against kio: ``point(x)`` gives the log line's words, kip714's call and a function
+        making kio's (PeerMissing without kio: the curve is kip714's alone)."""
+        kip_ns, kio_ns = [], []
+        for x in xs:
+            words, kip_call, kio_call = point(x)
+            try:
+                st = interleaved([kip_call, kio_call()], bench.rounds, budget_s=bench.budget / 2)
+                kio_ns.append(st[1]["median"])
+            except PeerMissing:
+                st = interleaved([kip_call], bench.rounds, budget_s=bench.budget / 2)
+            kip_ns.append(st[0]["median"])
+            bench.log(
+                f"[{G}] curve {words}: kip714 {fmt_ns(st[0]['median'])}"
+                + (f", kio {fmt_ns(kio_ns[-1])}" if len(kio_ns) == len(kip_ns) else "")
             )
-            kio_ns.append(st[1]["median"])
-        except PeerMissing:
-            st = interleaved([(kip714.decode_request, (buf,))], bench.rounds, budget_s=bench.budget / 2)
-        kip_ns.append(st[0]["median"])
-        bench.log(
-            f"[{G}] curve decode push {size_name(size)}: kip714 {fmt_ns(st[0]['median'])}"
-            + (f", kio {fmt_ns(kio_ns[-1])}" if len(kio_ns) == len(kip_ns) else "")
-        )
-    series = {"kip714.decode_request": kip_ns}
-    if len(kio_ns) == len(sizes):
-        series["kio"] = kio_ns
-    bench.curve(
+        series = {names[0]: kip_ns}
+        if len(kio_ns) == len(xs):
+            series[names[1]] = kio_ns
+        bench.curve(key, title, x_label, y_label, xs, series)
+
+    def decode_point(size: int):
+        buf = push_frame(size)
+        return f"decode push {size_name(size)}", (kip714.decode_request, (buf,)), lambda: (kio_decoder(), (buf,))
+
+    def encode_point(count: int):
+        req = [f"org.apache.kafka.producer.metric{i:04d}." for i in range(count)]
+        return f"encode GTS {count} metrics", (kip714.encode_response, (7, gts(req))), lambda: (kio_writer(req), ())
+
+    # curves: decode cost vs payload size; encode cost vs number of requested metric prefixes
+    curve(
         "protocol_decode",
         "Decode PushTelemetry request (header + body)",
+        [64, KB, 16 * KB, 1 << 20] if bench.quick else [64, KB, 4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 << 20],
         "payload bytes",
         "time per request (ns)",
-        sizes,
-        series,
+        ("kip714.decode_request", "kio"),
+        decode_point,
     )
-
-    counts = [1, 16, 64] if bench.quick else [1, 4, 16, 64, 256]
-    kip_ns, kio_ns = [], []
-    for count in counts:
-        req = [f"org.apache.kafka.producer.metric{i:04d}." for i in range(count)]
-        g = gts(req)
-        try:
-            st = interleaved(
-                [(kip714.encode_response, (7, g)), (kio_writer(req), ())], bench.rounds, budget_s=bench.budget / 2
-            )
-            kio_ns.append(st[1]["median"])
-        except PeerMissing:
-            st = interleaved([(kip714.encode_response, (7, g))], bench.rounds, budget_s=bench.budget / 2)
-        kip_ns.append(st[0]["median"])
-        bench.log(
-            f"[{G}] curve encode GTS {count} metrics: kip714 {fmt_ns(st[0]['median'])}"
-            + (f", kio {fmt_ns(kio_ns[-1])}" if len(kio_ns) == len(kip_ns) else "")
-        )
-    series = {"kip714.encode_response (frame)": kip_ns}
-    if len(kio_ns) == len(counts):
-        series["kio (body only)"] = kio_ns
-    bench.curve(
+    curve(
         "protocol_encode",
         "Encode GetTelemetrySubscriptions response",
+        [1, 16, 64] if bench.quick else [1, 4, 16, 64, 256],
         "requested metric prefixes",
         "time per response (ns)",
-        counts,
-        series,
+        ("kip714.encode_response (frame)", "kio (body only)"),
+        encode_point,
     )
 
 

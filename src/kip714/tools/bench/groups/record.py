@@ -12,18 +12,14 @@ rate measured is accepted pushes per second, answers read by the client.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
-import kip714
 from kip714._protocol import (
     GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest,
@@ -32,12 +28,12 @@ from kip714._protocol import (
 )
 
 from ..harness import Bench
+from .endpoint import EndpointProcess
 
 __all__ = ["PushLoad", "ServeProcess", "push_load", "push_load_async", "run"]
 
 _GET, _PUSH = 71, 72
 _SIZE = struct.Struct(">i")
-_LISTENING = re.compile(r"event=listening .*? port=(\d+)")
 
 
 class PushLoad:
@@ -141,8 +137,10 @@ def push_load(
     return asyncio.run(push_load_async(host, port, seconds, clients, depth, payload_bytes))
 
 
-class ServeProcess:
-    """``kip714 serve --metrics '*' --record DIR [--record-sync]`` in a child process on a free loopback port."""
+class ServeProcess(EndpointProcess):
+    """``kip714 serve --metrics '*' --record DIR [--record-sync]`` in a child process on a free loopback port
+    (its stderr drained into :attr:`log`; :meth:`stop` is SIGTERM, a clean stop that flushes and closes the
+    recording)."""
 
     def __init__(self, record_dir: str, sync: bool, extra: tuple[str, ...] = (), timeout_s: float = 60.0) -> None:
         cmd = [
@@ -164,52 +162,12 @@ class ServeProcess:
         ]
         if sync:
             cmd.append("--record-sync")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
-        assert self.proc.stderr is not None  # stderr=PIPE
-        self._stderr = self.proc.stderr
-        self.port = 0
-        deadline = time.monotonic() + timeout_s
-        lines = []
-        while time.monotonic() < deadline:
-            line = self._stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = _LISTENING.search(line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        if not self.port:
-            self.proc.kill()
-            raise RuntimeError("kip714 serve did not start: " + "".join(lines[-20:]))
-        # keep draining stderr so the child never blocks on a full pipe
-        self.log: list[str] = lines
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        for line in self._stderr:
-            self.log.append(line)
+        super().__init__(cmd, timeout_s)
 
     def kill(self) -> None:
         """SIGKILL (no flush, no close)."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
-
-    def stop(self) -> None:
-        """SIGTERM: a clean stop (the recording is flushed and closed)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    src = os.path.dirname(os.path.dirname(os.path.abspath(kip714.__file__)))
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
 
 
 def run(bench: Bench) -> None:
