@@ -370,21 +370,7 @@ cdef class InstanceTable:
         """Kafka's GetTelemetrySubscriptions rate limit (4.1+) on a live instance. Returns ErrorCode NONE
         or THROTTLING_QUOTA_EXCEEDED.
         Re-arms expiry and counts as a use. KeyError if the instance is absent or expired."""
-        cdef uint64_t msb, lsb, h
-        cdef uint32_t i
-        cdef int r = -1
-        _key(id16, &msb, &lsb)
-        self._need()
-        h = _hash(&self.t, msb, lsb)
-        with self._lock:
-            _advance(&self.t, now_ms)
-            _reclaim(&self.t, RECLAIM_PER_OP)
-            i = _find(&self.t, msb, lsb, h)
-            if i != NIL and self.t.e[i].deadline > self.t.clock:
-                r = _get_core(&self.t, i, now_ms)
-        if r < 0:
-            raise KeyError(id16)
-        return _answer(r)
+        return _answer(self._decide_live(id16, now_ms, False, 0, False, 0, 0, 0))
 
     def decide_push(self, bytes id16 not None, int64_t now_ms, int32_t subscription_id, bint terminating,
                     int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes):
@@ -395,6 +381,13 @@ cdef class InstanceTable:
         Always copies ``terminating`` into the instance; on an error also sets its last error. On 0 the
         last error is left alone: the caller sets it after decompression/export (``set_last_error``).
         KeyError if the instance is absent or expired."""
+        return _answer(self._decide_live(id16, now_ms, True, subscription_id, terminating, compression_type,
+                                         wire_size, telemetry_max_bytes))
+
+    cdef int _decide_live(self, bytes id16, int64_t now_ms, bint push, int32_t subscription_id, bint terminating,
+                          int64_t compression_type, int64_t wire_size, int64_t telemetry_max_bytes) except? -1:
+        """decide_get (``push`` false) or decide_push on a live instance under one hold of the lock; KeyError
+        if it is absent or expired."""
         cdef uint64_t msb, lsb, h
         cdef uint32_t i
         cdef int r = -1
@@ -406,11 +399,14 @@ cdef class InstanceTable:
             _reclaim(&self.t, RECLAIM_PER_OP)
             i = _find(&self.t, msb, lsb, h)
             if i != NIL and self.t.e[i].deadline > self.t.clock:
-                r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
-                               wire_size, telemetry_max_bytes)
+                if push:
+                    r = _push_core(&self.t, i, now_ms, subscription_id, terminating, compression_type,
+                                   wire_size, telemetry_max_bytes)
+                else:
+                    r = _get_core(&self.t, i, now_ms)
         if r < 0:
             raise KeyError(id16)
-        return _answer(r)
+        return r
 
     cdef int64_t _push_at(self, uint64_t msb, uint64_t lsb, int64_t now_ms, int64_t subscription_version,
                           int32_t subscription_id, bint terminating, int64_t compression_type, int64_t wire_size,
@@ -523,25 +519,16 @@ cdef class InstanceTable:
         ``lastKnownError`` on the instance object it decided the push with). True if set; False when that
         incarnation has left the table meanwhile (expired, evicted, removed or re-created): then, as in
         Kafka, whose evicted instance object is simply dropped, nothing else changes."""
-        cdef uint64_t msb, lsb, h
-        cdef uint32_t i
+        cdef uint64_t msb, lsb
         cdef int64_t c = code
         cdef int64_t tk = ticket
-        cdef bint ok = False
         if c < -32768 or c > 32767:
             raise ValueError(f"an error code is an int16, got {code}")
         if tk < T_BASE or tk > T_BASE + <int64_t>0xFFFFFFFF:
             raise ValueError(f"not a push ticket: {ticket}")
         _key(id16, &msb, &lsb)
         self._need()
-        h = _hash(&self.t, msb, lsb)
-        with self._lock:
-            i = _find(&self.t, msb, lsb, h)
-            if (i != NIL and self.t.e[i].deadline > self.t.clock
-                    and self.t.e[i].gen == <uint32_t>(tk - T_BASE)):
-                self.t.e[i].last_error = <int16_t>c
-                ok = True
-        return ok
+        return self._finish(msb, lsb, tk, <int>c)
 
     def try_get(self, bytes id16 not None, int64_t now_ms, int64_t subscription_version):
         """The broker's one-call Get path: ``Outcome.ABSENT`` (absent/expired) or ``Outcome.STALE``

@@ -33,6 +33,7 @@ from typing import Any
 
 from ...client.catalog import NON_MONOTONIC_SUMS
 from ...otlp import MetricsAccumulator
+from ...otlp.schema import COLUMNS
 from .accumulators import ExpHistogram, Histogram, Summary
 from .names import broker_node_labels, label_name, merge_labels, metric_name, prometheus_unit
 
@@ -43,18 +44,9 @@ _MAX_EXPIRED = 10_000  # expiry markers kept at most (kip714_client_expired_time
 _SET, _ADD_MONOTONIC, _ADD, _PY = 0, 1, 2, 3
 _KIND_TYPE = {"gauge": "gauge", "histogram": "histogram", "exponential_histogram": "histogram", "summary": "summary"}
 _RESERVED = {"histogram": "le", "summary": "quantile"}
-_ROW_FIELDS = (
-    "metric",
-    "description",
-    "unit",
-    "kind",
-    "temporality",
-    "monotonic",
-    "attributes",
-    "resource",
-    "scope_name",
-    "scope_version",
-)
+#: a row's fields that say which series it is (the decoded columns before its times and values)
+_ROW_FIELDS = COLUMNS[: COLUMNS.index("start_time_unix_nano")]
+#: the fields of a row whose points are applied in Python (histograms and summaries, _apply_row)
 _PY_FIELDS = (
     "kind",
     "temporality",
@@ -63,15 +55,7 @@ _PY_FIELDS = (
     "value",
     "count",
     "sum",
-    "bucket_counts",
-    "explicit_bounds",
-    "scale",
-    "zero_count",
-    "positive_offset",
-    "positive_bucket_counts",
-    "negative_offset",
-    "negative_bucket_counts",
-    "quantiles",
+    *COLUMNS[COLUMNS.index("bucket_counts") : COLUMNS.index("quantiles") + 1],
 )
 
 
@@ -754,19 +738,8 @@ def _row_keys(table: Any, rows: list[int]) -> list[str]:
     return result
 
 
-#: the columns a row's source key is made of (_row_keys)
-_KEY_COLUMNS = (
-    "_k",
-    "metric",
-    "unit",
-    "kind",
-    "temporality",
-    "monotonic",
-    "scope_name",
-    "scope_version",
-    "attributes",
-    "resource",
-)
+#: the columns a row's source key is made of (_row_keys): the seed, then what says which series the row is
+_KEY_COLUMNS = ("_k", *(c for c in _ROW_FIELDS if c != "description"))
 
 
 def _map_text(column: Any) -> Any:
