@@ -779,7 +779,7 @@ def test_push_codes_are_counted():
     reg = SubscriptionRegistry()
     reg.set("all", {"metrics": "*", "interval.ms": "1000"})
     ex = PrometheusExporter(background=False)
-    broker = TelemetryBroker(reg, receivers=[ex])
+    broker = TelemetryBroker(reg, receivers=[ex], clock=lambda: 1_000_000)  # (a cold first export may take 1 s)
     ci = ClientInfo(client_id="x")
     get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
     data = ob.payload([ob.gauge("g", 1.0)])
@@ -792,3 +792,34 @@ def test_push_codes_are_counted():
     assert samples["kip714_pushes_total{error_code=NONE}"] == 1
     assert samples["kip714_pushes_total{error_code=THROTTLING_QUOTA_EXCEEDED}"] == 1
     assert samples["g"] == 1.0
+
+
+def test_push_codes_are_counted_the_same_through_the_request_loop():
+    """The pushes of one read, decided by the broker's request loop and handed over at once (pushes_completed,
+    export_many), are counted and exported as handle() counts and exports them one by one."""
+    import kip714
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+
+    reg = SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "1000"})
+    ex = PrometheusExporter(background=False)
+    broker = TelemetryBroker(reg, receivers=[ex], clock=lambda: 1_000_000)  # (a cold first export may take 1 s)
+    ci = ClientInfo(client_id="x")
+    frames = []
+    for k in range(3):
+        get, _ = broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)
+        data = ob.payload([ob.gauge("g", float(k), {"k": str(k)})])
+        req = kip714.PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, data)
+        frames.append(kip714.encode_request(req, 2 * k, "x", 0) * 2)  # the second one is throttled
+    loop = broker.request_loop(1 << 20)
+    answers, frame = broker.feed(loop, b"".join(frames), lambda client_id: ci)
+    assert frame is None and answers is not None
+    codes = [
+        kip714.decode_response(bytes(answers[i : i + 16]), 72, 0, size_prefixed=True).body.error_code
+        for i in range(0, 96, 16)
+    ]
+    assert codes == [0, 89] * 3
+    samples, _, _ = scrape(ex)
+    assert samples["kip714_pushes_total{error_code=NONE}"] == 3
+    assert samples["kip714_pushes_total{error_code=THROTTLING_QUOTA_EXCEEDED}"] == 3
+    assert sorted(v for k, v in samples.items() if k.startswith("g{")) == [0.0, 1.0, 2.0]

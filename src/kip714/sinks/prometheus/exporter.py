@@ -168,6 +168,16 @@ class PrometheusExporter(BoundedQueueReceiver):
         with self._codes_lock:
             self.push_codes[name] = self.push_codes.get(name, 0) + 1
 
+    def pushes_completed(self, batch: Any) -> None:
+        """:meth:`push_completed` for the pushes of one read (a :class:`~kip714.broker.receivers.PushBatch`)."""
+        counts: dict[int, int] = {}
+        for code in batch.error_codes:
+            counts[code] = counts.get(code, 0) + 1
+        with self._codes_lock:
+            for code, n in counts.items():
+                name = _CODE_NAMES.get(code) or _code_name(code)
+                self.push_codes[name] = self.push_codes.get(name, 0) + n
+
     # ------------------------------------------------------------------ worker
 
     def _process(self, items: list[Any]) -> None:
