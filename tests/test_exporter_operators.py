@@ -149,6 +149,43 @@ def test_the_expiry_marker_is_kept_for_its_retention_only():
     assert not [x for x in samples(ex) if x[0] == "kip714_client_expired_timestamp_seconds"]
 
 
+def test_last_push_of_instances_sharing_their_labels():
+    """With labels that several live instances share, the series is their latest push (the wall clock's
+    value at it), placed where the first of them is; it follows them as they go, and a wall clock that
+    steps back is not mistaken for a later push."""
+    clock, wall = Clock(), Clock()
+    ex = PrometheusExporter(labels=("client_id",), background=False, clock=clock)
+    ex._store.wall_clock = wall
+    data = ob.payload([ob.gauge("g", 1.0)])
+    first, second, third, other = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+
+    def last_pushes():  # one scrape
+        found = samples(ex)
+        return [(lab["client_id"], v) for n, lab, v in found if n == "kip714_client_last_push_timestamp_seconds"]
+
+    wall.t = 2000.0
+    push(ex, data, first, "app", expiry_ms=5000)
+    wall.t = 2001.0
+    push(ex, data, other, "other", expiry_ms=60_000)
+    wall.t = 2002.0
+    push(ex, data, second, "app", expiry_ms=60_000)
+    assert last_pushes() == [("app", 2002.0), ("other", 2001.0)]
+    wall.t = 2003.0
+    clock.t += 3
+    push(ex, data, first, "app", terminating=True, expiry_ms=5000)
+    assert last_pushes() == [("app", 2003.0), ("other", 2001.0)]  # the terminating push, exposed once
+    # first is gone: app is second's last push, placed where second is (after other)
+    assert last_pushes() == [("other", 2001.0), ("app", 2002.0)]
+    wall.t = 1990.0  # the wall clock steps back: app's latest push is this one, not an earlier one
+    push(ex, data, second, "app", expiry_ms=60_000)
+    assert last_pushes() == [("other", 2001.0), ("app", 1990.0)]
+    wall.t = 1995.0
+    push(ex, data, third, "app", expiry_ms=60_000)
+    wall.t = 1991.0
+    push(ex, data, second, "app", expiry_ms=60_000)  # stepped back again, below third's push
+    assert last_pushes() == [("other", 2001.0), ("app", 1995.0)]
+
+
 def test_queue_capacities():
     ex = PrometheusExporter(background=False, max_queue=123)
     ex.watch_queue("otlp", lambda: 7, 500)

@@ -717,7 +717,8 @@ def test_cached_exposition_is_prometheus_clients_text_byte_for_byte():
                 assert b"kip714_client_expired_timestamp_seconds{" in fast
     text = ex.exposition(ACCEPTS[1])[0].decode()
     assert {f.name for f in om_families(text)} >= {"temp_celsius", "lat_milliseconds", "size_seconds", "inf"}
-    # kip714's per-client families (a line per instance, from their own line cache) were among those bytes
+    # kip714's per-client families (a line per instance, from the prefixes kept with the clients' series) were
+    # among those bytes
     assert 'kip714_client_last_push_timestamp_seconds{client_id="b\\"\\\\"' in text
 
 

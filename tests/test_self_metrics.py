@@ -95,7 +95,7 @@ def test_a_replica_names_itself_on_its_own_metrics_and_never_on_its_clients():
 
     import kip714
     from kip714.endpoint.health import endpoint_metric_families
-    from kip714.sinks.prometheus.exposition import PER_CLIENT_FAMILIES
+    from kip714.sinks.prometheus.store import PER_CLIENT_FAMILIES
 
     class Clock:
         t = 1000.0

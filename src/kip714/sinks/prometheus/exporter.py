@@ -18,7 +18,7 @@ from ..._extras import require
 from ...broker.bounded_queue import BoundedQueueReceiver
 from ...errors import InvalidConfigError
 from ..labels import DEFAULT_LABELS, parse_labels
-from .exposition import PER_CLIENT_FAMILIES, Collected, Exposition, SampleLineCache, encoded_text
+from .exposition import Collected, Exposition, encoded_text
 from .http import scrape_response, start_server, stop_server
 from .store import SeriesStore
 
@@ -112,8 +112,6 @@ class PrometheusExporter(BoundedQueueReceiver):
         )
         self._lock = self._store.lock
         self._exposition = Exposition(self._store)
-        self._own_lines = SampleLineCache()  # kip714's per-client families, by format
-        self._own_lock = threading.Lock()
         # counters (self-metrics) besides the store's and the queue's (payloads_dropped)
         self.push_codes: dict[str, int] = {}
         self._codes_lock = threading.Lock()  # push_codes
@@ -226,7 +224,9 @@ class PrometheusExporter(BoundedQueueReceiver):
         """Also yield the metric families ``source()`` returns on every scrape (another sink's counters)."""
         self._extra.append(source)
 
-    def _self_metrics(self) -> list[Any]:
+    def _self_metrics(self) -> tuple[list[Any], list[Any]]:
+        """kip714's own metric families but the per-client ones (the exposition renders those from the
+        store): those exposed before them, and those after."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
         store = self._store
@@ -290,22 +290,6 @@ class PrometheusExporter(BoundedQueueReceiver):
             "Client instances whose series went away because they stopped pushing without a terminating push",
             value=store.expired,
         )
-        names = list(store.labels)
-        last = GaugeMetricFamily(
-            "kip714_client_last_push_timestamp_seconds",
-            "When a live client instance last pushed (Unix time; the latest of the instances sharing these labels)",
-            labels=names,
-        )
-        for values, at in store.last_pushes().items():
-            last.add_metric(list(values), at)
-        gone = GaugeMetricFamily(
-            "kip714_client_expired_timestamp_seconds",
-            "When a client instance that stopped pushing without a terminating push was expired (Unix time; kept "
-            "for expired_retention_s or until an instance with these labels pushes again)",
-            labels=names,
-        )
-        for values, at in store.expired_recently.items():
-            gone.add_metric(list(values), at)
         software = GaugeMetricFamily(
             "kip714_client_instances",
             "Live client instances by client software name and version (KIP-511)",
@@ -316,25 +300,8 @@ class PrometheusExporter(BoundedQueueReceiver):
         # the package is loaded (this module is in it); importing it from here would make a cycle
         version = str(getattr(sys.modules.get("kip714"), "__version__", "unknown"))
         build = InfoMetricFamily("kip714_build", "kip714's version", value={"version": version})
-        return [
-            build,
-            pushes,
-            live,
-            series,
-            limit,
-            refused,
-            payloads,
-            points,
-            dropped,
-            pdropped,
-            depth,
-            capacity,
-            terminated,
-            expired,
-            last,
-            gone,
-            software,
-        ]
+        before = [build, pushes, live, series, limit, refused, payloads, points, dropped, pdropped, depth, capacity]
+        return before + [terminated, expired], [software]
 
     def _scraped(self, started: float) -> None:
         """After a scrape (under the lock): count it, and drop the instances whose terminating push was
@@ -352,13 +319,12 @@ class PrometheusExporter(BoundedQueueReceiver):
         return out
 
     def _labelled(self, families: list[Any]) -> list[Any]:
-        """``families`` with :attr:`self_labels` on every sample but the per-client families' (a family's
-        own label of the same name wins)."""
+        """``families`` (kip714's own, never the per-client ones) with :attr:`self_labels` on every sample (a
+        family's own label of the same name wins)."""
         labels = self.self_labels
         if labels:
             for family in families:
-                if family.name not in PER_CLIENT_FAMILIES:
-                    family.samples = [s._replace(labels=dict(labels, **s.labels)) for s in family.samples]
+                family.samples = [s._replace(labels=dict(labels, **s.labels)) for s in family.samples]
         return families
 
     # ------------------------------------------------------------------ scrapes
@@ -368,11 +334,11 @@ class PrometheusExporter(BoundedQueueReceiver):
         started = self.clock()
         with self._lock:
             out = self._exposition.families()
-            own = self._self_metrics()
+            before, after = self._self_metrics()
+            per_client = self._exposition.per_client_families()
             self._scraped(started)
-        own.extend(self._extra_metrics())
-        out.extend(self._labelled(own))
-        return out
+        after.extend(self._extra_metrics())
+        return out + self._labelled(before) + per_client + self._labelled(after)
 
     def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
         """One scrape: ``(body, content type)`` as prometheus_client negotiates it from ``accept``.
@@ -395,24 +361,16 @@ class PrometheusExporter(BoundedQueueReceiver):
     def _render(self, encoder: Callable[..., bytes], key: str) -> bytes:
         started = self.clock()
         with self._lock:
-            text = self._exposition.render(encoder, key)
-            own = self._self_metrics()
+            parts = self._exposition.render(encoder, key)
+            before, after = self._self_metrics()
+            per_client = self._exposition.render_per_client(encoder, key)
             self._scraped(started)
-        own.extend(self._extra_metrics())
-        self._labelled(own)
-        parts: list[str] = [text]
-        run: list[Any] = []
-        for family in own:  # in collect()'s order: the per-client families from the line cache
-            if family.name in PER_CLIENT_FAMILIES and family.samples:
-                if run:
-                    parts.append(encoded_text(encoder, run))
-                    run = []
-                with self._own_lock:
-                    parts.append(self._own_lines.text(encoder, key, family))
-            else:
-                run.append(family)
-        tail = encoder(Collected(run)).decode("utf-8")  # with OpenMetrics' # EOF, once at the end
-        return ("".join(parts) + tail).encode("utf-8")
+        after.extend(self._extra_metrics())
+        # in collect()'s order; OpenMetrics' # EOF once, at the end
+        parts.append(encoded_text(encoder, self._labelled(before)))
+        parts.extend(per_client)
+        parts.append(encoder(Collected(self._labelled(after))).decode("utf-8"))
+        return "".join(parts).encode("utf-8")
 
     def wsgi_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         """A WSGI application serving the exposition (any path; ``?name[]=`` keeps the families named, by

@@ -4,11 +4,12 @@ protocol), and the fast exposition that keeps each series' rendered line prefix.
 :class:`Exposition` renders the same text as ``prometheus_client``'s encoder over those families, byte for
 byte: each series' sample lines up to the value, and each family's ``# HELP``/``# TYPE`` lines, are rendered
 by that encoder once per format (:class:`_Format`) and kept while the series lives; a scrape renders only
-new series and formats the values (``prometheus_client.utils.floatToGoString``)."""
+new series and formats the values (``prometheus_client.utils.floatToGoString``). The clients' series and
+kip714's per-client families (:data:`~.store.PER_CLIENT_FAMILIES`, a series per live client) go the same
+way."""
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # prometheus_client is imported where it is used, not with th
     from prometheus_client.registry import Collector
     from prometheus_client.samples import Sample
 
-__all__ = ["Collected", "Exposition", "SampleLineCache", "encoded_text"]
+__all__ = ["Collected", "Exposition", "encoded_text"]
 
 log = logging.getLogger("kip714.prometheus")
 
@@ -46,13 +47,12 @@ class Exposition:
 
     def families(self) -> list[Metric]:
         """The clients' series as ``prometheus_client`` metric families (the collector protocol)."""
-        from prometheus_client.core import Metric
         from prometheus_client.samples import Sample
 
         out: list[Metric] = []
         store = self.store
         for family in store.families.values():
-            m = Metric(family.name, family.help, family.type, family.unit)
+            m = _metric(family)
             samples = m.samples
             typ = family.type
             vals = store.slot_value
@@ -88,36 +88,68 @@ class Exposition:
                 out.append(m)
         return out
 
-    def render(self, encoder: Callable[[Collector], bytes], key: str) -> str:
-        """The clients' series in the format of ``encoder`` (content type ``key``), from the kept line
-        prefixes (rendering those of new series)."""
-        fmt = _float_to_go_string()
-        _Sample = _sample_class()
-        parts: list[str] = []
-        store = self.store
+    def per_client_families(self) -> list[Metric]:
+        """kip714's per-client families (:data:`~.store.PER_CLIENT_FAMILIES`) as ``prometheus_client``
+        metric families, each also when it has no series."""
+        from prometheus_client.samples import Sample
+
+        self.store.settle_liveness()
+        vals = self.store.slot_value
+        out = []
+        for family in (self.store.last_push, self.store.expired_at):
+            m = _metric(family)
+            m.samples = [Sample(family.sample, labels, vals[slot]) for slot, labels in family.slots.items()]
+            out.append(m)
+        return out
+
+    def _format(self, encoder: Callable[[Collector], bytes], key: str) -> _Format:
         f = self.formats.get(key)
         if f is None:
             if len(self.formats) >= _MAX_FORMATS:  # Accept headers are the scraper's to choose
                 self.formats.pop(next(iter(self.formats)))
             f = self.formats[key] = _Format(encoder)
-        vals = store.slot_value
-        for family in store.families.values():
-            pref = f.prefixes
-            typ = family.type
-            if typ in ("gauge", "counter"):
-                slots = family.slots
-                missing = [s for s in slots if s not in pref]
-                if missing:
-                    name = family.sample
-                    f.render(family, [(pref, s, _Sample(name, slots[s], 0.0)) for s in missing])
-                lines = [pref[s] + fmt(vals[s]) for s in slots]
+        return f
+
+    def render(self, encoder: Callable[[Collector], bytes], key: str) -> list[str]:
+        """The clients' series in the format of ``encoder`` (content type ``key``), from the kept line
+        prefixes (rendering those of new series): pieces of text to join (one copy of the whole, not two)."""
+        fmt = _float_to_go_string()
+        parts: list[str] = []
+        f = self._format(encoder, key)
+        for family in self.store.families.values():
+            if family.type in ("gauge", "counter"):
+                lines = self._simple_lines(f, family, fmt)
             else:
                 lines = self._complex_lines(f, family, fmt)
             if lines:
                 parts.append(f.header(family))
                 parts.append("\n".join(lines))
                 parts.append("\n")
-        return "".join(parts)
+        return parts
+
+    def render_per_client(self, encoder: Callable[[Collector], bytes], key: str) -> list[str]:
+        """kip714's per-client families as :meth:`render` writes the clients' series (each family's header
+        also when it has no series), without OpenMetrics' ``# EOF``."""
+        self.store.settle_liveness()
+        fmt = _float_to_go_string()
+        f = self._format(encoder, key)
+        parts: list[str] = []
+        for family in (self.store.last_push, self.store.expired_at):
+            parts.append(f.header(family))
+            lines = self._simple_lines(f, family, fmt)
+            if lines:
+                parts.append("\n".join(lines))
+                parts.append("\n")
+        return parts
+
+    def _simple_lines(self, f: _Format, family: Family, fmt: Callable[[float], str]) -> list[str]:
+        """Gauge and counter sample lines of ``family`` (rendering the prefixes it has not seen)."""
+        pref, slots, vals = f.prefixes, family.slots, self.store.slot_value
+        missing = [s for s in slots if s not in pref]
+        if missing:
+            _Sample, name = _sample_class(), family.sample
+            f.render(family, [(pref, s, _Sample(name, slots[s], 0.0)) for s in missing])
+        return [pref[s] + fmt(vals[s]) for s in slots]
 
     def _complex_lines(
         self, f: _Format, family: Family, fmt: Callable[[float], str] | None, slots: list[int] | None = None
@@ -202,6 +234,13 @@ class Exposition:
                 self._complex_lines(f, fam, None, slots)
 
 
+def _metric(family: Family) -> Metric:
+    """``family`` as a ``prometheus_client`` metric family without samples."""
+    from prometheus_client.core import Metric
+
+    return Metric(family.name, family.help, family.type, family.unit)
+
+
 def _sample_class() -> type[Sample]:
     from prometheus_client.samples import Sample
 
@@ -244,20 +283,15 @@ class _Format:
         self.headers: dict[str, str] = {}  # family sample name → HELP/TYPE/UNIT lines
         self.prefixes: dict[int, Any] = {}  # slot → line prefix, or {bucket key: prefix}
 
-    def _metric(self, family: Family) -> Metric:
-        from prometheus_client.core import Metric
-
-        return Metric(family.name, family.help, family.type, family.unit)
-
     def header(self, family: Family) -> str:
         h = self.headers.get(family.sample)
         if h is None:
-            h = self.headers[family.sample] = encoded_text(self.encoder, [self._metric(family)])
+            h = self.headers[family.sample] = encoded_text(self.encoder, [_metric(family)])
         return h
 
     def render(self, family: Family, todo: Sequence[tuple[MutableMapping[_K, str], _K, Sample]]) -> None:
         """Render ``todo`` = [(target dict, key, Sample at value 0)] and store each line's prefix."""
-        m = self._metric(family)
+        m = _metric(family)
         m.samples = [t[2] for t in todo]
         for (target, key, _), prefix in zip(todo, _zero_line_prefixes(self.encoder, m, self.header(family))):
             target[key] = prefix
@@ -268,56 +302,7 @@ class _Format:
             self.headers.pop(family_gone, None)
 
 
-#: kip714's own families with a sample per live client (or label set): rendered through
-#: :class:`SampleLineCache`, not the encoder, on every scrape
-PER_CLIENT_FAMILIES = frozenset(
-    {"kip714_client_last_push_timestamp_seconds", "kip714_client_expired_timestamp_seconds"}
-)
 _EOF = "# EOF\n"
-
-
-class SampleLineCache:
-    """The text of metric families, as prometheus_client's ``encoder`` writes it, with the line prefix of
-    each sample (up to its value) rendered by that encoder once and kept while the sample exists; a scrape
-    formats only the values. The per-client families of kip714's own metrics have a sample per live client
-    instance: the encoder spent ~36 µs on each of them every scrape (label checks and escaping), which
-    doubled a 20 000-series scrape of 1 000 instances. Byte for byte the encoder's text (tests)."""
-
-    __slots__ = ("headers", "prefixes")
-
-    def __init__(self) -> None:
-        self.headers: dict[tuple[str, str], str] = {}  # (format, family) -> its # HELP/# TYPE lines
-        self.prefixes: dict[tuple[str, str], dict[tuple[str, ...], str]] = {}  # -> label values -> prefix
-
-    def text(self, encoder: Callable[[Collector], bytes], key: str, family: Metric) -> str:
-        """``family`` (one gauge family whose samples all have the same label names) as ``encoder``
-        writes it, without OpenMetrics' ``# EOF``; ``key``: the encoder's content type."""
-        fmt = _float_to_go_string()
-        name = family.name
-        names = family.samples[0].labels.keys() if family.samples else ()
-        header = self.headers.get((key, name))
-        if header is None:
-            empty = copy.copy(family)
-            empty.samples = []
-            header = self.headers[(key, name)] = encoded_text(encoder, [empty])
-        old = self.prefixes.get((key, name), {})
-        new: dict[tuple[str, ...], str] = {}
-        missing = []
-        for sample in family.samples:
-            values = tuple(sample.labels[n] for n in names)
-            prefix = old.get(values)
-            if prefix is None:
-                missing.append((values, sample))
-            else:
-                new[values] = prefix
-        if missing:
-            probe = copy.copy(family)
-            probe.samples = [s._replace(value=0.0) for _, s in missing]
-            for (values, _), prefix in zip(missing, _zero_line_prefixes(encoder, probe, header)):
-                new[values] = prefix
-        self.prefixes[(key, name)] = new  # what no sample uses any more is forgotten
-        body = "".join(new[tuple(s.labels[n] for n in names)] + fmt(s.value) + "\n" for s in family.samples)
-        return header + body
 
 
 def encoded_text(encoder: Callable[[Collector], bytes], families: list[Metric]) -> str:
@@ -334,7 +319,7 @@ def _body_end(text: str) -> int:
 
 def _zero_line_prefixes(encoder: Callable[[Collector], bytes], family: Metric, header: str) -> list[str]:
     """Each sample line ``encoder`` writes for ``family`` (whose samples are all at value 0, after the family's
-    ``header``), up to and including the space before its value: what both caches keep, one per sample."""
+    ``header``), up to and including the space before its value: what :class:`_Format` keeps, one per sample."""
     text = encoder(Collected([family])).decode("utf-8")
     lines = text[len(header) : _body_end(text)].split("\n")
     if not text.startswith(header) or len(lines) != len(family.samples) + 1 or lines[-1]:

@@ -17,6 +17,9 @@ source id.
   ``key_le`` / ``key_quantile``.
 * Life cycle: :meth:`SeriesStore.drop_terminated` drops the instances whose terminating push was absorbed
   before a scrape began; :meth:`SeriesStore.expire` those silent for as long as the broker keeps them.
+* Liveness: kip714's per-client families (:data:`PER_CLIENT_FAMILIES`, a series per set of broker-label
+  values: when its instances last pushed, when one expired) are kept in slots as the clients' series are, so
+  that the exposition renders them from the same kept line prefixes.
 * Limits: ``max_series`` exposed time series (a histogram counts its bucket lines), ``max_buckets`` per
   histogram point; every point not exposed is counted in :attr:`SeriesStore.dropped` by reason.
 """
@@ -37,8 +40,13 @@ from ...otlp.schema import COLUMNS
 from .accumulators import ExpHistogram, Histogram, Summary
 from .names import broker_node_labels, label_name, merge_labels, metric_name, prometheus_unit
 
-__all__ = ["Family", "SeriesStore"]
+__all__ = ["EXPIRED_AT", "LAST_PUSH", "PER_CLIENT_FAMILIES", "Family", "SeriesStore"]
 
+#: kip714's own families with a series per set of broker-label values (per live client): never labelled
+#: with the exporter's ``self_labels``, so that a client pushing to several replicas stays one client
+LAST_PUSH = "kip714_client_last_push_timestamp_seconds"
+EXPIRED_AT = "kip714_client_expired_timestamp_seconds"
+PER_CLIENT_FAMILIES = frozenset({LAST_PUSH, EXPIRED_AT})
 _MAX_EXPIRED = 10_000  # expiry markers kept at most (kip714_client_expired_timestamp_seconds)
 # how a source's points reach its exposed series
 _SET, _ADD_MONOTONIC, _ADD, _PY = 0, 1, 2, 3
@@ -75,7 +83,8 @@ class Family:
 
 class _Instance:
     """What the store keeps per client instance: its sources, when it pushed (the store's clock, and the
-    wall clock for ``kip714_client_last_push_timestamp_seconds``), its broker-added label values, and the
+    wall clock for ``kip714_client_last_push_timestamp_seconds``), its broker-added label values (and their
+    slot in that family, shared by the instances with the same values), and the
     source of each row of its last payload whose rows all had one (``shape``: that payload's row keys, see
     :meth:`SeriesStore.absorb`)."""
 
@@ -85,6 +94,7 @@ class _Instance:
         "interval_s",
         "last_seen",
         "last_wall",
+        "live_slot",
         "previous_seen",
         "shape",
         "shape_refused",
@@ -100,6 +110,7 @@ class _Instance:
         self.broker_labels: tuple[str, ...] = ()
         self.software: tuple[str, str] = ("", "")
         self.last_wall = 0.0
+        self.live_slot = -1
         # the last payload's shape and, per row, its source (or -1: refused); a shape with refused rows
         # holds only while the store's series are as they were then (shape_state), and says what the
         # refusals counted (shape_refused: series refused, points dropped by reason)
@@ -120,7 +131,9 @@ class SeriesStore:
 
     ``labels``: the broker-added labels put on every series; ``count_payloads(reason, n)`` counts payloads
     that could not be absorbed; :attr:`on_forget` ``(slot, family name or None)`` is called when a series
-    (and with the last one, its family) goes away."""
+    (and with the last one, its family) goes away; a series of :attr:`last_push` or :attr:`expired_at` has
+    its slot too (its value the time, its refs the live instances sharing its labels), but is no time series
+    of the clients (:attr:`series_count`, ``max_series``) and its family never goes."""
 
     def __init__(
         self,
@@ -177,9 +190,26 @@ class SeriesStore:
         self.expired = 0  # instances dropped for silence, without a terminating push
         self.terminated = 0  # instances dropped after their terminating push
         self.wall_clock = wall_clock
-        #: instances that expired without a terminating push: broker-label values → when (wall clock), kept
-        #: for ``expired_retention_s`` or until an instance with those labels pushes again
-        self.expired_recently: dict[tuple[str, ...], float] = {}
+        #: kip714's per-client families: per set of broker-label values, the latest push of its live
+        #: instances, and when an instance with them expired without a terminating push (kept for
+        #: ``expired_retention_s`` or until an instance with those labels pushes again)
+        self.last_push = Family(
+            LAST_PUSH,
+            "gauge",
+            "When a live client instance last pushed (Unix time; the latest of the instances sharing these labels)",
+            "",
+        )
+        self.expired_at = Family(
+            EXPIRED_AT,
+            "gauge",
+            "When a client instance that stopped pushing without a terminating push was expired (Unix time; kept "
+            "for expired_retention_s or until an instance with these labels pushes again)",
+            "",
+        )
+        self._live: dict[tuple[str, ...], int] = {}  # broker-label values → their slot in last_push
+        self._live_unsettled = False  # a shared slot's value or place may be stale: settle_liveness
+        self._expired_marks: dict[tuple[str, ...], int] = {}  # broker-label values → their slot in expired_at
+        self._software: dict[tuple[str, str], int] = {}  # (client software name, version) → live instances
         self.expired_retention_s = float(expired_retention_s)
 
     def _count(self, reason: str, n: int = 1) -> None:
@@ -223,10 +253,18 @@ class SeriesStore:
         with self.lock:
             if undecodable:
                 self.count_payloads("undecodable", undecodable)
+            vals, refs = self.slot_value, self._slot_refs
             for instance, labels, _, terminating, timing in items:
                 inst = self._instances.get(instance)
                 if inst is None:
                     inst = self._instances[instance] = _Instance(now)
+                    inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
+                    inst.software = software = (
+                        labels.get("client_software_name", ""),
+                        labels.get("client_software_version", ""),
+                    )
+                    self._software[software] = self._software.get(software, 0) + 1
+                    inst.live_slot = self._live_slot(inst.broker_labels)
                 else:
                     inst.previous_seen, inst.last_seen = inst.last_seen, now
                     inst.interval_s = now - inst.previous_seen
@@ -237,14 +275,13 @@ class SeriesStore:
                 if terminating:
                     inst.terminated_at = now
                 inst.last_wall = wall
-                if not inst.broker_labels:
-                    inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
-                    inst.software = (
-                        labels.get("client_software_name", ""),
-                        labels.get("client_software_version", ""),
-                    )
-                if self.expired_recently:
-                    self.expired_recently.pop(inst.broker_labels, None)  # back: it no longer counts as gone
+                slot = inst.live_slot
+                if wall >= vals[slot] or refs[slot] == 1:
+                    vals[slot] = wall
+                else:  # the wall clock stepped back: the latest push may be another instance's
+                    self._live_unsettled = True
+                if self._expired_marks:  # back: it no longer counts as gone
+                    self._unmark_expired(inst.broker_labels)
             self.payloads_absorbed += len(items)
             n = table.num_rows
             if not n:
@@ -575,26 +612,14 @@ class SeriesStore:
                 return -1
             if name not in self.families:
                 self.families[name] = family
-            slot = self._slot_free.pop() if self._slot_free else len(self._slot_key)
-            if slot == len(self._slot_key):
-                self._slot_key.append(None)
-                self.slot_family.append(None)
-                self._slot_refs.append(0)
-                self.slot_value.append(0.0)
-                self._slot_weight.append(0)
-                self._slot_otlp.append(None)
+            slot = self._new_slot(family, labels, 0.0 if typ in ("gauge", "counter") else None)
             self._series[skey] = slot
             self._slot_changes += 1
-            self.fresh.append(slot)
             self._slot_key[slot] = skey
-            self.slot_family[slot] = family
-            self._slot_refs[slot] = 0
-            self.slot_value[slot] = 0.0 if typ in ("gauge", "counter") else None
             self._slot_weight[slot] = weight
             self._slot_otlp[slot] = otlp_name = row["metric"]
             self._otlp_names[otlp_name] = self._otlp_names.get(otlp_name, 0) + 1
             self.series_count += weight
-            family.slots[slot] = labels
         self._slot_refs[slot] += 1
         s = self._src_free.pop() if self._src_free else len(self._src_key)
         if s == len(self._src_key):
@@ -608,12 +633,98 @@ class SeriesStore:
         self._instances[instance].sources.append(s)
         return s
 
+    def _new_slot(self, family: Family, labels: dict[str, str], value: Any) -> int:
+        """A slot for a new series of ``family`` (no refs, no weight yet); its line prefixes are rendered
+        before the next scrape (:attr:`fresh`)."""
+        slot = self._slot_free.pop() if self._slot_free else len(self._slot_key)
+        if slot == len(self._slot_key):
+            self._slot_key.append(None)
+            self.slot_family.append(None)
+            self._slot_refs.append(0)
+            self.slot_value.append(0.0)
+            self._slot_weight.append(0)
+            self._slot_otlp.append(None)
+        self.fresh.append(slot)
+        self.slot_family[slot] = family
+        self._slot_refs[slot] = 0
+        self.slot_value[slot] = value
+        family.slots[slot] = labels
+        return slot
+
+    def _free_slot(self, slot: int, family: Family) -> None:
+        """``slot``'s series is gone (its renderings are forgotten); a clients' family goes with its last."""
+        family.slots.pop(slot, None)
+        gone = None
+        if not family.slots and self.families.get(family.sample) is family:
+            self.families.pop(family.sample)
+            gone = family.sample
+        self.on_forget(slot, gone)
+        self.slot_family[slot] = None
+        self.slot_value[slot] = None
+        self._slot_free.append(slot)
+
+    # ------------------------------------------------------------------ liveness (kip714's per-client families)
+
+    def _live_slot(self, values: tuple[str, ...]) -> int:
+        """The :attr:`last_push` slot of a new instance with broker-label ``values`` (one more ref)."""
+        slot = self._live.get(values)
+        if slot is None:
+            slot = self._live[values] = self._new_slot(self.last_push, dict(zip(self.labels, values)), 0.0)
+        self._slot_refs[slot] += 1
+        return slot
+
+    def _live_gone(self, inst: _Instance) -> None:
+        """``inst`` is dropped: its label values' :attr:`last_push` series goes with their last instance."""
+        slot = inst.live_slot
+        self._slot_refs[slot] -= 1
+        if self._slot_refs[slot] == 0:
+            del self._live[inst.broker_labels]
+            self._free_slot(slot, self.last_push)
+        else:  # the latest push, and the series' place (its first live instance's), may have been inst's
+            self._live_unsettled = True
+
+    def settle_liveness(self) -> None:
+        """Before a scrape (the lock is held): after an instance sharing its broker-label values with others
+        went, or a push's wall clock stepped back, set each :attr:`last_push` series to the latest push of
+        its live instances, in the order of their first live instance (a pass over the instances, only
+        then)."""
+        if not self._live_unsettled:
+            return
+        self._live_unsettled = False
+        vals = self.slot_value
+        order: dict[int, None] = {}
+        for inst in self._instances.values():
+            slot = inst.live_slot
+            if slot not in order:
+                order[slot] = None
+                vals[slot] = inst.last_wall
+            elif inst.last_wall > vals[slot]:
+                vals[slot] = inst.last_wall
+        fam = self.last_push
+        fam.slots = {slot: fam.slots[slot] for slot in order}
+
+    def _mark_expired(self, values: tuple[str, ...], wall: float) -> None:
+        slot = self._expired_marks.get(values)
+        if slot is None:
+            slot = self._expired_marks[values] = self._new_slot(self.expired_at, dict(zip(self.labels, values)), wall)
+        self.slot_value[slot] = wall
+
+    def _unmark_expired(self, values: tuple[str, ...]) -> None:
+        slot = self._expired_marks.pop(values, None)
+        if slot is not None:
+            self._free_slot(slot, self.expired_at)
+
     # ------------------------------------------------------------------ life cycle
 
     def _drop_instance(self, instance: bytes) -> None:
         inst = self._instances.pop(instance, None)
         if inst is None:
             return
+        self._live_gone(inst)
+        if self._software[inst.software] == 1:
+            del self._software[inst.software]
+        else:
+            self._software[inst.software] -= 1
         for s in inst.sources:
             key = self._src_key[s]
             if key is None:
@@ -627,12 +738,7 @@ class SeriesStore:
             if self._slot_refs[slot] == 0:
                 family = self.slot_family[slot]
                 assert family is not None  # (a slot in use has its family)
-                family.slots.pop(slot, None)
-                gone = None
-                if not family.slots:
-                    self.families.pop(family.sample, None)
-                    gone = family.sample
-                self.on_forget(slot, gone)
+                self._free_slot(slot, family)
                 skey = self._slot_key[slot]
                 if skey is not None:
                     self._series.pop(skey, None)
@@ -643,11 +749,9 @@ class SeriesStore:
                     self._otlp_names.pop(otlp_name, None)
                 else:
                     self._otlp_names[otlp_name] -= 1
-                self._slot_key[slot] = self.slot_family[slot] = None
+                self._slot_key[slot] = None
                 self._slot_changes += 1
-                self.slot_value[slot] = None
                 self._slot_weight[slot] = 0
-                self._slot_free.append(slot)
 
     def expire(self, now: float | None = None) -> int:
         """Drop instances silent for as long as the broker keeps them (``ReceiverContext.expiry_ms``: its
@@ -665,7 +769,7 @@ class SeriesStore:
             for i in gone:
                 inst = self._instances[i]
                 if inst.terminated_at is None:  # silent without a terminating push: a client gone wrong
-                    self.expired_recently[inst.broker_labels] = wall
+                    self._mark_expired(inst.broker_labels, wall)
                     self.expired += 1
                 else:  # terminated, and no scrape came to expose its final values
                     self.terminated += 1
@@ -675,27 +779,15 @@ class SeriesStore:
 
     def _prune_expired(self, wall: float) -> None:
         """Forget expiry markers older than the retention, and the oldest beyond ``_MAX_EXPIRED``."""
-        marks = self.expired_recently
-        for key in [k for k, t in marks.items() if wall - t > self.expired_retention_s]:
-            del marks[key]
+        marks, vals = self._expired_marks, self.slot_value
+        for key in [k for k, slot in marks.items() if wall - vals[slot] > self.expired_retention_s]:
+            self._unmark_expired(key)
         while len(marks) > _MAX_EXPIRED:
-            del marks[next(iter(marks))]
+            self._unmark_expired(next(iter(marks)))
 
     def software_counts(self) -> dict[tuple[str, str], int]:
-        """(client software name, version) → live instances. The lock is held."""
-        out: dict[tuple[str, str], int] = {}
-        for inst in self._instances.values():
-            out[inst.software] = out.get(inst.software, 0) + 1
-        return out
-
-    def last_pushes(self) -> dict[tuple[str, ...], float]:
-        """Broker-label values → the wall-clock time of the last push of a live instance with them (the
-        latest one's, when several instances share the values). The lock is held."""
-        out: dict[tuple[str, ...], float] = {}
-        for inst in self._instances.values():
-            if inst.last_wall > out.get(inst.broker_labels, 0.0):
-                out[inst.broker_labels] = inst.last_wall
-        return out
+        """(client software name, version) → live instances (the store's own dict: the lock is held)."""
+        return self._software
 
     @property
     def instances(self) -> int:
