@@ -65,6 +65,7 @@ TIERS = {
     "test_conformance_broken": "integration",
     "test_constants": "unit",
     "test_crc": "unit",
+    "test_demo": "unit",
     "test_distribution": "dist",
     "test_docs": "unit",
     "test_exporter_operators": "unit",

@@ -13,13 +13,18 @@ from collections.abc import Iterable, Sequence
 
 from ..client.catalog import metric_info
 from ..sinks.labels import DEFAULT_LABELS, parse_labels
-from ..sinks.prometheus.names import metric_name
+from ..sinks.prometheus.names import BROKER_NODE_LABEL, BROKER_ROLE_LABEL, metric_name
 
-__all__ = ["LAST_PUSH", "Clients", "prom_name", "replica_targets"]
+__all__ = ["BROKER_NODE", "BROKER_ROLE", "LAST_PUSH", "Clients", "prom_name", "replica_targets"]
 
 #: When each live client instance last pushed, per replica (the exporter's per-client family).
 LAST_PUSH = "kip714_client_last_push_timestamp_seconds"
 EXPIRED = "kip714_client_expired_timestamp_seconds"
+#: The label a per-node client metric is grouped by: the broker the exporter read from the client's own tag,
+#: normalised (Java's ``node_id="node-3"`` and librdkafka's ``node_id="3"`` are both ``3``), not the tag.
+BROKER_NODE = BROKER_NODE_LABEL
+#: What that node was to the client: ``broker``, ``coordinator`` or ``bootstrap``.
+BROKER_ROLE = BROKER_ROLE_LABEL
 
 
 def replica_targets(lookback: str) -> str:
@@ -63,6 +68,12 @@ class Clients:
     def agg(self, op: str, expr: str, *extra: str) -> str:
         """``OP by (identity, EXTRA…) (EXPR)``."""
         return f"{op} {self.by(*extra)} ({expr})"
+
+    def per_broker(self, op: str, metric: str) -> str:
+        """``OP by (identity, kafka_node_id) (METRIC{kafka_node_role="broker"})``: a per-node client metric
+        per client and broker (:data:`BROKER_NODE`), the connections to a coordinator or a bootstrap address
+        left out."""
+        return self.agg(op, f'{metric}{{{BROKER_ROLE}="broker"}}', BROKER_NODE)
 
     @property
     def has_client_id(self) -> bool:

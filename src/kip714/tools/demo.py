@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..endpoint.server import TelemetryServer
+    from ..operations.promql import Clients
     from ..sinks.prometheus import PrometheusExporter
     from .simulate import FleetStats
 
@@ -156,30 +157,47 @@ def run_demo(output: str, seconds: float = 8.0, simulated: int = 24, master: str
     return _report(out, master, started)
 
 
-DEMO_QUERY = "topk(5, max by (client_id, node_id) (org_apache_kafka_producer_node_request_latency_avg))"
+DEMO_METRIC = "org.apache.kafka.producer.node.request.latency.avg"
+
+
+def demo_query(clients: Clients) -> str:
+    """The PromQL query the demo shows: the five slowest (client, broker) pairs of producer request latency,
+    grouped as kip714's dashboards group it (the client identity and the exporter's ``kafka_node_id``, so
+    that Java's ``node-3`` and librdkafka's ``3`` are one broker)."""
+    from ..operations.promql import prom_name
+
+    return f"topk(5, {clients.per_broker('max', prom_name(DEMO_METRIC))})"
 
 
 def _show_query(exporter: PrometheusExporter, port: int) -> None:
-    """Scrape the demo's /metrics once and evaluate :data:`DEMO_QUERY` on it (what Grafana would plot)."""
+    """Scrape the demo's /metrics once and evaluate :func:`demo_query` on it (what Grafana would plot)."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
+    from ..operations.promql import BROKER_NODE, BROKER_ROLE, Clients, prom_name
+
+    clients = Clients(exporter.labels)
+    group = (*clients.labels, BROKER_NODE)
     exporter.flush(5)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    best: dict[tuple[str, str], float] = {}
+    best: dict[tuple[str, ...], float] = {}
     series = 0
     for family in text_string_to_metric_families(text):
         series += len(family.samples)
-        if family.name != "org_apache_kafka_producer_node_request_latency_avg":
+        if family.name != prom_name(DEMO_METRIC):
             continue
         for s in family.samples:
-            key = (s.labels.get("client_id", ""), s.labels.get("node_id", ""))
-            best[key] = max(best.get(key, float("-inf")), s.value)
-    print(f"\nPrometheus endpoint: {series} samples in one scrape. PromQL, evaluated on that scrape:\n  {DEMO_QUERY}")
-    for (client, node), v in sorted(best.items(), key=lambda kv: -kv[1])[:5]:
-        print(f"  {{client_id={client!r}, node_id={node!r}}}  {v:.3f} ms")
+            if s.labels.get(BROKER_ROLE) == "broker":
+                key = tuple(s.labels.get(n, "") for n in group)
+                best[key] = max(best.get(key, float("-inf")), s.value)
+    print(
+        f"\nPrometheus endpoint: {series} samples in one scrape. PromQL, evaluated on that scrape:\n"
+        f"  {demo_query(clients)}"
+    )
+    for key, v in sorted(best.items(), key=lambda kv: -kv[1])[:5]:
+        print("  {" + ", ".join(f"{n}={value!r}" for n, value in zip(group, key)) + f"}}  {v:.3f} ms")
     if not best:
         print("  (no producer latency series: no librdkafka or simulated producer pushed)")
 
