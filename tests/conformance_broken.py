@@ -37,6 +37,7 @@ KP = {
 #: The defects, each the opposite of one KIP-714 duty, and the scenario that must catch it.
 DEFECTS = {
     "ignores_max_bytes": "telemetry_too_large",
+    "oversized_terminating_push": "telemetry_too_large",
     "no_reget_after_unknown_subscription": "subscription_changed",
     "pushes_after_invalid_record": "invalid_record",
     "null_payload_when_nothing_matches": "unmatched_metrics",
@@ -129,15 +130,20 @@ class BrokenClient:
     """``client(bootstrap, seconds)`` for :func:`kip714.conformance.run`; ``defect`` is a key of :data:`DEFECTS`
     or None for the correct client."""
 
-    def __init__(self, defect: str | None = None, on_terminating_117: str = "abandon") -> None:
+    def __init__(
+        self, defect: str | None = None, on_terminating_117: str = "abandon", terminate_on_118: bool = False
+    ) -> None:
         """``on_terminating_117``: what follows a terminating push answered UNKNOWN_SUBSCRIPTION_ID — "abandon"
         or "resubscribe" (a Get, then the terminating push again: the KIP's two choices), or "repush" (the
-        terminating push again without a Get: wrong)."""
+        terminating push again without a Get: wrong). ``terminate_on_118``: answer TELEMETRY_TOO_LARGE with the
+        terminating push at once, then nothing more (with ``ignores_max_bytes``: a terminating push still too
+        large)."""
         assert defect is None or defect in DEFECTS
         assert on_terminating_117 in ("abandon", "resubscribe", "repush")
         self.defect = defect
         self.on_terminating_117 = on_terminating_117
-        self.__qualname__ = f"BrokenClient({defect}, {on_terminating_117})"
+        self.terminate_on_118 = terminate_on_118
+        self.__qualname__ = f"BrokenClient({defect}, {on_terminating_117}, {terminate_on_118})"
 
     def __call__(self, bootstrap: str, seconds: float) -> None:
         host, _, port = bootstrap.rpartition(":")
@@ -197,6 +203,10 @@ class BrokenClient:
                         next_at = time.monotonic() + interval
                     elif code in (42, 87):
                         mode = "stopped"
+                    elif code == 118 and self.terminate_on_118:
+                        pushes += 1
+                        self._push(conn, iid, sub, pushes, terminating=True)
+                        mode = "stopped"
                     else:  # 89, 118 and anything else: Get again after the interval
                         mode, next_at = "get", time.monotonic() + interval
             except (OSError, ConnectionError, ValueError):
@@ -232,7 +242,8 @@ class BrokenClient:
             ctype = _NONE
             if self.defect == "null_payload_when_nothing_matches":
                 blob = None
-        if blob and len(blob) > sub.telemetry_max_bytes and self.defect != "ignores_max_bytes":
+        oversized = self.defect == "ignores_max_bytes" or (terminating and self.defect == "oversized_terminating_push")
+        if blob and len(blob) > sub.telemetry_max_bytes and not oversized:
             ctype, blob = _NONE, b""  # fit by dropping the metrics
         request = KP["PushTelemetryRequest"](
             version=0,

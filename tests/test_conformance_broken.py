@@ -82,6 +82,54 @@ def test_the_verdicts_name_the_defect(verdicts):
     assert null and "serialized as null" in null[0]["problem"]
 
 
+def _oversized_terminating_pushes(result):
+    """The terminating pushes over the scenario's 64 bytes in a verdict's evidence, each answered 118."""
+    return [
+        f
+        for f in result.evidence["frames"]
+        if f.get("api") == "PushTelemetry" and f["request"]["terminating"] and f["request"]["metrics_bytes"] > 64
+        if f["answer"]["error_code"] == 118
+    ]
+
+
+def test_an_oversized_terminating_push_fails_by_the_limit_it_broke(verdicts):
+    """A client that fits every regular push to TelemetryMaxBytes but not its terminating push: that push was
+    answered TELEMETRY_TOO_LARGE and nothing can follow it, which the lab once called too short a run (an error).
+    It broke the limit its Get gave it (001:1948): a fail, with the rule and the push."""
+    (result,) = [r for r in verdicts["oversized_terminating_push"] if r.scenario == "telemetry_too_large"]
+    assert result.status == "fail", result.why
+    assert result.why.startswith("the terminating push carried ") and "over the TelemetryMaxBytes 64" in result.why
+    assert "001:1948" in result.why and "001:1948" in result.rule
+    assert len(_oversized_terminating_pushes(result)) == 1
+    assert any(n.endswith("each within 64 bytes") for n in result.evidence["notes"])
+
+
+def test_answering_telemetry_too_large_with_an_oversized_terminating_push_fails():
+    """A client that answers TELEMETRY_TOO_LARGE with its terminating push, still over TelemetryMaxBytes, and
+    stops: a fail naming the rule, the terminating push in the evidence; the correct client, scripted the same
+    way (it fits its pushes), passes."""
+    results: dict[str, conformance.Result] = {}
+
+    def one(name: str, client: BrokenClient) -> None:
+        [results[name]] = conformance.run(client, ["telemetry_too_large"], startup_s=0.5, interval_ms=1000)
+
+    clients = {
+        "oversized": BrokenClient("ignores_max_bytes", terminate_on_118=True),
+        "correct": BrokenClient(None, terminate_on_118=True),
+    }
+    threads = [threading.Thread(target=one, args=item) for item in clients.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    oversized = results["oversized"]
+    assert oversized.status == "fail", oversized.why
+    assert "still exceeded TelemetryMaxBytes 64" in oversized.why and "the terminating push among them" in oversized.why
+    assert "001:1829" in oversized.why and "001:1829" in oversized.rule
+    assert len(_oversized_terminating_pushes(oversized)) == 1
+    assert results["correct"].status == "pass", results["correct"].why
+
+
 def test_terminating_resubscribe_takes_either_choice_of_the_kip_and_nothing_else():
     """001:1801: after a terminating push answered UNKNOWN_SUBSCRIPTION_ID a client may Get and push once more
     with Terminating=true (the lab accepts it where a Kafka broker with KAFKA-20898 answers INVALID_REQUEST), or

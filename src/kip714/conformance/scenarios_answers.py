@@ -315,15 +315,21 @@ class Throttled(_AnswersFirstPush):
 
 
 class TelemetryTooLarge(Scenario):
+    """An oversized push before the first TELEMETRY_TOO_LARGE is allowed (001:1829 is the client's answer to
+    the error), except a terminating one: it is the client's last push, no answer can correct it, so it must
+    fit TelemetryMaxBytes (001:1948) from the start."""
+
     id = "telemetry_too_large"
     summary = (
-        "TelemetryMaxBytes is 64 from the first Get; after TELEMETRY_TOO_LARGE, every push fits within it "
-        "(KAFKA-21077's defect fails)"
+        "TelemetryMaxBytes is 64 from the first Get; after TELEMETRY_TOO_LARGE, every push fits within it, and "
+        "so does the terminating push (KAFKA-21077's defect fails)"
     )
     rule = (
         '001:1829 (TELEMETRY_TOO_LARGE) "Reduce the size of the metrics payload so its size does not exceed '
-        'GetTelemetrySubscriptionsResponse.TelemetryMaxBytes." 003:115 "telemetry.max.bytes The maximum size '
-        '(after compression if compression is used) of telemetry pushed from a client to the, default: 1048576"'
+        'GetTelemetrySubscriptionsResponse.TelemetryMaxBytes." 001:1948 "TelemetryMaxBytes int32 // The maximum '
+        'bytes of binary data the broker accepts in PushTelemetryRequest." 003:115 "telemetry.max.bytes The '
+        "maximum size (after compression if compression is used) of telemetry pushed from a client to the, "
+        'default: 1048576"'
     )
     MAX_BYTES = 64
 
@@ -345,16 +351,33 @@ class TelemetryTooLarge(Scenario):
                 return passed(f"every push fit within TelemetryMaxBytes {self.MAX_BYTES}", get, pushes[:4])
             short = self.short(trace, get.answered_at, self.active_s(), "its first Get")
             return short or na("no push was answered TELEMETRY_TOO_LARGE", get, pushes[:4])
+        if first.request.get("terminating"):
+            # its last push: nothing can follow to show the client fitting the limit, so it had to fit already
+            before = [p for p in pushes if p.seq < first.seq]
+            fit = all(len(p.metrics or b"") <= self.MAX_BYTES for p in before)
+            return fail(
+                f"the terminating push carried {len(first.metrics or b'')} bytes on the wire, over the "
+                f"TelemetryMaxBytes {self.MAX_BYTES} of the Get answered at {ms(get.answered_at)} (001:1948 "
+                '"The maximum bytes of binary data the broker accepts in PushTelemetryRequest"): a client\'s last '
+                "push cannot be reduced after TELEMETRY_TOO_LARGE (001:1829), it must fit from the start",
+                get,
+                before[-3:],
+                first,
+                notes=[f"{len(before)} push(es) before it" + (f", each within {self.MAX_BYTES} bytes" if fit else "")],
+            )
         later = [p for p in pushes if p.seq > first.seq]
         over = [p for p in later if len(p.metrics or b"") > self.MAX_BYTES]
         if over:
             sizes = ", ".join(str(len(p.metrics or b"")) for p in over[:5])
+            last = [p for p in over if p.request.get("terminating")]
+            among = ", the terminating push among them" if last else ""
             return fail(
                 f"{len(over)} push(es) after TELEMETRY_TOO_LARGE still exceeded TelemetryMaxBytes "
-                f"{self.MAX_BYTES} ({sizes} bytes on the wire)",
+                f"{self.MAX_BYTES} ({sizes} bytes on the wire{among}; 001:1829)",
                 get,
                 first,
-                over[:5],
+                over[:4],
+                last,
             )
         if not later:
             short = self.short(
