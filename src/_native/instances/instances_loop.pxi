@@ -39,7 +39,8 @@ cdef enum:
     ZSTD_WINDOW_LOG_MAX = 26        # the largest window the fast path takes: 2**26 + 7/8 (libzstd's default limit is 2**27)
     NOGIL_PAYLOAD = 65536           # payloads at least this large are decompressed without the GIL
     PUSH_ANSWER = 16                # a PushTelemetry v0 response frame: size, correlation id, tags, throttle, error, tags
-    READ_INITIAL = 65536            # the loop's buffer, allocated on the first read
+    HELD_INITIAL = 1024             # the loop's buffer when it first holds something (then doubled as needed)
+    HELD_KEPT = 16384               # a buffer larger than this is let go of once it is empty
     K_PUSH = 72
 
 cdef int _zstd_ok = k714_zstd_load()
@@ -305,7 +306,7 @@ cdef class RequestLoop:
         cdef Py_ssize_t need = self.blen + n, cap
         cdef unsigned char* nb
         if need > self.bcap:
-            cap = self.bcap if self.bcap else READ_INITIAL
+            cap = self.bcap if self.bcap else HELD_INITIAL
             while cap < need:
                 cap *= 2
             nb = <unsigned char*>PyMem_RawRealloc(self.buf, <size_t>cap)
@@ -321,7 +322,7 @@ cdef class RequestLoop:
         """Drop the first ``pos`` bytes; shrink a buffer grown for a large frame once it is empty."""
         if pos >= self.blen:
             self.blen = 0
-            if self.bcap > 4 * READ_INITIAL:
+            if self.bcap > HELD_KEPT:
                 PyMem_RawFree(self.buf)
                 self.buf = NULL
                 self.bcap = 0
@@ -349,39 +350,68 @@ cdef class RequestLoop:
     def feed(self, data, int64_t now_ms, int64_t subscription_version, PayloadDecompressor zd not None,
              bint decompress_payloads, int records):
         """One read (``data``; None: go on after a frame handed back): ``(answers, frame, batch)``, see the
-        class docstring."""
+        class docstring. A read of whole frames is decided where it lies; only what is left of it (an unfinished
+        frame, or what follows a frame handed back) is copied into the loop's buffer."""
         cdef Py_buffer view
-        cdef Py_ssize_t pos = 0
-        cdef int32_t size
+        cdef bint direct = False
+        cdef const unsigned char* p
+        cdef Py_ssize_t n, pos = 0
         cdef object answers, frame
+        self.table._need()
         if data is not None:
             PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-            try:
-                if view.len:
+            if self.blen == 0:
+                direct = True
+            else:
+                try:
                     self._append(<const unsigned char*>view.buf, view.len)
-            finally:
+                finally:
+                    PyBuffer_Release(&view)
+        if direct:
+            p = <const unsigned char*>view.buf
+            n = view.len
+        else:
+            p = self.buf
+            n = self.blen
+        if direct:
+            try:
+                self._check_sizes(p, n)
+            except BaseException:
                 PyBuffer_Release(&view)
-        self.table._need()
-        # Every size prefix in hand is checked before any frame is decided, as split_frames checks them all
-        # before a frame of the read is handled: a bad one closes the connection with nothing answered.
-        while self.blen - pos >= 4:
-            size = <int32_t>kb_load_be32(self.buf + pos)
+                raise
+        else:
+            self._check_sizes(p, n)
+        try:
+            answers, frame = self._run(p, n, &pos, False, now_ms, subscription_version, zd, decompress_payloads,
+                                       records)
+        finally:
+            if direct:
+                try:
+                    if pos < n:
+                        self._append(p + pos, n - pos)
+                finally:
+                    PyBuffer_Release(&view)
+            else:
+                self._consume(pos)
+        return answers, frame, self._take_batch(records)
+
+    cdef int _check_sizes(self, const unsigned char* p, Py_ssize_t n) except -1:
+        """Every size prefix in hand is checked before any frame is decided, as split_frames checks them all
+        before a frame of the read is handled: a bad one closes the connection with nothing answered."""
+        cdef Py_ssize_t pos = 0
+        cdef int32_t size
+        while n - pos >= 4:
+            size = <int32_t>kb_load_be32(p + pos)
             if size < 0:
                 self.free()
                 raise _MalformedFrameError(f"negative frame size {size} (at offset {pos})")
             if size > self.max_frame:
                 self.free()
                 raise _FrameTooLargeError(f"frame size {size} is over the limit of {self.max_frame} bytes (offset {pos})")
-            if self.blen - pos - 4 < size:
+            if n - pos - 4 < size:
                 break
             pos += 4 + size
-        pos = 0
-        try:
-            answers, frame = self._run(self.buf, self.blen, &pos, False, now_ms, subscription_version, zd,
-                                       decompress_payloads, records)
-        finally:
-            self._consume(pos)
-        return answers, frame, self._take_batch(records)
+        return 0
 
     def feed_prefix(self, data, int64_t now_ms, int64_t subscription_version, PayloadDecompressor zd not None,
                     bint decompress_payloads, int records):
