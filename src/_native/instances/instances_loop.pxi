@@ -20,7 +20,7 @@ cdef extern from "kbuf_endian.h":
 cdef extern from "kip714_zstd.h":
     ctypedef struct k714_ZSTD_DCtx:
         pass
-    int k714_zstd_load()
+    int k714_zstd_load(unsigned version)
     k714_ZSTD_DCtx* k714_ZSTD_createDCtx() nogil
     size_t k714_ZSTD_freeDCtx(k714_ZSTD_DCtx* d) nogil
     size_t k714_ZSTD_decompressDCtx(k714_ZSTD_DCtx* d, void* dst, size_t cap, const void* src, size_t n) nogil
@@ -43,7 +43,10 @@ cdef enum:
     HELD_KEPT = 16384               # a buffer larger than this is let go of once it is empty
     K_PUSH = 72
 
-cdef int _zstd_ok = k714_zstd_load()
+from zstandard import ZSTD_VERSION as _PORTABLE_ZSTD
+
+# libzstd itself when the system's is the release the portable path bundles (see kip714_zstd.h)
+cdef int _zstd_ok = k714_zstd_load(_PORTABLE_ZSTD[0] * 10000 + _PORTABLE_ZSTD[1] * 100 + _PORTABLE_ZSTD[2])
 
 #: The PushTelemetry v0 response with error NONE; bytes 4..8 take the request's correlation id and 13..15 the error.
 cdef const unsigned char* _ANSWER_TEMPLATE = b"\x00\x00\x00\x0c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
@@ -54,11 +57,13 @@ cdef class PayloadDecompressor:
 
     ``decompress(data, compression_type)`` answers the decompressed bytes or raises as
     :func:`kip714.codec.decompress` does (TelemetryTooLargeError over ``limit``, another Kip714Error for a
-    payload that does not decompress). A zstd payload of one frame is decompressed by libzstd itself, through
-    one context and one output buffer of ``limit`` bytes kept here (not a Python object per push); every other
-    payload, and every zstd payload that path does not take whole (several frames, a dictionary, a window over
-    64 MiB, an error, more than ``limit`` bytes), goes through :func:`kip714.codec.decompress`, which decides
-    it. Thread-safe: the context is used under a lock."""
+    payload that does not decompress). When the system's libzstd is the release python-zstandard bundles (the
+    portable path's), a zstd payload of one frame is decompressed by it directly, through one context and one
+    output buffer of ``limit`` bytes kept here (not a Python object per push); every other payload, and every
+    zstd payload that path does not take whole (several frames, a dictionary, a window over 64 MiB, an error,
+    more than ``limit`` bytes), goes through :func:`kip714.codec.decompress`, which decides it. Another libzstd
+    release would not refuse exactly the same corrupt frames, so it is not used. Thread-safe: the context is
+    used under a lock."""
 
     cdef k714_ZSTD_DCtx* dctx
     cdef unsigned char* out
@@ -89,7 +94,8 @@ cdef class PayloadDecompressor:
 
     @property
     def native_zstd(self):
-        """True when zstd payloads are decompressed by libzstd directly (it was found at import)."""
+        """True when zstd payloads are decompressed by libzstd directly (the release python-zstandard bundles was
+        found at import)."""
         return self.dctx != NULL
 
     cdef Py_ssize_t _zstd_into(self, const unsigned char* p, Py_ssize_t n) noexcept nogil:
