@@ -21,7 +21,9 @@ Targets (``TARGETS``):
                   metrics (``LoopTwins``); each push's answer agrees with ``kip714.codec.decompress``.
 ``codec_none`` … ``codec_zstd``
                   decompress() of one codec: bounded output, exact limit behaviour, agreement with the
-                  reference library where both accept, compress() round trip.
+                  reference library where both accept, compress() round trip; the broker's
+                  PayloadDecompressor answers the same at the limit, the output's size and one byte less
+                  (none, gzip, snappy, lz4).
 ``otlp``          OTLP MetricsData decoding: the native decoder (``kip714.decode_metrics``) when it is
                   built, checked against the protobuf reference (``kip714.otlp.reference``); the reference alone
                   otherwise. Every input is also appended to one shared ``kip714.MetricsAccumulator``
@@ -650,12 +652,44 @@ def _reference(ctype: int, data: bytes):
     return None
 
 
+#: PayloadDecompressors by limit (each holds a libzstd context and an output buffer of its limit)
+_DECOMPRESSORS: dict[int, object] = {}
+
+
+def _outcome(fn, *args):
+    """What ``fn(*args)`` answers: its value, or the class of the Kip714Error it raised."""
+    try:
+        return fn(*args)
+    except Kip714Error as exc:
+        return type(exc)
+
+
+def _decompressor_agrees(data: bytes, ctype: int, limit: int) -> None:
+    """The broker's PayloadDecompressor (libzstd called directly for zstd, the request loop's and
+    TelemetryBroker.handle's decompression) answers what kip714.codec.decompress answers: the same bytes, or
+    the same exception class."""
+    from kip714._instances import PayloadDecompressor
+
+    d = _DECOMPRESSORS.get(limit)
+    if d is None:
+        if len(_DECOMPRESSORS) >= 8:
+            _DECOMPRESSORS.clear()
+        d = _DECOMPRESSORS[limit] = PayloadDecompressor(limit)
+    got, want = _outcome(d.decompress, data, ctype), _outcome(kip714.decompress, data, ctype, limit)
+    assert got == want, f"PayloadDecompressor({limit}) answered {got!r:.80}, kip714.codec.decompress {want!r:.80}"
+
+
 def _codec_target(ctype: int):
     def target(data: bytes) -> None:
         try:
             out = kip714.decompress(data, ctype, _CODEC_LIMIT)
         except Kip714Error:
             out = None
+        if ctype != 4:  # (zstd, which PayloadDecompressor hands to libzstd itself: fuzz/findings/README.md)
+            _decompressor_agrees(data, ctype, _CODEC_LIMIT)
+            if out:
+                _decompressor_agrees(data, ctype, len(out))
+                _decompressor_agrees(data, ctype, len(out) - 1 or 1)
         if out is not None:
             assert isinstance(out, bytes) and len(out) <= _CODEC_LIMIT
             n = len(out)
