@@ -1,6 +1,6 @@
 """(Re)generate the seed corpora in fuzz/corpus/ from the real librdkafka captures and kip714's encoders.
 
-    python fuzz/make_corpus.py
+    python fuzz/make_corpus.py [TARGET ...]      (default: every target)
 
 Seeds are named ``seed-*``; files named ``regress-*`` (inputs that once found a bug) are never touched.
 Deterministic: running it twice writes the same files.
@@ -26,6 +26,9 @@ from kip714.wire import (  # noqa: E402
     FinalizedFeature,
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
+    IncrementalAlterableConfig,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
     MetadataRequest,
     MetadataRequestTopic,
     MetadataResponse,
@@ -159,6 +162,226 @@ def stream_seeds() -> dict[str, bytes]:
         seeds[f"{scen}"] = bytes([k]) + wire
     seeds["apiversions-v5"] = b"\x10" + struct.pack(">ihhih", 10, 18, 5, 42, 0)
     seeds["produce-not-served"] = b"\x00" + struct.pack(">ihhih", 10, 0, 0, 1, 0)
+    return seeds
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def push_frame(
+    corr: int,
+    client_id: bytes | None,
+    instance: bytes,
+    sid: int,
+    metrics: bytes | None,
+    ctype: int = 0,
+    terminating: int = 0,
+    version: int = 0,
+    header_tags: bytes = b"\x00",
+    body_tags: bytes = b"\x00",
+) -> bytes:
+    """A PushTelemetry request frame, byte by byte (shapes the encoder does not make: a terminating byte of 2,
+    tagged fields, a client id that is not UTF-8)."""
+    cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id)) + client_id
+    body = instance + struct.pack(">ibb", sid, terminating, ctype)
+    body += b"\x00" if metrics is None else _uvarint(len(metrics) + 1) + metrics
+    frame = struct.pack(">hhi", 72, version, corr) + cid + header_tags + body + body_tags
+    return struct.pack(">i", len(frame)) + frame
+
+
+def _reads_cutting(n: int, lo: int, hi: int) -> int:
+    """The first ``loop`` reads byte whose reads of an ``n``-byte stream end one within bytes ``lo..hi``."""
+    import targets
+
+    return next(k for k in range(1, 256) if any(lo <= end <= hi for _, end, _ in targets.loop_chunks(k, n)))
+
+
+class _Client:
+    """A client session for the ``loop`` seeds: ApiVersions, Metadata and Get of one instance, its
+    subscription id read from the Get's answer (of a twin of the target's)."""
+
+    def __init__(self, client_id: str, instance: uuid.UUID, corr: int = 1) -> None:
+        import targets
+
+        self.client_id, self.instance, self.corr = client_id, instance, corr
+        twins = targets.LoopTwins()
+        twins.open()
+        get = kip714.encode_request(GetTelemetrySubscriptionsRequest(instance), 0, client_id)
+        twins.feed(self.hello() + get)
+        frames, _ = kip714.split_frames(twins.out)
+        self.sid = kip714.decode_response(bytes(frames[-1]), 71, 0).body.subscription_id
+        twins.close()
+
+    def next(self) -> int:
+        self.corr += 1
+        return self.corr
+
+    def hello(self) -> bytes:
+        wire = kip714.encode_request(ApiVersionsRequest("librdkafka", "2.16.0"), self.next(), self.client_id, 3)
+        return wire + kip714.encode_request(
+            MetadataRequest([MetadataRequestTopic("t")]), self.next(), self.client_id, 12
+        )
+
+    def get(self) -> bytes:
+        return kip714.encode_request(GetTelemetrySubscriptionsRequest(self.instance), self.next(), self.client_id)
+
+    def push(self, metrics: bytes | None, ctype: int = 4, terminating: bool = False, sid: int | None = None) -> bytes:
+        body = PushTelemetryRequest(self.instance, self.sid if sid is None else sid, terminating, ctype, metrics)
+        return kip714.encode_request(body, self.next(), self.client_id)
+
+    def raw(self, metrics: bytes | None, **kw) -> bytes:
+        kw.setdefault("sid", self.sid)
+        kw.setdefault("ctype", 4)
+        cid = kw.pop("client_id", self.client_id.encode())
+        return push_frame(self.next(), cid, self.instance.bytes, kw.pop("sid"), metrics, **kw)
+
+
+def loop_seeds() -> dict[str, bytes]:
+    """The ``loop`` target's seeds (byte 0: the twins' flags, byte 1: the reads, see fuzz/targets.py): every
+    capture's session; then pushes the native loop decides (live instances that did a Get) in each way it
+    can answer, and frames it must hand to Python or refuse, from librdkafka's zstd pushes."""
+    import zstandard
+
+    caps = captures()
+    seeds: dict[str, bytes] = {}
+
+    def seed(name: str, wire: bytes, flags: int = 0, reads: int = 0) -> None:
+        seeds[name] = bytes([flags, reads]) + wire
+
+    sessions = {}
+    for scen in sorted({n.split("_push_")[0] for n in caps if "_push_" in n}):
+        pushes = [kip714.decode_request(caps[n][4:]) for n in sorted(caps) if n.startswith(scen + "_push_")]
+        client = _Client(pushes[0].client_id, pushes[0].body.client_instance_id)
+        wire = client.hello() + client.get()
+        for req in pushes:
+            b = req.body
+            wire += client.push(bytes(b.metrics), b.compression_type, b.terminating)
+        sessions[scen] = (client, pushes)
+        seed(f"session-{scen}", wire)
+        seed(f"session-{scen}-reads-7", wire, reads=7)
+    zclient, zpushes = sessions["producer_zstd"]
+    zwire = [zclient.hello() + zclient.get()] + [
+        zclient.push(bytes(r.body.metrics), 4, r.body.terminating) for r in zpushes
+    ]
+    session = b"".join(zwire)
+    for reads in (1, 2, 42, 200, 255):
+        seed(f"zstd-reads-{reads}", session, reads=reads)
+    for flags, what in (
+        (1, "export"),
+        (2, "batch"),
+        (3, "raise"),
+        (4, "no-decompress"),
+        (8, "small-table"),
+        (16, "small-limit"),
+        (32, "small-frames"),
+        (3 | 16, "raise-small-limit"),
+    ):
+        seed(f"zstd-{what}", session, flags=flags)
+        seed(f"zstd-{what}-reads-9", session, flags=flags, reads=9)
+    payload = bytes(zpushes[0].body.metrics)
+    plain = kip714.decompress(payload, 4, 1 << 20)
+    c = zclient
+    hello = c.hello() + c.get()
+    # one read: accepted, throttled, terminating (accepted), after terminating (INVALID_REQUEST)
+    seed(
+        "zstd-accept-throttle-terminate",
+        hello + c.push(payload) + c.push(payload) + c.push(payload, terminating=True) + c.push(payload),
+    )
+    seed("zstd-wrong-subscription", hello + c.push(payload, sid=c.sid + 1) + c.get() + c.push(payload), reads=3)
+    for ctype in (5, 127, -1, -128):
+        seed(f"bad-compression-{ctype}", hello + c.push(payload, ctype=ctype) + c.push(payload))
+    seed("zstd-truncated", hello + c.push(payload[:-7]))
+    flipped = bytearray(payload)
+    for k in range(20, len(flipped), 37):
+        flipped[k] ^= 0x5A
+    seed("zstd-flipped", hello + c.push(bytes(flipped)))
+    seed("zstd-bad-magic", hello + c.push(b"\x29" + payload[1:]))
+    seed("zstd-checksum", hello + c.push(zstandard.ZstdCompressor(write_checksum=True).compress(plain)))
+    seed("zstd-no-content-size", hello + c.push(zstandard.ZstdCompressor(write_content_size=False).compress(plain)))
+    bomb = zstandard.ZstdCompressor(level=19, write_content_size=False).compress(b"\x00" * (4 << 20))
+    seed("zstd-bomb", hello + c.push(bomb), flags=1)
+    seed("zstd-bomb-declared", hello + c.push(zstandard.ZstdCompressor(level=19).compress(b"\x00" * (4 << 20))))
+    big = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters(window_log=27))
+    obj = big.compressobj()
+    seed("zstd-window-27", hello + c.push(obj.compress(plain) + obj.flush()), flags=2)
+    seed("zstd-two-frames", hello + c.push(payload + payload), flags=1)
+    seed("zstd-skippable", hello + c.push(struct.pack("<II", 0x184D2A50, 3) + b"abc" + payload), flags=1)
+    seed("zstd-trailing", hello + c.push(payload + b"\x00"), flags=1)
+    seed("zstd-empty-frame", hello + c.push(zstandard.ZstdCompressor().compress(b"")), flags=1)
+    seed("empty-payload", hello + c.push(b"", ctype=4) + c.push(b"", ctype=0, terminating=True))
+    seed("none-at-limit", hello + c.push(b"\x0a" * 1400, ctype=0), flags=16)
+    seed("none-over-limit", hello + c.push(b"\x0a" * 1401, ctype=0), flags=16)
+    # frames the loop hands to Python: another shape, an instance it does not hold, ids it must not decide
+    seed("absent-instance", c.push(payload) + c.push(payload))
+    seed(
+        "reserved-ids",
+        hello
+        + push_frame(50, b"c", bytes(16), c.sid, payload, 4)
+        + push_frame(51, b"c", bytes(15) + b"\x01", c.sid, payload, 4)
+        + c.push(payload),
+    )
+    seed("terminating-byte-2", hello + c.raw(payload, terminating=2) + c.push(payload))
+    seed("header-tags", hello + c.raw(payload, header_tags=b"\x01\x00\x01x") + c.push(payload))
+    seed("body-tags", hello + c.raw(payload, body_tags=b"\x01\x07\x00") + c.push(payload))
+    seed("null-payload", hello + c.raw(None) + c.push(payload))
+    seed("null-client-id", hello + c.raw(payload, client_id=None) + c.push(payload))
+    seed("client-id-not-utf8", hello + c.raw(payload, client_id=b"\xc3\x28") + c.push(payload))
+    seed("push-v1", hello + c.raw(payload, version=1) + c.push(payload))
+    trailing = bytearray(c.raw(payload))
+    trailing[0:4] = struct.pack(">i", len(trailing) - 3)
+    seed("frame-trailing-byte", hello + bytes(trailing) + b"\x00" + c.push(payload))
+    for name, varint in (("varint-4-bytes", b"\x81\x80\x80\x00"), ("varint-5-bytes", b"\x81\x80\x80\x80\x00")):
+        frame = struct.pack(">hhih", 72, 0, 60, 1) + b"c\x00" + c.instance.bytes + struct.pack(">ibb", c.sid, 0, 4)
+        frame += varint + b"\x00"
+        seed(name, hello + struct.pack(">i", len(frame)) + frame + c.push(payload))
+    seed(
+        "get-zero-id",
+        kip714.encode_request(GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)), 70, "z") + hello + c.push(payload),
+    )
+    # refusals: the connection closes, the answers before it written (or none, when in the same read)
+    first = hello + c.push(payload)
+    before = first + c.push(payload, terminating=True)
+    for name, bad, flags in (
+        ("unknown-api-middle", struct.pack(">ihhih", 11, 0, 0, 99, 1) + b"x", 0),
+        ("negative-length", b"\xff\xff\xff\xfe" + b"\x00" * 8, 0),
+        ("negative-length-min", b"\x80\x00\x00\x00" + b"\x00" * 8, 0),
+        ("frame-over-limit", b"\x7f\xff\xff\xff" + b"\x00" * 8, 0),
+        ("frame-over-small-limit", c.push(b"\x0a" * 2100, ctype=0), 32),
+    ):
+        wire = before + bad + c.push(payload)
+        seed(name, wire, flags=flags)  # one read: nothing answered
+        seed(f"{name}-after-answers", wire, flags=flags, reads=_reads_cutting(len(wire), len(first), len(before) + 3))
+    # several instances on one connection, a table of 4, subscriptions changed by the admin API
+    clients = [_Client(f"kip714-prod-{k}", uuid.UUID(int=(k + 2) << 64 | 7), corr=100 * k) for k in range(6)]
+    wire = b"".join(x.get() for x in clients[:3])
+    for _ in range(2):
+        wire += b"".join(x.push(payload) for x in clients[:3])
+    seed("three-instances", wire, reads=13)
+    seed("three-instances-one-read", wire)
+    wire = b"".join(x.get() + x.push(payload) for x in clients) + b"".join(x.push(payload) for x in clients)
+    seed("six-instances-table-of-4", wire, flags=8)
+    seed("six-instances-table-of-4-reads", wire, flags=8, reads=77)
+    alter = kip714.encode_request(
+        IncrementalAlterConfigsRequest(
+            [IncrementalAlterConfigsResource(16, "all", [IncrementalAlterableConfig("interval.ms", 0, "200")])]
+        ),
+        90,
+        "admin",
+        1,
+    )
+    seed("alter-stale", hello + c.push(payload) + alter + c.push(payload) + c.get() + c.push(payload), flags=64)
+    seed(
+        "alter-stale-reads",
+        hello + c.push(payload) + alter + c.push(payload) + c.get() + c.push(payload),
+        flags=64 | 1,
+        reads=3,
+    )
     return seeds
 
 
@@ -318,15 +541,16 @@ def write(target: str, seeds: dict[str, bytes]) -> int:
     return len(seeds)
 
 
-def main() -> None:
-    counts = {"frames": write("frames", frames_seeds()), "stream": write("stream", stream_seeds())}
+def main(names: list[str]) -> None:
+    """Write the seeds of the targets named (every target when none is)."""
+    makers = {"frames": frames_seeds, "stream": stream_seeds, "loop": loop_seeds}
     for i, codec in enumerate(CODECS):
-        counts[f"codec_{codec}"] = write(f"codec_{codec}", codec_seeds(i))
-    counts["otlp"] = write("otlp", otlp_seeds())
-    counts["config"] = write("config", config_seeds())
-    for k, v in counts.items():
-        print(f"{k}: {v} seeds")
+        makers[f"codec_{codec}"] = lambda i=i: codec_seeds(i)
+    makers["otlp"] = otlp_seeds
+    makers["config"] = config_seeds
+    for name in names or makers:
+        print(f"{name}: {write(name, makers[name]())} seeds")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

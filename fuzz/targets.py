@@ -14,9 +14,16 @@ Targets (``TARGETS``):
                   Message.decode for every API key and version, then encode -> decode round trips.
 ``stream``        the ``kip714 serve`` connection handler fed a byte stream in fuzzer-chosen chunks
                   (framing, ApiVersions/Metadata answers, broker decisions, decompression).
+``loop``          the native request loop against the Python path: one byte stream, in fuzzer-chosen reads at
+                  harness-chosen times, to two ``kip714 serve`` connections on twin brokers, one deciding pushes
+                  natively (``decides=True``), one handing every frame to Python (``decides=False``): the same
+                  bytes written, the same closes, the same answers counted, instances, receivers' calls and
+                  metrics (``LoopTwins``); each push's answer agrees with ``kip714.codec.decompress``.
 ``codec_none`` … ``codec_zstd``
                   decompress() of one codec: bounded output, exact limit behaviour, agreement with the
-                  reference library where both accept, compress() round trip.
+                  reference library where both accept, compress() round trip; the broker's
+                  PayloadDecompressor answers the same at the limit, the output's size and one byte less
+                  (none, gzip, snappy, lz4).
 ``otlp``          OTLP MetricsData decoding: the native decoder (``kip714.decode_metrics``) when it is
                   built, checked against the protobuf reference (``kip714.otlp.reference``); the reference alone
                   otherwise. Every input is also appended to one shared ``kip714.MetricsAccumulator``
@@ -30,6 +37,7 @@ Targets (``TARGETS``):
 from __future__ import annotations
 
 import os
+import random
 import struct
 import tempfile
 import time
@@ -258,6 +266,360 @@ def stream(data: bytes) -> None:
     assert conn.loop.held <= max(len(body), 4)
 
 
+# --------------------------------------------------------------------------------------------- loop
+
+
+class _LoopReceiver:
+    """What one twin broker hands its receiver, in order: exports, pushes observed, instances closed (the
+    oracle compares the twins' lists). ``raises``: ``export_metrics`` raises on payloads of a length divisible
+    by 3 (the answer must become INVALID_RECORD); ``batch``: it also takes :class:`PushBatch` es."""
+
+    def __init__(self, raises: bool) -> None:
+        self.raises = raises
+        self.exports: list[tuple] = []
+        self.pushes: list[tuple] = []
+        self.closed: list[tuple] = []
+
+    def export_metrics(self, context, payload) -> None:
+        self.exports.append(
+            (
+                payload.client_instance_id_bytes,
+                payload.terminating,
+                payload.content_type,
+                payload.data,
+                payload.compression_type,
+                payload.subscription_id,
+                payload.received_at_ms,
+                payload.labels,
+                context,
+            )
+        )
+        if self.raises and len(payload.data) % 3 == 0:
+            raise ValueError("the fuzz receiver refuses this payload")
+
+    def push_completed(self, context, request, error_code: int, received_at_ms: int) -> None:
+        sub = context.subscription
+        assert context.push_interval_ms == (sub.push_interval_ms if sub is not None else None)
+        self.pushes.append(
+            (
+                request.client_instance_id.bytes,
+                request.subscription_id,
+                request.terminating,
+                request.compression_type,
+                bytes(request.metrics),
+                error_code,
+                received_at_ms,
+                context.client_info,
+                context.node_id,
+                sub,
+            )
+        )
+
+    def instance_closed(self, context, instance, at_ms: int, reason: str) -> None:
+        self.closed.append((instance.bytes, at_ms, reason, context))
+
+
+class _LoopBatchReceiver(_LoopReceiver):
+    def pushes_completed(self, batch) -> None:
+        for k, id16 in enumerate(batch.client_instance_ids):
+            self.pushes.append(
+                (
+                    id16,
+                    batch.subscription_ids[k],
+                    batch.terminating[k],
+                    batch.compression_types[k],
+                    bytes(batch.payloads[k]),
+                    batch.error_codes[k],
+                    batch.received_at_ms,
+                    batch.client_infos[k],
+                    batch.node_id,
+                    batch.subscriptions[k],
+                )
+            )
+
+
+class _UuidSource:
+    """The ``uuid`` module as ``kip714.broker.manager`` sees it while a twin is fed: ``uuid4()`` (a Get with
+    the zero id: the broker picks the instance id) draws from a sequence both twins restart together, so
+    that they pick the same ids."""
+
+    def __init__(self) -> None:
+        self.rng = random.Random(0)
+
+    def __getattr__(self, name: str):
+        return getattr(uuid, name)
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid.UUID(int=self.rng.getrandbits(128), version=4)
+
+
+def _decompression_agrees(metrics: bytes, ctype: int, code: int, limit: int) -> None:
+    """A push's answer agrees with ``kip714.codec.decompress`` (not the broker's decompressor: an oracle of its
+    own): accepted, the payload decompresses within the limit; INVALID_RECORD, it does not decompress;
+    TELEMETRY_TOO_LARGE, it is over the limit as sent or decompressed."""
+    if code not in (0, 87, 118) or not metrics or not 0 <= ctype <= 4:
+        return
+    if ctype == 4 and "zstd-fast-path" in TOLERATE:  # an open finding (fuzz/findings/README.md)
+        return
+    try:
+        kip714.decompress(metrics, ctype, limit)
+        want = 0
+    except TelemetryTooLargeError:
+        want = 118
+    except Kip714Error:
+        want = 87
+    if code == 118 and len(metrics) > limit:
+        return
+    assert code == want, f"answered {code} to a payload kip714.codec.decompress answers {want} (ctype {ctype})"
+
+
+#: the metrics() entries that are times, not counts (they differ between any two runs)
+_TIMED = ("plugin-export-time-avg", "plugin-export-time-max")
+
+
+class LoopTwins:
+    """Two ``kip714 serve`` endpoints on twin brokers (same subscriptions, limits and clock), one whose
+    connections decide pushes in the native request loop (``decides=True``, what ``kip714 serve`` runs) and
+    one whose connections hand every frame to Python (``decides=False``: ``handle_frame``, the old path that
+    decodes each request and asks ``TelemetryBroker.handle``). :meth:`feed` gives both the same chunk at the
+    same time and checks that they wrote the same bytes and are both open or both closed; :meth:`close`
+    closes both connections and checks the brokers' and endpoints' state (answers counted, instances with
+    every field, receivers' calls, metrics), then the instance tables' consistency.
+
+    Options: ``receiver`` ("none", "export": a receiver with ``export_metrics``, ``push_completed`` and
+    ``instance_closed``; "batch": one that also takes ``pushes_completed``; "raise": "export" whose
+    ``export_metrics`` raises on some payloads), ``decompress`` (the brokers' ``decompress_payloads``),
+    ``max_instances``, ``telemetry_max_bytes``, ``max_frame_bytes`` (None: ``kip714 serve``'s default for the
+    limit) and ``alter_open`` (the admin API may change the subscriptions: a Get's instance turns stale).
+
+    The clock is the harness's: it moves only in :meth:`feed` (the loop reads it once per read, the Python
+    path once per request: a clock that ticked per call would tell them apart for no fault of theirs).
+    :meth:`open` moves it a day on, so nothing of an earlier connection is still alive."""
+
+    SUBSCRIPTIONS = (
+        ("all", {"metrics": "*", "interval.ms": "100"}),
+        ("some", {"metrics": "org.apache.kafka.", "match": "client_id=.*prod.*"}),
+    )
+    START_MS = 1_700_000_000_000
+
+    def __init__(
+        self,
+        receiver: str = "none",
+        decompress: bool = True,
+        max_instances: int = 64,
+        telemetry_max_bytes: int = 1 << 16,
+        max_frame_bytes: int | None = None,
+        alter_open: bool = False,
+    ) -> None:
+        from kip714.broker.config_admin import ClientMetricsAdmin
+        from kip714.broker.subscription_layers import SubscriptionLayers
+        from kip714.endpoint.server import TelemetryServer, _ServeConnection
+
+        class Native(_ServeConnection):
+            handed = 0  # frames the request loop handed to Python
+
+            def handle_frame(self, frame: bytes) -> None:
+                self.handed += 1
+                super().handle_frame(frame)
+
+        class Python(Native):
+            decides = False
+
+        self.now = [self.START_MS]
+        self.servers = []
+        self.receivers: list[_LoopReceiver] = []
+        self.uuids = []
+        for _ in range(2):
+            registry = kip714.SubscriptionRegistry()
+            for name, config in self.SUBSCRIPTIONS:
+                registry.set(name, config)
+            broker = kip714.TelemetryBroker(
+                registry,
+                telemetry_max_bytes=telemetry_max_bytes,
+                max_instances=max_instances,
+                clock=self._clock,
+                decompress_payloads=decompress,
+            )
+            if receiver != "none":
+                rec = (_LoopBatchReceiver if receiver == "batch" else _LoopReceiver)(receiver == "raise")
+                broker.add_receiver(rec)
+                self.receivers.append(rec)
+            admin = ClientMetricsAdmin(SubscriptionLayers(registry), alter_open=alter_open)
+            self.servers.append(
+                TelemetryServer(broker, "127.0.0.1", 9092, max_frame_bytes=max_frame_bytes, admin=admin)
+            )
+            self.uuids.append(_UuidSource())
+        self.classes = (Native, Python)
+        self.conns: list = []
+        self.transports: list[_Transport] = []
+        self.fed = 0
+
+    def _clock(self) -> int:
+        return self.now[0]
+
+    @property
+    def native(self):
+        """The connection whose request loop decides (``decides=True``)."""
+        return self.conns[0]
+
+    @property
+    def python(self):
+        """The connection that hands every frame to Python."""
+        return self.conns[1]
+
+    @property
+    def out(self) -> bytes:
+        """What the native connection wrote (the same as the Python one's, :meth:`feed` checks it)."""
+        return bytes(self.transports[0].out)
+
+    @property
+    def closed(self) -> bool:
+        return self.transports[0].closed
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self.servers[0].max_frame_bytes
+
+    def open(self) -> None:
+        """A new connection to each endpoint, a day after the last one."""
+        self.now[0] += 86_400_000
+        self.conns = [cls(server) for cls, server in zip(self.classes, self.servers)]
+        self.transports = [_Transport(), _Transport()]
+        for source in self.uuids:
+            source.rng.seed(0)
+        for conn, tr in zip(self.conns, self.transports):
+            conn.connection_made(tr)
+        self.fed = 0
+
+    def _each(self, fn) -> None:
+        from kip714.broker import manager
+
+        real = manager.uuid
+        try:
+            for k in range(2):
+                manager.uuid = self.uuids[k]
+                fn(k)
+        finally:
+            manager.uuid = real
+
+    def feed(self, chunk: bytes, dt_ms: int = 0) -> None:
+        """``dt_ms`` later, one read of ``chunk`` on both connections (neither may be closed yet)."""
+        assert not self.closed
+        self.now[0] += dt_ms
+        self.fed += len(chunk)
+        self._each(lambda k: self.conns[k].data_received(chunk))  # must never raise
+        native, python = self.transports
+        assert native.out == python.out, "the native loop and the Python path wrote different bytes"
+        assert native.closed == python.closed, f"native {'closed' if native.closed else 'open'}, Python not"
+        held = [conn.loop.held for conn in self.conns]
+        assert held[0] == held[1], f"held {held[0]} bytes natively, {held[1]} in Python"
+        assert held[0] <= min(self.fed, self.max_frame_bytes + 3), f"{held[0]} bytes held after {self.fed}"
+        assert self.servers[0].budget.total == self.servers[1].budget.total
+
+    def close(self, check: bool = True) -> None:
+        """Close both connections (the client went away) and, with ``check``, compare everything the twins
+        hold (:meth:`check`)."""
+        self._each(lambda k: self.conns[k].connection_lost(None))
+        if check:
+            self.check()
+
+    def check(self) -> None:
+        """The twins' state is the same: endpoint counters, answers counted, instances field by field,
+        receivers' calls, broker metrics; each push's answer agrees with ``kip714.codec.decompress`` (with a
+        receiver that does not raise, decompressing); each instance table is consistent; every byte written
+        is whole response frames."""
+        a, b = self.servers
+        for server, conn in zip(self.servers, self.conns):
+            assert conn not in server.connections
+            assert not server.stats["internal_errors"], "an exception escaped the request handler (see the log)"
+        assert dict(a.stats) == dict(b.stats), (dict(a.stats), dict(b.stats))
+        ba, bb = a.broker, b.broker
+        assert ba.push_results() == bb.push_results(), (ba.push_results(), bb.push_results())
+        ma = {k: v for k, v in ba.metrics().items() if k not in _TIMED}
+        mb = {k: v for k, v in bb.metrics().items() if k not in _TIMED}
+        assert ma == mb, (ma, mb)
+        ids = ba.instances._lru_ids()
+        assert ids == bb.instances._lru_ids()
+        for id16 in ids:
+            assert ba.instances.get_state(id16) == bb.instances.get_state(id16), uuid.UUID(bytes=id16)
+            assert ba.client_metadata(id16) == bb.client_metadata(id16)
+        for ra, rb in zip(self.receivers[:1], self.receivers[1:]):
+            assert ra.exports == rb.exports, "the receivers were handed different payloads"
+            assert ra.pushes == rb.pushes, "the observers saw different pushes"
+            assert ra.closed == rb.closed, "the observers heard of different instances closing"
+            if ba.decompress_payloads and not ra.raises:
+                for push in ra.pushes:
+                    _decompression_agrees(push[4], push[3], push[5], ba.telemetry_max_bytes)
+        ba.instances._check()
+        bb.instances._check()
+        # everything written is a sequence of complete, well-formed response frames
+        _out, consumed = kip714.split_frames(self.out)
+        assert consumed == len(self.out)
+
+    @classmethod
+    def from_flags(cls, flags: int) -> LoopTwins:
+        """The twins of the ``loop`` target's first byte (see :func:`loop`)."""
+        return cls(
+            receiver=("none", "export", "batch", "raise")[flags & 3],
+            decompress=not flags & 4,
+            max_instances=4 if flags & 8 else 64,
+            telemetry_max_bytes=1400 if flags & 16 else 1 << 16,
+            max_frame_bytes=2048 if flags & 32 else None,
+            alter_open=bool(flags & 64),
+        )
+
+
+_LOOP_TWINS: dict[int, LoopTwins] = {}
+#: what a chunk of the ``loop`` target's stream may be, and how long after the last one it comes (ms)
+LOOP_CHUNKS = (1, 1, 2, 3, 4, 5, 7, 11, 16, 23, 64, 257, 1024, 1 << 16)
+LOOP_STEPS = (0, 0, 0, 1, 50, 99, 100, 250, 1000, 30_000, 200_000)
+
+
+def loop_chunks(seed: int, n: int) -> list[tuple[int, int, int]]:
+    """The ``loop`` target's reads of an ``n``-byte stream for its chunking byte ``seed``: ``(start, end,
+    milliseconds since the last read)``. Seed 0 is one read; any other seeds a generator of chunk sizes and
+    steps."""
+    if seed == 0:
+        return [(0, n, 0)]
+    rng = random.Random(seed)
+    out, pos = [], 0
+    while pos < n:
+        size = rng.choice(LOOP_CHUNKS)
+        out.append((pos, min(n, pos + size), rng.choice(LOOP_STEPS)))
+        pos += size
+    return out
+
+
+def loop(data: bytes) -> None:
+    """The native request loop against the Python path: byte 0 picks the twins (:meth:`LoopTwins.from_flags`:
+    bits 0-1 the receiver, 2 no decompression, 3 a table of 4 instances, 4 telemetry_max_bytes 1400, 5 a
+    2048-byte frame limit, 6 subscriptions the admin API may change), byte 1 the reads (:func:`loop_chunks`);
+    the rest is what a client sends on one connection."""
+    if len(data) < 2:
+        return
+    flags = data[0] & 0x7F
+    twins = _LOOP_TWINS.get(flags)
+    if twins is None:
+        twins = _LOOP_TWINS[flags] = LoopTwins.from_flags(flags)
+    body = data[2:]
+    ok = False
+    twins.open()
+    try:
+        try:
+            for start, end, dt in loop_chunks(data[1], len(body)):
+                if twins.closed:
+                    break
+                twins.feed(body[start:end], dt)
+        except BaseException:
+            twins.close(check=False)
+            raise
+        twins.close()
+        ok = True
+    finally:
+        if not ok or any(s.admin.changes for s in twins.servers):
+            del _LOOP_TWINS[flags]  # twins no longer (or subscriptions changed): the next input starts afresh
+
+
 # --------------------------------------------------------------------------------------------- codecs
 
 _CODEC_LIMIT = 1 << 20
@@ -292,12 +654,44 @@ def _reference(ctype: int, data: bytes):
     return None
 
 
+#: PayloadDecompressors by limit (each holds a libzstd context and an output buffer of its limit)
+_DECOMPRESSORS: dict[int, object] = {}
+
+
+def _outcome(fn, *args):
+    """What ``fn(*args)`` answers: its value, or the class of the Kip714Error it raised."""
+    try:
+        return fn(*args)
+    except Kip714Error as exc:
+        return type(exc)
+
+
+def _decompressor_agrees(data: bytes, ctype: int, limit: int) -> None:
+    """The broker's PayloadDecompressor (libzstd called directly for zstd, the request loop's and
+    TelemetryBroker.handle's decompression) answers what kip714.codec.decompress answers: the same bytes, or
+    the same exception class."""
+    from kip714._instances import PayloadDecompressor
+
+    d = _DECOMPRESSORS.get(limit)
+    if d is None:
+        if len(_DECOMPRESSORS) >= 8:
+            _DECOMPRESSORS.clear()
+        d = _DECOMPRESSORS[limit] = PayloadDecompressor(limit)
+    got, want = _outcome(d.decompress, data, ctype), _outcome(kip714.decompress, data, ctype, limit)
+    assert got == want, f"PayloadDecompressor({limit}) answered {got!r:.80}, kip714.codec.decompress {want!r:.80}"
+
+
 def _codec_target(ctype: int):
     def target(data: bytes) -> None:
         try:
             out = kip714.decompress(data, ctype, _CODEC_LIMIT)
         except Kip714Error:
             out = None
+        if ctype != 4:  # (zstd, which PayloadDecompressor hands to libzstd itself: an open finding)
+            _decompressor_agrees(data, ctype, _CODEC_LIMIT)
+            if out:
+                _decompressor_agrees(data, ctype, len(out))
+                _decompressor_agrees(data, ctype, len(out) - 1 or 1)
         if out is not None:
             assert isinstance(out, bytes) and len(out) <= _CODEC_LIMIT
             n = len(out)
@@ -499,6 +893,7 @@ def config(data: bytes) -> None:
 TARGETS = {
     "frames": frames,
     "stream": stream,
+    "loop": loop,
     "codec_none": codec_none,
     "codec_gzip": codec_gzip,
     "codec_snappy": codec_snappy,
@@ -509,6 +904,6 @@ TARGETS = {
 }
 
 #: libFuzzer -max_len per target (inputs it generates; corpus files may be larger)
-MAX_LEN = {"frames": 8192, "stream": 16384, "otlp": 16384, "config": 2048}
+MAX_LEN = {"frames": 8192, "stream": 16384, "loop": 16384, "otlp": 16384, "config": 2048}
 for _name in TARGETS:
     MAX_LEN.setdefault(_name, 16384)

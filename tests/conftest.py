@@ -107,6 +107,7 @@ TIERS = {
     "test_readme": "integration",
     "test_record_sync": "integration",
     "test_replica_recordings": "spark",
+    "test_request_loop": "unit",
     "test_recorder_rows": "unit",
     "test_report": "spark",
     "test_report_points": "unit",

@@ -514,3 +514,15 @@ def test_a_delivered_push_that_fails_to_export_is_not_counted_as_this_brokers_an
     m = broker.metrics()
     assert m["push-results"] == {} and m["push-request-count"] == 0
     assert m["plugin-error-count"] == 1
+
+
+def test_a_delivered_uncompressed_push_over_the_limit_is_not_exported():
+    """deliver() skips the wire-size check (another broker answered): an uncompressed payload over
+    telemetry_max_bytes is still too large to hand to the receivers, as a compressed one would be."""
+    rec = Recorder()
+    broker = make_broker(telemetry_max_bytes=100, receivers=[rec])
+    for size, exported in ((100, True), (101, False)):
+        body = PushTelemetryRequest(uuid.uuid4(), 1, False, 0, b"\x0a" * size)
+        assert (broker.deliver(body, CLIENT, 0, T0) is not None) is exported
+    assert [len(p.data) for _, p in rec.payloads] == [100]
+    assert broker._counts["delivered-decompressed-too-large"] == 1

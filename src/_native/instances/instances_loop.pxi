@@ -121,7 +121,7 @@ cdef class PayloadDecompressor:
         """The payload's decompressed bytes (None when ``want`` is false and the payload is valid), or the
         exact path's exception."""
         cdef Py_ssize_t got = -1
-        if ctype == C_NONE:
+        if ctype == C_NONE and n <= self.limit:     # (over the limit: the exact path raises TelemetryTooLargeError)
             return (PyBytes_FromStringAndSize(<const char*>p, n) if src is None else bytes(src)) if want else None
         if ctype == C_ZSTD and self.dctx != NULL:
             if n >= NOGIL_PAYLOAD:

@@ -376,9 +376,14 @@ class TelemetryBroker:
         if accepted:  # their payloads decompressed: the receivers have them now
             failed = self._export_batch(ids, terminating, ctypes, sids, datas, infos, accepted, node_id, now_ms)
             finish = self.instances.finish_push
+            # An instance's last error is its last push's: the loop decided every push of the read before this
+            # runs, and a later push of the same instance set its own (a refusal at once, an acceptance through
+            # its own ticket), which finishing an earlier one must not overwrite.
+            last = {id16: k for k, id16 in enumerate(ids)} if n > 1 else None
             for j, k in enumerate(accepted):
                 final = _INVALID_RECORD if j in failed else _NONE
-                finish(ids[k], codes[k], final)
+                if last is None or last[ids[k]] == k:
+                    finish(ids[k], codes[k], final)
                 codes[k] = final
                 if final and answers is not None:
                     answers[offsets[k] : offsets[k] + 2] = final.to_bytes(2, "big")
