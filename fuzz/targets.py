@@ -359,8 +359,6 @@ def _decompression_agrees(metrics: bytes, ctype: int, code: int, limit: int) -> 
     TELEMETRY_TOO_LARGE, it is over the limit as sent or decompressed."""
     if code not in (0, 87, 118) or not metrics or not 0 <= ctype <= 4:
         return
-    if ctype == 4 and "zstd-fast-path" in TOLERATE:  # an open finding (fuzz/findings/README.md)
-        return
     try:
         kip714.decompress(metrics, ctype, limit)
         want = 0
@@ -687,11 +685,10 @@ def _codec_target(ctype: int):
             out = kip714.decompress(data, ctype, _CODEC_LIMIT)
         except Kip714Error:
             out = None
-        if ctype != 4:  # (zstd, which PayloadDecompressor hands to libzstd itself: an open finding)
-            _decompressor_agrees(data, ctype, _CODEC_LIMIT)
-            if out:
-                _decompressor_agrees(data, ctype, len(out))
-                _decompressor_agrees(data, ctype, len(out) - 1 or 1)
+        _decompressor_agrees(data, ctype, _CODEC_LIMIT)
+        if out:
+            _decompressor_agrees(data, ctype, len(out))
+            _decompressor_agrees(data, ctype, len(out) - 1 or 1)
         if out is not None:
             assert isinstance(out, bytes) and len(out) <= _CODEC_LIMIT
             n = len(out)
