@@ -197,6 +197,25 @@ def test_the_pyarrow_floor_row_keeps_its_c_struct_alive(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the endpoint group reads Linux's CPU clocks")
+def test_the_endpoint_groups_cpu_time_is_the_kernels_to_the_nanosecond():
+    """The endpoint group reads another process's CPU time from the kernel's per-process clock (its id made as
+    ``clock_getcpuclockid`` makes it) and a thread's from schedstat: for this process they fall between two
+    readings of ``time.process_time``, where 10 ms ticks would not (a running thread's schedstat is brought up
+    to date at its next tick or switch: within a tick of ``time.thread_time``)."""
+    import threading
+    import time
+
+    from kip714.tools.bench.loadgen import cpu_seconds, thread_cpu_seconds
+
+    sum(i * i for i in range(200_000))  # some CPU time, not a multiple of a tick
+    before, thread_before = time.process_time(), time.thread_time()
+    process, thread = cpu_seconds(os.getpid()), thread_cpu_seconds(os.getpid(), threading.get_native_id())
+    after, thread_after = time.process_time(), time.thread_time()
+    assert before <= process <= after and after - before < 0.005
+    assert thread_before - 0.011 <= thread <= thread_after + 1e-6
+
+
 @pytest.mark.slow
 def test_endpoint_group_gives_figures_and_checks_its_generator():
     """The endpoint group's rows in a tiny configuration (the figures are not checked, only that there are

@@ -19,7 +19,7 @@ the send → answer latency of each push recorded while :meth:`LoadGenerator.mea
 
 Counters live in shared memory (one row per worker: answers read, accepted, throttled, other error codes,
 bytes sent), so the parent reads them at the edges of its measuring window without talking to the workers;
-the workers' CPU time is read from ``/proc/<pid>/stat`` like the endpoint's.
+the workers' CPU time is read with :func:`cpu_seconds` like the endpoint's.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import time
 import uuid
 from typing import Any
 
-__all__ = ["LoadGenerator", "cpu_seconds", "main", "push_frame_parts", "rss_bytes"]
+__all__ = ["LoadGenerator", "cpu_seconds", "main", "push_frame_parts", "rss_bytes", "thread_cpu_seconds"]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _I32 = struct.Struct(">i")
@@ -55,10 +55,38 @@ _THROTTLED = 89  # THROTTLING_QUOTA_EXCEEDED
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` and all its threads (Linux /proc), seconds."""
+    """CPU seconds of process ``pid`` and all its threads, the ended ones included: the kernel's count in
+    nanoseconds (the process's CPU-time clock, ``clock_gettime`` on the clock id ``clock_getcpuclockid``
+    gives), or utime + stime from ``/proc/<pid>/stat`` in clock ticks (10 ms) where that clock cannot be read."""
+    try:
+        return time.clock_gettime(_process_clock(pid))
+    except (OSError, OverflowError, AttributeError):
+        pass
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def thread_cpu_seconds(pid: int, tid: int) -> float:
+    """CPU seconds of thread ``tid`` of process ``pid``: nanoseconds from ``/proc/<pid>/task/<tid>/schedstat``
+    (the kernel lets no other process read a thread's CPU-time clock; a running thread's count is brought up
+    to date at its next tick or switch), clock ticks from its ``stat`` where schedstat is missing."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def _process_clock(pid: int) -> int:
+    """Linux's clock id of process ``pid``'s CPU time (``MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)``, what
+    ``clock_getcpuclockid`` returns; Python's ``time`` module has no binding for it)."""
+    if not sys.platform.startswith("linux"):
+        raise OSError("a process's CPU-time clock id is known on Linux only")
+    return ((~pid) << 3) | 2
 
 
 def rss_bytes(pid: int) -> int:

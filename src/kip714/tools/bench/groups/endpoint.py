@@ -6,7 +6,7 @@ a process of its own), ``kip714 proxy --telemetry terminate`` (in front of librd
 the floor (:mod:`..floor`: the smallest server on the same event loop, a canned answer per frame) — and
 is pushed to by :class:`..loadgen.LoadGenerator` (pre-encoded, pipelined frames over 64 connections from a
 worker process of its own). The figure is **accepted pushes per CPU-second**: pushes answered with error
-NONE in a window, over the endpoint process's CPU time in that window (``/proc/<pid>/stat``, every thread:
+NONE in a window, over the endpoint process's CPU time in that window (the kernel's CPU clock, every thread:
 the event loop, the recorder's and the exporters' workers). Wall-clock rates on a shared machine say how
 much CPU the endpoint got; per CPU-second they say what a push costs.
 
@@ -48,7 +48,7 @@ from typing import Any
 
 from .. import loadgen
 from ..harness import Bench
-from ..loadgen import LoadGenerator, cpu_seconds, rss_bytes
+from ..loadgen import LoadGenerator, cpu_seconds, rss_bytes, thread_cpu_seconds
 from ..payloads import java_payload, sample_capture
 
 __all__ = ["MODES", "EndpointProcess", "Measurement", "measure", "run"]
@@ -221,15 +221,10 @@ def thread_cpu(pid: int) -> tuple[float, float]:
     commits, the exporters' decoding and sending)."""
     main = cpu_seconds(pid)
     try:
-        with open(f"/proc/{pid}/task/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        loop = (int(fields[11]) + int(fields[12])) / _TICKS
+        loop = thread_cpu_seconds(pid, pid)
     except OSError:
         loop = main
     return loop, main
-
-
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def window(
