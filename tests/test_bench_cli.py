@@ -216,6 +216,66 @@ def test_the_endpoint_groups_cpu_time_is_the_kernels_to_the_nanosecond():
     assert thread_before - 0.011 <= thread <= thread_after + 1e-6
 
 
+def test_zstd_floor_answers_a_real_push_and_decompresses_its_payload():
+    """The endpoint group's zstd floor: librdkafka's captured push frame (and hand-made ones: a header with
+    tagged fields, a corrupt payload, another codec), fed split at every byte boundary, answered with the
+    PushTelemetry responses kip714's decoder reads back, the payload decompressed as python-zstandard does."""
+    zstandard = pytest.importorskip("zstandard")
+    import uuid
+
+    import kip714
+    from kip714.tools import SAMPLES
+    from kip714.tools.bench.floor import ZstdFloorProtocol
+
+    captured = (SAMPLES / "producer_zstd_push_01_zstd.bin").read_bytes()
+    frames, _ = kip714.split_frames(captured)
+    request = kip714.decode_request(frames[0])
+    assert type(request.body) is kip714.PushTelemetryRequest and request.body.compression_type == 4
+    payload = bytes(request.body.metrics)
+    expected = zstandard.ZstdDecompressor().decompressobj().decompress(payload)
+    assert len(payload) == 464 and len(expected) == 1450
+
+    def push(corr, compression, data, tags=None):
+        body = kip714.PushTelemetryRequest(uuid.uuid4(), 7, False, compression, data)
+        return bytes(kip714.encode_request(body, corr, None if tags else "c", 0, tags))
+
+    stream = captured + push(2, 4, payload, {3: b"abc"}) + push(3, 4, b"not zstd") + push(4, 3, b"lz4?")
+
+    class Transport:
+        def __init__(self):
+            self.writes = []
+
+        def write(self, data):
+            self.writes.append(bytes(data))
+
+    floor, transport = ZstdFloorProtocol(), Transport()
+    floor.connection_made(transport)
+    outputs = []
+    for i in range(len(stream)):
+        floor.data_received(stream[i : i + 1])
+        if floor.last:
+            outputs.append(floor.last)
+            floor.last = b""
+    assert [bytes(o) for o in outputs] == [expected, expected]
+    assert bytes(kip714.decompress(payload, 4, 1 << 20)) == expected
+    written = b"".join(transport.writes)
+    answers, consumed = kip714.split_frames(written)
+    assert consumed == len(written) == 16 * len(answers)
+    got = [kip714.decode_response(a, 72, 0) for a in answers]
+    assert [(r.header.correlation_id, r.body.error_code) for r in got] == [
+        (request.header.correlation_id, 0),
+        (2, 0),
+        (3, 87),  # INVALID_RECORD: the payload does not decompress
+        (4, 76),  # UNSUPPORTED_COMPRESSION_TYPE
+    ]
+    assert all(r.body.throttle_time_ms == 0 for r in got)
+
+    # the frames of one read answered in one write
+    transport.writes.clear()
+    floor.data_received(captured * 5)
+    assert len(transport.writes) == 1 and len(kip714.split_frames(transport.writes[0])[0]) == 5
+
+
 @pytest.mark.slow
 def test_endpoint_group_gives_figures_and_checks_its_generator():
     """The endpoint group's rows in a tiny configuration (the figures are not checked, only that there are
