@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -277,38 +278,67 @@ def test_zstd_floor_answers_a_real_push_and_decompresses_its_payload():
 
 
 @pytest.mark.slow
-def test_endpoint_group_gives_figures_and_checks_its_generator():
-    """The endpoint group's rows in a tiny configuration (the figures are not checked, only that there are
-    some): pushes per CPU-second with the floor as peer, the latency row, and the generator check, evaluated."""
+def test_quick_endpoint_run_prints_the_floor_ratios_and_goals(tmp_path, monkeypatch, capsys):
+    """``kip714 bench --only endpoint --quick`` in a tiny configuration (the real quick one runs for minutes):
+    the table's rows against the zstd floor with their goals marked, pushes per CPU-second with the floor as
+    peer, the latency rows, the generator check and memory, evaluated (the figures are not checked, only that
+    there are some), the plot drawn."""
     pytest.importorskip("pyarrow")
+    pytest.importorskip("zstandard")
     from kip714.tools.bench.groups import endpoint
 
-    b = bench.Bench(quick=True, groups=[], log=io.StringIO())
-    cfg = endpoint.Config(
-        modes=("serve", "prometheus", "floor"),
+    tiny = endpoint.Config(
+        modes=("serve", "prometheus", "floor-zstd", "floor-batched"),
         payloads=("rdk1450",),
-        # enough pushes in a window (~10 000) that the floor's few µs each add up to CPU ticks /proc can see
+        # enough pushes in a window (~10 000) that the floors' few µs each add up to CPU time
         instances=(1000,),
-        rounds=1,
+        rounds=2,
+        full_rounds=1,
         warm_s=0.1,
         first_warm_s=0.2,
         seconds=1.0,
+        comparison_seconds=1.0,
         latency_s=0.2,
         generator_check=("serve", 1000),
         unpipelined=(),
+        memory_connections=100,
     )
-    endpoint.report(b, cfg, endpoint.measure(b, cfg))
-    rows = {r["id"]: r for r in b.rows}
+    monkeypatch.setattr(endpoint, "config", lambda quick: tiny)
+    json_path, plot_dir = tmp_path / "e.json", tmp_path / "plots"
+    rc, out, err = _run(["--quick", "--only", "endpoint", "--json", str(json_path), "--plot", str(plot_dir)], capsys)
+    assert rc == 0, out + err
+    # progress: the round, the step, the time so far and (once a step of each kind left has run) the time left
+    duration = r"(?:\d+ min )?\d+ s"
+    assert re.search(rf"\[endpoint\] round 2/2, step 7/9: .+ \({duration} so far, about {duration} left\)", err)
+
+    # the table's rows against the zstd floor: the multiple, the goal, met or not (the I/O-only floor: no goal)
+    def table_row(mode):
+        (line,) = [line for line in out.splitlines() if line.startswith(f"{endpoint.MODES[mode]}: CPU per")]
+        return line
+
+    assert "× zstd floor" in table_row("serve") and "≤ 1.0× the zstd floor" in table_row("serve")
+    assert "≤ 3.0× the zstd floor" in table_row("prometheus")
+    assert table_row("serve").endswith(("yes", "NO")) and table_row("prometheus").endswith(("yes", "NO"))
+    assert "× zstd floor" in table_row("floor-batched") and table_row("floor-batched").endswith("—")
+    assert table_row("floor-zstd").split()[-5:] == ["µs", "—", "—", "—", "—"]  # the floor: its µs a push
+
+    rows = {r["id"]: r for r in json.loads(json_path.read_text())["rows"]}
+    ratio = rows["endpoint.floor-ratio.serve"]
+    assert ratio["goal"]["kind"] == "max_cost" and ratio["met"] is (ratio["floor_ratio"] <= 1.0)
+    assert len(ratio["floor_ratio_rounds"]) == 2 and ratio["floor_us_per_push"] > 0
+    assert rows["endpoint.floor-ratio.floor-batched"]["goal"] is None
+    assert rows["endpoint.floor-ratio.floor-zstd"]["us_per_push"] > 0
     serve = rows["endpoint.serve.rdk1450.1k"]
-    assert serve["unit"] == "rate" and serve["kip714"]["median"] > 0 and serve["peer_name"] == "floor"
+    assert serve["unit"] == "rate" and serve["kip714"]["median"] > 0 and serve["peer_name"] == "zstd floor"
     assert serve["per_cpu_s"] > 0 and isinstance(serve["generator_below_endpoint"], bool)
-    assert rows["endpoint.floor.rdk1450.1k"]["per_cpu_s"] > 0
-    assert rows["endpoint.serve-vs-floor.rdk1450.1k"]["met"] in (True, False)
+    assert rows["endpoint.floor-zstd.rdk1450.1k"]["per_cpu_s"] > 0
     latency = rows["endpoint.latency.serve.rdk1450.1k"]
-    assert latency["p99_ms"] >= latency["p50_ms"] > 0
+    assert latency["p99_ms"] >= latency["p50_ms"] > 0 and latency["peer_text"].startswith("p99 ")
     prometheus = rows["endpoint.prometheus.rdk1450.1k"]  # pushes counted as exported: scraped from the exporter
     assert prometheus["per_cpu_s"] > 0 and prometheus["exported_fraction"] > 0
     check = rows["endpoint.generator"]
     assert isinstance(check["not_bottleneck"], bool) and isinstance(check["generator_below_endpoint"], bool)
     assert check["second_generator_rate_ratio"] > 0 and check["met"] is check["not_bottleneck"]
-    assert rows["endpoint.memory.connection"]["kip714"]["value"] > 0  # resident bytes per open connection
+    for mode in ("serve", "prometheus", "floor-zstd"):  # resident bytes per open connection
+        assert rows[f"endpoint.memory.connection.{mode}"]["kip714"]["value"] > 0
+    assert [p.name for p in sorted(plot_dir.glob("*.png"))] == ["endpoint_floor.png"]

@@ -32,7 +32,17 @@ class Goal(TypedDict):
     what the table shows."""
 
     kind: Literal[
-        "ratio", "within", "rate", "max_bytes", "max_value", "max_time", "min_value", "added_ns", "max_s", "check"
+        "ratio",
+        "within",
+        "rate",
+        "max_bytes",
+        "max_value",
+        "max_time",
+        "min_value",
+        "added_ns",
+        "max_s",
+        "check",
+        "max_cost",
     ]
     value: float
     text: str
@@ -111,9 +121,17 @@ class Bench:
         note: str = "",
         extra: Mapping[str, Any] | None = None,
     ) -> Row:
-        """``kip`` / ``peer``: summaries in ns per operation (unit time/rate) or {"value": bytes}."""
+        """``kip`` / ``peer``: summaries in ns per operation (unit time/rate/cost) or {"value": bytes}.
+
+        Units: ``time`` (ns per call), ``rate`` (ns per operation, shown as operations per second),
+        ``throughput`` (ns per MB), ``cost`` (ns of CPU per operation against a floor's: shown with its multiple
+        of the peer's), ``millicores``, ``count``, ``ratio``, bytes otherwise. ``ratio`` is the peer's median
+        over kip714's for the first four. Goal kinds: ``ratio`` (ratio ≥ value), ``within`` (kip714 at most
+        ``value`` slower), ``rate`` (operations per second ≥ value), ``max_bytes``/``max_value``,
+        ``max_time``, ``min_value``, ``added_ns`` (kip714's median minus the peer's), ``max_s``, ``check`` (the
+        group's verdict), ``max_cost`` (kip714's median at most ``value`` times the peer's)."""
         ratio = None
-        if peer is not None and unit in ("time", "rate", "throughput"):
+        if peer is not None and unit in ("time", "rate", "throughput", "cost"):
             ratio = peer["median"] / kip["median"]
         met = None
         if goal:
@@ -136,12 +154,19 @@ class Bench:
                 met = kip["median"] / 1e9 <= target
             elif kind == "check":  # evaluated by the group: the value is the verdict
                 met = bool(target)
+            elif kind == "max_cost" and peer is not None:
+                met = kip["median"] <= target * peer["median"]
         if unit == "time":
             kip_text = fmt_ns(kip["median"])
             peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
         elif unit == "throughput":  # medians in ns per MB
             kip_text = f"{1e9 / kip['median']:.1f} MB/s"
             peer_text = f"{peer_name} {1e9 / peer['median']:.1f} MB/s" if peer is not None else None
+        elif unit == "cost":
+            kip_text = f"{fmt_ns(kip['median'])}" + (
+                f", {kip['median'] / peer['median']:.2f}× {peer_name}" if peer is not None and peer["median"] else ""
+            )
+            peer_text = f"{peer_name} {fmt_ns(peer['median'])}" if peer is not None else None
         elif unit == "millicores":
             kip_text = f"{kip['value']:.1f} millicores per MB/s"
             peer_text = None

@@ -14,7 +14,8 @@ Kafka's rate limit accepts a push of an instance at most once per push interval 
 Get early), so an instance is sent again only a push interval (plus a margin) after its previous answer
 was read: it can never be throttled by the generator's own timing. With few instances the offered load is
 therefore bounded by ``instances / interval``; with many it is bounded by ``window`` pushes in flight per
-connection (``run("max")``) or by a paced rate (``run("paced", rate)``, sends spread over 1 ms ticks, with
+connection (``run("max")``), by rounds (``run("rounds")``: each connection's instances in one write, once
+per push interval) or by a paced rate (``run("paced", rate)``, sends spread over 1 ms ticks, with
 the send → answer latency of each push recorded while :meth:`LoadGenerator.measuring` is on).
 
 Counters live in shared memory (one row per worker: answers read, accepted, throttled, other error codes,
@@ -226,7 +227,8 @@ class LoadGenerator:
         self._ask("payload", base64.b64encode(compressed).decode(), compression_type)
 
     def run(self, mode: str, value: float) -> None:
-        """Start pushing: ``("max", window)`` pushes in flight per connection, or ``("paced", rate)`` pushes
+        """Start pushing: ``("max", window)`` pushes in flight per connection, ``("rounds", 0)`` every
+        instance of a connection in one write once all of them may push again, or ``("paced", rate)`` pushes
         per second in all."""
         self._ask("run", mode, value / self.processes if mode == "paced" else value)
 
@@ -336,6 +338,7 @@ class _Worker:
         self.tail = b""
         self.head_template = b""
         self.latencies: list[float] = []
+        self.whole = False  # pushing in rounds: a connection's instances all together (see push)
         for _ in range(spec["connections"]):
             s = socket.create_connection((spec["host"], spec["port"]))
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -455,10 +458,13 @@ class _Worker:
     def push(self, mode: str, value: float) -> None:
         """Push until a "pause" command comes, then wait for the answers in flight. ``max``: keep ``value``
         pushes in flight on each connection (a connection is topped up as its answers are read, and every
-        2 ms when instances become eligible again); ``paced``: ``value`` pushes per second, sent each 1 ms
-        tick, round robin over the connections."""
+        2 ms when instances become eligible again); ``rounds``: rounds of pushes, every instance of a
+        connection in one write once all its answers are read and a push interval has passed since the last
+        one (a client-side batch per connection and interval: the endpoint's reads hold whole rounds);
+        ``paced``: ``value`` pushes per second, sent each 1 ms tick, round robin over the connections."""
         paced = mode == "paced"
-        window = 512 if paced else int(value)
+        self.whole = mode == "rounds"
+        window = 512 if paced else 1 << 30 if self.whole else int(value)
         rate = value if paced else 0.0
         conns = self.conns
         counters = self.counters
@@ -574,7 +580,7 @@ class _Worker:
     def _fill(self, c: _Conn, now: float, most: int, window: int) -> int:
         """Send up to ``most`` pushes of eligible instances on ``c`` (at most ``window`` in flight): one
         joined buffer. Returns how many."""
-        if c.outbuf:
+        if c.outbuf or (self.whole and (c.in_flight or not c.ready or c.ready[-1][0] > now)):
             return 0
         ready = c.ready
         room = min(most, window - c.in_flight)

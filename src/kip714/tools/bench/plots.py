@@ -150,6 +150,29 @@ def write_plots(bench: Bench, out_dir: pathlib.Path) -> list[pathlib.Path]:
         fig.suptitle("kip714 proxy vs direct (librdkafka mock cluster)")
         save(fig, "proxy")
 
+    if "endpoint_floor" in c:
+        cv = c["endpoint_floor"]
+        ratios = cv["series"]["endpoint"]
+        fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(ratios) + 1.2))
+        ys = list(range(len(ratios)))[::-1]
+        colours = [
+            "tab:grey" if g is None else "tab:green" if r <= g else "tab:red" for r, g in zip(ratios, cv["goals"])
+        ]
+        ax.barh(ys, ratios, color=colours)
+        for y, r, g in zip(ys, ratios, cv["goals"]):
+            ax.text(r, y, f" {r:.2f}×", va="center", fontsize=8)
+            if g is not None:
+                ax.plot([g, g], [y - 0.4, y + 0.4], color="black", lw=1.5)
+        ax.axvline(1.0, color="black", lw=0.8, ls=":")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(cv["x"], fontsize=8)
+        ax.set_xlabel(cv["ylabel"] + " (black ticks: the goals)")
+        ax.set_xlim(0, max([*ratios, *(g for g in cv["goals"] if g is not None)]) * 1.15)
+        ax.set_title(cv["title"], fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+        fig.suptitle("Endpoints against the zstd floor")
+        save(fig, "endpoint_floor")
+
     if "spark" in c:
         cv = c["spark"]
         fig, ax = plt.subplots(figsize=(7.5, 3.5))

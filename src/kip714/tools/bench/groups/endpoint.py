@@ -1,32 +1,45 @@
-"""The ``endpoint`` group of ``kip714 bench``: accepted pushes per CPU-second of the endpoint process.
+"""The ``endpoint`` group of ``kip714 bench``: the CPU an endpoint spends per accepted push, against floors.
 
 Each endpoint runs as a child process — ``kip714 serve`` bare, with ``--record``, ``--record --record-sync``,
 ``--prometheus``, ``--otlp-endpoint`` (at :mod:`..otlp_sink`, a local collector that accepts everything, in
-a process of its own), ``kip714 proxy --telemetry terminate`` (in front of librdkafka's mock cluster), and
-the floor (:mod:`..floor`: the smallest server on the same event loop, a canned answer per frame) — and
-is pushed to by :class:`..loadgen.LoadGenerator` (pre-encoded, pipelined frames over 64 connections from a
-worker process of its own). The figure is **accepted pushes per CPU-second**: pushes answered with error
-NONE in a window, over the endpoint process's CPU time in that window (the kernel's CPU clock, every thread:
-the event loop, the recorder's and the exporters' workers). Wall-clock rates on a shared machine say how
-much CPU the endpoint got; per CPU-second they say what a push costs.
+a process of its own), ``kip714 proxy --telemetry terminate`` (in front of librdkafka's mock cluster) — and
+so do the floors (:mod:`..floor`, the smallest servers on the same event loop): **the zstd floor** (frames
+split, each push's payload zstd-decompressed with python-zstandard, the answers to one read in one write:
+what no endpoint may skip) and two I/O-only floors (a canned answer per frame, written per frame or per
+read). Each is pushed to by :class:`..loadgen.LoadGenerator` (pre-encoded frames over 64 connections from a
+worker process of its own) whatever ``kip714`` the bench imports (its ``serve`` and ``proxy`` are run as
+commands: the bench measures any version of them with the same code). The figure is **accepted pushes per
+CPU-second**: pushes answered with error NONE in a window, over the endpoint process's CPU time in that
+window (the kernel's per-process CPU clock, in nanoseconds, every thread: the event loop, the recorder's
+and the exporters' workers). Wall-clock rates on a shared machine say how much CPU the endpoint got; per
+CPU-second they say what a push costs.
 
-Payloads: librdkafka's producer push (1.45 KB of OTLP, 464 bytes zstd: the package's sample capture) and a
-Java-style one (4 KB of OTLP laid out as Apache Kafka's Java producer sends it, zstd). Live client instances:
-1 000 (each pushing every 100 ms, the shortest push interval Kafka allows, so the load is bounded by
-Kafka's rate limit at ~10 000 pushes/s) and 100 000 (grown from the 1 000 with pipelined
-Gets; the load is then as much as the endpoint takes with 64 pushes in flight per connection).
+**Against the zstd floor** (the rows ``endpoint.floor-ratio.MODE``, first in the table): each mode's CPU per
+accepted push over the zstd floor's, with the load the floor is defined with — librdkafka's 1.45 KB push
+(464 bytes zstd), 3 000 live client instances, each pushing once per push interval (100 ms, the shortest
+Kafka allows, every push accepted), in rounds: every instance of a connection in one write — and each goal
+(:data:`FLOOR_GOALS`) marked met or missed. The I/O-only floors are rows of the same table, without goals.
+
+Payloads: librdkafka's producer push (the package's sample capture) and a Java-style one (4 KB of OTLP laid
+out as Apache Kafka's Java producer sends it, zstd). Live client instances: 3 000 (the floor's load, bounded
+by Kafka's rate limit at ~30 000 pushes/s) and 100 000 (grown from the 3 000 with pipelined Gets; the load
+is then as much as the endpoint takes with 64 pushes in flight per connection).
 
 The generator is shown not to be the bottleneck: its CPU in each window is compared with the endpoint's
 (``gen_cpu_s`` < ``endpoint_cpu_s``), and a second generator process is added to one configuration to
 see whether the rate rises (row ``endpoint.generator``, its check met when either shows it; on a machine
 shared with other work a second process can raise the rate by taking a larger share of the cores, which
-the CPU comparison does not depend on). Latency (send → answer, p50/p99) is measured
-at half the measured maximum rate (paced sends). Memory: resident bytes per open client connection (after
-an ApiVersions on each) and per live client instance, from ``/proc/<pid>/status``.
+the CPU comparison does not depend on). Latency (send → answer, p50/p99) is measured per endpoint at half
+its measured maximum rate (100 000 instances, paced sends). Memory, per endpoint: resident bytes per open
+client connection (1 000 of them, the proxy's 200, each after an ApiVersions) and, for ``serve`` and the
+proxy, per live client instance (the growth from 3 000 to 100 000), from ``/proc/<pid>/status``.
 
-Rounds: every endpoint is started once per round, rounds alternate the endpoints, figures are medians over
-rounds (3 in the full run; 1 with ``--quick``, which also shortens the windows and skips the extra floor
-and the one-push-per-connection rows).
+Rounds: every endpoint is started once per round, rounds alternate the endpoints' order, figures are medians
+over rounds: 3 rounds, each measuring everything in the full run; with ``--quick`` the first round measures
+everything with shorter windows (and without the one-push-per-connection rows) and two more measure the
+floor comparison's load alone, so that its ratios are medians of three there too. A progress line per
+endpoint and round (with the time left, once a round of its kind has run) and one per measurement go to
+the log.
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,8 +64,9 @@ from .. import loadgen
 from ..harness import Bench
 from ..loadgen import LoadGenerator, cpu_seconds, rss_bytes, thread_cpu_seconds
 from ..payloads import java_payload, sample_capture
+from ..render import fmt_ns
 
-__all__ = ["MODES", "EndpointProcess", "Measurement", "measure", "run"]
+__all__ = ["FLOOR_GOALS", "MODES", "EndpointProcess", "Measurement", "config", "floor_rows", "measure", "report", "run"]
 
 G = "endpoint"
 _LISTENING = re.compile(r"event=listening .*?port=(\d+)")
@@ -65,8 +80,24 @@ MODES = {
     "prometheus": "kip714 serve --prometheus",
     "otlp": "kip714 serve --otlp-endpoint (a local sink accepting everything)",
     "proxy": "kip714 proxy --telemetry terminate",
-    "floor": "floor: a canned answer per frame, same event loop",
-    "floor-batched": "floor, the answers to one read in one write",
+    "floor-zstd": "zstd floor: frames split, each push's payload zstd-decompressed, one write per read",
+    "floor-batched": "I/O-only floor: a canned answer per frame, one write per read",
+    "floor": "I/O-only floor: a canned answer per frame, one write per frame",
+}
+#: The floor every mode is held against, and the goals: the most CPU per accepted push each mode may spend,
+#: as a multiple of that floor's (issue 40). The modes not named here are shown against it without a goal.
+FLOOR = "floor-zstd"
+FLOOR_GOALS = {"serve": 1.0, "record": 1.5, "prometheus": 3.0, "otlp": 3.0, "proxy": 1.2}
+#: The modes' names in the plot.
+_SHORT = {
+    "serve": "serve",
+    "record": "serve --record",
+    "record-sync": "--record-sync",
+    "prometheus": "serve --prometheus",
+    "otlp": "serve --otlp-endpoint",
+    "proxy": "proxy (terminate)",
+    "floor-batched": "I/O-only floor",
+    "floor": "I/O-only floor, write per frame",
 }
 #: The payloads: (label, capture file or None for the Java-style one).
 PAYLOADS = {"rdk1450": "librdkafka 1.45 KB zstd", "java4k": "Java-style 4 KB zstd"}
@@ -143,13 +174,20 @@ def _subscription() -> list[str]:
     return ["--metrics", "*", "--interval-ms", str(INTERVAL_MS), "--max-instances", "300000"]
 
 
+#: The endpoints whose memory per live instance is measured: those without a sink, whose own buffers (a part
+#: being written, an exporter's queue and batches) grow and shrink by more than the Gets add while they run
+#: (in one run: ``--otlp-endpoint`` -125 to 191 bytes an instance, ``serve`` 224 to 232).
+_INSTANCE_MEMORY = ("serve", "proxy")
+_FLOOR_ARGS = {"floor": [], "floor-batched": ["--batch"], "floor-zstd": ["--zstd"]}
+
+
 @contextlib.contextmanager
 def _endpoint(mode: str, shared: dict[str, Any]) -> Iterator[EndpointProcess]:
     """Start the endpoint of ``mode`` (``shared``: the OTLP sink's URL, the mock cluster's bootstrap)."""
     common = ["--port", "0", "--summary-interval", "0", "--log-level", "info"]
     with tempfile.TemporaryDirectory(prefix="kip714-bench-endpoint-") as tmp:
-        if mode in ("floor", "floor-batched"):
-            cmd = [sys.executable, "-m", "kip714.tools.bench.floor", *(["--batch"] if mode == "floor-batched" else [])]
+        if mode.startswith("floor"):
+            cmd = [sys.executable, "-m", "kip714.tools.bench.floor", *_FLOOR_ARGS[mode]]
         elif mode == "proxy":
             cmd = _kip714(
                 "proxy",
@@ -274,18 +312,27 @@ class Config:
 
     modes: Sequence[str] = tuple(MODES)
     payloads: Sequence[str] = tuple(PAYLOADS)
-    instances: Sequence[int] = (1000, 100_000)
+    # the first: the floor comparison's load (pushed in rounds, bounded by the rate limit); the others grown
+    # from it and pushed as fast as the endpoint takes them
+    instances: Sequence[int] = (3000, 100_000)
     rounds: int = 3
+    # how many of the rounds measure everything; the others measure the floor comparison's load alone (the
+    # first payload, the first instance count)
+    full_rounds: int = 3
     warm_s: float = 0.7
     first_warm_s: float = 2.5  # the first window of an endpoint process (one-time costs)
     seconds: float = 2.5
+    comparison_seconds: float = 2.5  # the windows of the floor comparison's load (the first payload and count)
     latency: bool = True  # p50/p99 at half the maximum rate (the first payload, the largest instance count)
     latency_s: float = 2.5
     connections: int = 64
     window: int = 64
     # (mode, instances): a second generator, on the fastest kip714 endpoint (the most the generator must do)
     generator_check: tuple[str, int] | None = ("serve", 100_000)
-    memory: bool = True
+    memory: bool = True  # resident bytes per connection (every endpoint) and per instance (serve, proxy)
+    memory_connections: int = 1000
+    # the proxy's: each opens one to the mock cluster, where a second thousand in one run timed out
+    memory_connections_upstream: int = 200
     # the payloads measured with the larger instance counts too (None: all of them)
     large_payloads: Sequence[str] | None = None
     settle_max_s: float = 90.0  # the longest wait for every instance to have pushed (been exported) once
@@ -307,7 +354,8 @@ class Results:
     latencies: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
     latency_rate: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
     generator: dict[int, list[Measurement]] = field(default_factory=dict)
-    memory: dict[str, list[float]] = field(default_factory=dict)
+    memory: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (what, mode): bytes per one
+    memory_connections: dict[str, int] = field(default_factory=dict)  # mode: connections opened
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -383,34 +431,40 @@ def _open_connections(port: int, n: int) -> list[socket.socket]:
     return socks
 
 
-def _one(bench: Bench, mode: str, cfg: Config, shared: dict[str, Any], res: Results, payloads: dict[str, Any]) -> None:
+def _one(
+    bench: Bench, mode: str, cfg: Config, shared: dict[str, Any], res: Results, payloads: dict[str, Any], full: bool
+) -> None:
+    """One endpoint process of ``mode``: its memory, then each load of ``cfg`` (``full``; else the floor
+    comparison's load alone: the first payload, the first instance count)."""
+    floor = mode.startswith("floor")
     with _endpoint(mode, shared) as ep:
-        if cfg.memory and mode == "serve":
+        if cfg.memory and full:
             time.sleep(0.3)
             before = rss_bytes(ep.pid)
-            socks = _open_connections(ep.port, 1000)
+            count = cfg.memory_connections_upstream if mode == "proxy" else cfg.memory_connections
+            socks = _open_connections(ep.port, count)
             time.sleep(0.2)
-            res.memory.setdefault("connection", []).append((rss_bytes(ep.pid) - before) / len(socks))
+            res.memory.setdefault(("connection", mode), []).append((rss_bytes(ep.pid) - before) / len(socks))
+            res.memory_connections[mode] = len(socks)
             for s in socks:
                 s.close()
-        gen = LoadGenerator(
-            "127.0.0.1", ep.port, cfg.connections, 1, INTERVAL_MS, fake_instances=mode.startswith("floor")
-        )
+        gen = LoadGenerator("127.0.0.1", ep.port, cfg.connections, 1, INTERVAL_MS, fake_instances=floor)
         try:
             have = 0
             started = False
-            for n in cfg.instances:
+            for n in cfg.instances if full else cfg.instances[:1]:
                 before = rss_bytes(ep.pid)
                 gen.instances(n)
-                if cfg.memory and mode == "serve" and have:
-                    res.memory.setdefault("instance", []).append((rss_bytes(ep.pid) - before) / (n - have))
-                have = n
-                for k, name in enumerate(cfg.payloads):
-                    if n != cfg.instances[0] and cfg.large_payloads is not None and name not in cfg.large_payloads:
+                if cfg.memory and mode in _INSTANCE_MEMORY and have:
+                    res.memory.setdefault(("instance", mode), []).append((rss_bytes(ep.pid) - before) / (n - have))
+                for k, name in enumerate(cfg.payloads if full else cfg.payloads[:1]):
+                    if have and cfg.large_payloads is not None and name not in cfg.large_payloads:
                         continue
                     gen.payload(*payloads[name])
                     counter = exported_counter(mode, ep, shared, resources_per_push(*payloads[name]))
-                    gen.run("max", cfg.window)
+                    # the first instance count: every instance of a connection in one write per push interval
+                    # (the floor comparison's load); then as many as the endpoint takes, 64 in flight each
+                    gen.run("max", cfg.window) if have else gen.run("rounds", 0)
                     try:
                         # the first window of an endpoint also waits out its one-time costs (the recorder's
                         # first part imports pandas through pyarrow; the exporter makes every series)
@@ -418,7 +472,7 @@ def _one(bench: Bench, mode: str, cfg: Config, shared: dict[str, Any], res: Resu
                             gen,
                             ep,
                             cfg.warm_s if started else cfg.first_warm_s,
-                            cfg.seconds,
+                            cfg.seconds if have or k else cfg.comparison_seconds,
                             settle=n,
                             settle_max_s=cfg.settle_max_s,
                             exported=counter,
@@ -430,10 +484,11 @@ def _one(bench: Bench, mode: str, cfg: Config, shared: dict[str, Any], res: Resu
                     delivered = "" if m.exported is None else f", {m.exported / m.seconds:,.0f} exported/s"
                     bench.log(
                         f"[{G}] {mode} {name} {n} instances: {m.rate:,.0f} accepted/s{delivered}, "
-                        f"{m.per_cpu:,.0f} per CPU-s (endpoint {m.endpoint_cpu:.2f} s, its event loop "
-                        f"{m.loop_cpu:.2f} s; generator {m.gen_cpu:.2f} s){'' if m.settled else '; NOT settled'}"
+                        f"{m.per_cpu:,.0f} per CPU-s, {1e6 / m.per_cpu if m.per_cpu else 0:.1f} µs a push "
+                        f"(endpoint {m.endpoint_cpu:.2f} s, its event loop {m.loop_cpu:.2f} s; generator "
+                        f"{m.gen_cpu:.2f} s){'' if m.settled else '; NOT settled'}"
                     )
-                    if cfg.latency and k == 0 and n == cfg.instances[-1] and m.rate > 0 and mode != "floor-batched":
+                    if cfg.latency and k == 0 and n == cfg.instances[-1] and m.rate > 0 and full:
                         gen.run("paced", m.rate / 2)
                         try:
                             time.sleep(cfg.warm_s)
@@ -444,6 +499,7 @@ def _one(bench: Bench, mode: str, cfg: Config, shared: dict[str, Any], res: Resu
                             lat = gen.pause()
                         res.latencies.setdefault((mode, name, n), []).extend(lat)
                         res.latency_rate.setdefault((mode, name, n), []).append(m.rate / 2)
+                have = n
         finally:
             gen.close()
 
@@ -519,15 +575,75 @@ def measure(bench: Bench, cfg: Config) -> Results:
             except Exception as exc:  # no librdkafka: the proxy row is skipped, said so
                 res.skipped["proxy"] = f"no upstream cluster ({type(exc).__name__}: {exc})"
                 modes.remove("proxy")
+        progress = _Progress(bench, cfg, modes)
         for r in range(cfg.rounds):
+            full = r < cfg.full_rounds
             order = modes if r % 2 == 0 else modes[::-1]
             for mode in order:
-                _one(bench, mode, cfg, shared, res, payloads)
-            for mode in cfg.unpipelined:
-                _unpipelined(bench, mode, cfg, shared, res, payloads)
+                with progress.step(r, full, mode, MODES[mode]):
+                    _one(bench, mode, cfg, shared, res, payloads, full)
+            if full:
+                for mode in cfg.unpipelined:
+                    with progress.step(
+                        r, True, f"unpipelined-{mode}", f"{MODES[mode]}, one push in flight per connection"
+                    ):
+                        _unpipelined(bench, mode, cfg, shared, res, payloads)
             if cfg.generator_check is not None and r == 0:
-                _generator_check(bench, cfg, shared, res, payloads)
+                with progress.step(r, True, "generator", "the generator check (1, then 2 generator processes)"):
+                    _generator_check(bench, cfg, shared, res, payloads)
     return res
+
+
+class _Progress:
+    """The progress lines of a :func:`measure` run: before each step, its place in the run, the time so far
+    and, once every step left can be estimated, the time left (a step takes what it took in the last round
+    of its kind, full or the floor comparison's load alone; one of the latter not yet run, their mean). A
+    step that raises is reported in the run's errors (the exit status says so) and the run goes on."""
+
+    def __init__(self, bench: Bench, cfg: Config, modes: Sequence[str]) -> None:
+        self.bench = bench
+        self.started = time.monotonic()
+        self.took: dict[tuple[bool, str], float] = {}  # (a full round, step): seconds it took last
+        self.left: list[tuple[bool, str]] = []  # the steps still to run, in order
+        self.rounds = cfg.rounds
+        for r in range(cfg.rounds):
+            full = r < cfg.full_rounds
+            self.left += [(full, m) for m in modes]
+            if full:
+                self.left += [(True, f"unpipelined-{m}") for m in cfg.unpipelined]
+            if cfg.generator_check is not None and r == 0:
+                self.left.append((True, "generator"))
+        self.total = len(self.left)
+
+    @contextlib.contextmanager
+    def step(self, r: int, full: bool, key: str, what: str) -> Iterator[None]:
+        # a step not yet run in a round of its kind: the mean of the steps of that kind that have
+        short = [t for (f, _), t in self.took.items() if not f]
+        guess = statistics.mean(short) if short else None
+        known = [self.took.get(s, None if s[0] else guess) for s in self.left]
+        eta = "" if None in known else f", about {_duration(sum(t for t in known if t is not None))} left"
+        done = self.total - len(self.left)
+        self.bench.log(
+            f"[{G}] round {r + 1}/{self.rounds}, step {done + 1}/{self.total}: {what} "
+            f"({_duration(time.monotonic() - self.started)} so far{eta})"
+        )
+        t0 = time.monotonic()
+        try:
+            yield
+        except Exception as exc:  # one step's failure costs its figures, not the run's: reported, run on
+            self.bench.errors.append(
+                {"group": G, "error": f"{what}: {type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            )
+            self.bench.log(f"[{G}] ERROR in {what}: {type(exc).__name__}: {exc}; the run goes on")
+        finally:
+            self.took[(full, key)] = time.monotonic() - t0
+            self.left.remove((full, key))
+
+
+def _duration(seconds: float) -> str:
+    """``75.2`` → ``"1 min 15 s"``."""
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
 
 
 # ------------------------------------------------------------------------------------------ rows
@@ -541,8 +657,84 @@ def _instances_text(n: int) -> str:
     return f"{n // 1000:,} k" if n >= 1000 else str(n)
 
 
+def _cost_ns(m: Measurement) -> float:
+    """Nanoseconds of the endpoint's CPU per push of one window (per accepted push, or taken all the way with
+    an exporter: :attr:`Measurement.per_cpu`)."""
+    return 1e9 / m.per_cpu if m.per_cpu else float("inf")
+
+
+def floor_rows(bench: Bench, cfg: Config, res: Results) -> None:
+    """The floor comparison: each mode's CPU per push over the zstd floor's, with the load the floor is
+    defined with (the first payload, the first instance count), each goal of :data:`FLOOR_GOALS` marked."""
+    name, n = cfg.payloads[0], cfg.instances[0]
+    floor = res.runs.get((FLOOR, name, n))
+    if not floor:
+        return
+    floor_ns = statistics.median(_cost_ns(m) for m in floor)
+    load = f"{PAYLOADS[name]}, {_instances_text(n)} instances pushing in rounds"
+    bench.add_row(
+        G,
+        f"endpoint.floor-ratio.{FLOOR}",
+        f"{MODES[FLOOR]}: CPU per push, {load}",
+        {"median": floor_ns},
+        unit="cost",
+        note=f"{len(floor)} rounds; the floor every endpoint is held against",
+        extra={"us_per_push": floor_ns / 1e3, "us_per_push_rounds": [_cost_ns(m) / 1e3 for m in floor]},
+    )
+    labels: list[str] = []
+    ratios: list[float] = []
+    goals: list[float | None] = []
+    for mode in MODES:
+        ms = res.runs.get((mode, name, n))
+        if mode == FLOOR or not ms:
+            continue
+        cost = statistics.median(_cost_ns(m) for m in ms)
+        limit = FLOOR_GOALS.get(mode)
+        exported = any(m.exported is not None for m in ms)
+        what = "CPU per push taken all the way (exported)" if exported else "CPU per accepted push"
+        per_round = [_cost_ns(m) / _cost_ns(f) for m, f in zip(ms, floor)]
+        bench.add_row(
+            G,
+            f"endpoint.floor-ratio.{mode}",
+            f"{MODES[mode]}: {what}, against the zstd floor's, {load}",
+            {"median": cost},
+            {"median": floor_ns},
+            peer_name="zstd floor",
+            goal={"kind": "max_cost", "value": limit, "text": f"≤ {limit:.1f}× the zstd floor"} if limit else None,
+            unit="cost",
+            note=(
+                f"{len(ms)} rounds, medians; the rounds' own ratios "
+                + ", ".join(f"{r:.2f}×" for r in per_round)
+                + ("; some windows were not settled" if not all(m.settled for m in ms) else "")
+            ),
+            extra={
+                "floor_ratio": cost / floor_ns,
+                "floor_ratio_rounds": per_round,
+                "us_per_push": cost / 1e3,
+                "floor_us_per_push": floor_ns / 1e3,
+                "settled": all(m.settled for m in ms),
+            },
+        )
+        labels.append(_SHORT.get(mode, mode))
+        ratios.append(cost / floor_ns)
+        goals.append(limit)
+    bench.curve(
+        "endpoint_floor",
+        f"the zstd floor: {fmt_ns(floor_ns)} a push; {PAYLOADS[name]}, {_instances_text(n)} instances",
+        "endpoint",
+        "× the zstd floor's CPU per push",
+        labels,
+        {"endpoint": ratios},
+        logx=False,
+        logy=False,
+        goals=goals,
+    )
+
+
 def report(bench: Bench, cfg: Config, res: Results) -> None:
-    """The rows of a :func:`measure` run."""
+    """The rows of a :func:`measure` run: the floor comparison first (:func:`floor_rows`), then every
+    configuration's pushes per CPU-second, the floors', latency, the generator check and memory."""
+    floor_rows(bench, cfg, res)
     goals = {
         ("record", "rdk1450"): 50_000,
         ("prometheus", "rdk1450"): 25_000,
@@ -554,7 +746,7 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
         if mode.startswith("floor"):
             continue
         per_cpu = _median(ms, "per_cpu")
-        floor = res.runs.get(("floor", name, n))
+        floor = res.runs.get((FLOOR, name, n))
         floor_per_cpu = _median(floor, "per_cpu") if floor else None
         target = goals.get((mode, name))
         loop_us = statistics.median(m.loop_cpu / m.accepted * 1e6 for m in ms if m.accepted) if per_cpu else 0.0
@@ -576,8 +768,11 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
         if not all(m.settled for m in ms):
             note += "; some windows began before every instance had pushed once"
             note += " and been exported" if exported else ""
-        if n <= 1000:
-            note += f"; load bounded by Kafka's rate limit ({n} instances x 1 push per {INTERVAL_MS} ms)"
+        if n == cfg.instances[0]:
+            note += (
+                f"; load bounded by Kafka's rate limit ({n} instances x 1 push per {INTERVAL_MS} ms, each "
+                "connection's in one write)"
+            )
         what = "pushes per CPU-s, each one exported" if exported else "accepted pushes per CPU-s"
         bench.add_row(
             G,
@@ -585,7 +780,7 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
             f"{MODES[mode]}: {what}, {PAYLOADS[name]}, {_instances_text(n)} instances",
             {"median": 1e9 / per_cpu if per_cpu else float("inf")},
             {"median": 1e9 / floor_per_cpu} if floor_per_cpu else None,
-            peer_name="floor" if floor_per_cpu else None,
+            peer_name="zstd floor" if floor_per_cpu else None,
             goal=({"kind": "rate", "value": target, "text": f"≥ {target:,} per CPU-s"} if target and per_cpu else None),
             unit="rate",
             note=note,
@@ -604,17 +799,6 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
                 "throttled": sum(m.throttled for m in ms),
             },
         )
-        if mode in ("record", "prometheus", "serve") and name == cfg.payloads[0] and floor_per_cpu and per_cpu:
-            bench.add_row(
-                G,
-                f"endpoint.{mode}-vs-floor.{name}.{n // 1000}k",
-                f"{MODES[mode]} against the floor, {PAYLOADS[name]}, {_instances_text(n)} instances",
-                {"median": 1e9 / per_cpu},
-                {"median": 1e9 / floor_per_cpu},
-                peer_name="floor",
-                goal={"kind": "ratio", "value": 1 / 3, "text": "within 3× of the floor"},
-                unit="rate",
-            )
     for (mode, name, n), ms in res.runs.items():
         if not mode.startswith("floor"):
             continue
@@ -639,7 +823,7 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
             f"{_instances_text(UNPIPELINED_INSTANCES)} instances",
             {"median": 1e9 / per_cpu if per_cpu else float("inf")},
             {"median": 1e9 / _median(piped, "per_cpu")} if piped and _median(piped, "per_cpu") else None,
-            peer_name="pipelined (64 in flight)",
+            peer_name=f"pipelined ({cfg.instances[0] // cfg.connections} per write)",
             unit="rate",
             note=(
                 f"{len(ms)} rounds; every push read and answered alone, as clients pushing once per interval "
@@ -666,6 +850,7 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
             f"{MODES[mode]}: push latency p50 (p99) at half the maximum rate, {PAYLOADS[name]}, "
             f"{_instances_text(n)} instances",
             {"median": p50 * 1e9},
+            peer_name=f"p99 {fmt_ns(p99 * 1e9)}",
             unit="time",
             note=f"p99 {p99 * 1e3:.2f} ms; {len(lat):,} pushes at {rate:,.0f}/s (send → answer, generator side)",
             extra={"p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3, "paced_rate": rate, "samples": len(lat)},
@@ -714,20 +899,23 @@ def report(bench: Bench, cfg: Config, res: Results) -> None:
         )
     else:
         bench.notes.append(f"{G}: generator CPU below the endpoint's in every window: {gen_ok}")
-    for what, values in res.memory.items():
+    for (what, mode), values in sorted(res.memory.items(), key=lambda kv: (kv[0][0], list(MODES).index(kv[0][1]))):
         bench.add_row(
             G,
-            f"endpoint.memory.{what}",
-            "kip714 serve resident memory per "
+            f"endpoint.memory.{what}.{mode}",
+            f"{MODES[mode]}: resident memory per "
             + ("open client connection" if what == "connection" else "live client instance"),
             {"value": statistics.median(values)},
             unit="bytes",
             note=(
-                "1 000 connections, each after an ApiVersions request (RSS before/after)"
+                f"{res.memory_connections.get(mode, 0):,} connections, each after an ApiVersions request (RSS "
+                "before/after)"
                 if what == "connection"
                 else f"RSS growth from {_instances_text(cfg.instances[0])} to "
-                f"{_instances_text(cfg.instances[-1])} instances"
-            ),
+                f"{_instances_text(cfg.instances[-1])} instances (their Gets)"
+            )
+            + f"; median of {len(values)}",
+            extra={"rounds": values},
         )
     for mode, why in res.skipped.items():
         bench.skip(G, MODES[mode], why)
@@ -741,19 +929,25 @@ def run(bench: Bench) -> None:
     if not os.path.exists(f"/proc/{os.getpid()}/stat"):
         bench.skip(G, "endpoint", "needs Linux /proc for CPU time")
         return
-    if bench.quick:
-        cfg = Config(
-            first_warm_s=1.0,
-            latency_s=1.0,
-            modes=tuple(m for m in MODES if m != "floor-batched"),
-            rounds=1,
-            warm_s=0.3,
-            seconds=1.0,
-            large_payloads=PAYLOADS_QUICK_LARGE,
-            settle_max_s=20.0,
-            unpipelined=(),
-        )
-    else:
-        cfg = Config()
+    cfg = config(bench.quick)
     res = measure(bench, cfg)
     report(bench, cfg, res)
+
+
+def config(quick: bool) -> Config:
+    """What a full run measures, or a ``--quick`` one: shorter windows and waits (but the floor comparison's),
+    the first round alone measuring everything (the Java-style payload with 3 000 instances only, no
+    one-push-per-connection rows), two more for the floor comparison."""
+    if not quick:
+        return Config()
+    return Config(
+        first_warm_s=2.0,  # past the recorder's first part (1 s), which imports pandas through pyarrow
+        latency_s=1.0,
+        rounds=3,
+        full_rounds=1,
+        warm_s=0.3,
+        seconds=1.0,
+        large_payloads=PAYLOADS_QUICK_LARGE,
+        settle_max_s=20.0,
+        unpipelined=(),
+    )
