@@ -316,15 +316,8 @@ class TelemetryBroker:
         receivers or observers need it). Accepted pushes reach the receivers, and every push the observers,
         as with :meth:`handle`; an answer a receiver changes (it raised: INVALID_RECORD) is changed in
         ``answers``. Raises what ``RequestLoop.feed`` raises (a bad size prefix)."""
-        now_ms = self.clock()
-        answers, frame, batch = loop.feed(
-            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, self._records()
-        )
-        if batch is not None:
-            self._finish_batch(
-                batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms
-            )
-        return answers, frame
+        answers, frame = self._through(loop.feed, data, client_info, connection, node_id)
+        return answers, cast("bytes | None", frame)
 
     def feed_prefix(
         self,
@@ -338,15 +331,28 @@ class TelemetryBroker:
         """:meth:`feed` for an endpoint that streams the other requests on (``kip714 proxy``): the pushes the loop
         decides at the start of ``data``, nothing held: ``(answers, consumed)``; ``data[consumed:]`` starts with a
         frame the loop did not take (not whole in ``data``, or not one it decides alone)."""
+        answers, consumed = self._through(loop.feed_prefix, data, client_info, connection, node_id)
+        return answers, cast(int, consumed)
+
+    def _through(
+        self,
+        call: Callable[..., tuple[bytearray | None, Any, Any]],
+        data: bytes | None,
+        client_info: Callable[[str | None], ClientInfo],
+        connection: Hashable | None,
+        node_id: int | None,
+    ) -> tuple[bytearray | None, Any]:
+        """One call of a request loop (``RequestLoop.feed`` or ``feed_prefix``) with this broker's state, then the
+        receivers' and observers' part of the pushes it decided: ``(answers, what the call says of the rest)``."""
         now_ms = self.clock()
-        answers, consumed, batch = loop.feed_prefix(
+        answers, rest, batch = call(
             data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, self._records()
         )
         if batch is not None:
             self._finish_batch(
                 batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms
             )
-        return answers, consumed
+        return answers, rest
 
     def _records(self) -> int:
         """What a request loop hands back of the pushes it decides: 2, each one and the accepted payloads (a
