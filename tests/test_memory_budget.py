@@ -277,8 +277,9 @@ def test_100MiB_prefixes_under_a_raised_frame_limit_are_bounded_by_the_budget(se
     assert answered >= 1 and attack.closed >= must_close, (attack.closed, summary)
     assert counter(summary, "dropped_memory_budget") >= must_close, summary
     assert counter(summary, "frames_too_large") == 0
-    # resident ≈ baseline + budget (+ a read chunk, allocator slack)
-    assert peak - base < budget * 5 // 4 + 32 * MiB, (base, peak)
+    # resident ≈ baseline + budget + a read chunk: held frames are mappings, returned when dropped (measured
+    # 32.0-32.3 MiB over the baseline; it was 32-71 MiB while glibc's heap kept what dropped connections held)
+    assert peak - base < budget + 8 * MiB, (base, peak)
 
 
 def librdkafka_producer(port: int, seconds: float = 2.5) -> None:
@@ -320,7 +321,7 @@ def test_many_slow_connections_over_the_budget_drop_the_largest(serve_factory):
     # the well-behaved clients were also answered while the survivors held their frames (up to the budget)
     assert attack.held_open >= 1, (attack.closed, summary)
     assert re.search(r"push_results=\[NONE=[1-9]", summary), summary
-    assert peak - base < budget * 5 // 4 + 32 * MiB, (base, peak)
+    assert peak - base < budget + 8 * MiB, (base, peak)
 
 
 if __name__ == "__main__":  # before/after measurement: python tests/test_memory_budget.py [serve args]

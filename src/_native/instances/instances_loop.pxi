@@ -17,6 +17,10 @@ cdef extern from "kbuf_endian.h":
     void kb_store_be16(unsigned char* p, uint16_t v) noexcept nogil
     void kb_store_be32(unsigned char* p, uint32_t v) noexcept nogil
 
+cdef extern from "kip714_held.h":
+    unsigned char* kip714_held_grow(unsigned char* p, size_t cap, size_t used, size_t new_cap) noexcept nogil
+    void kip714_held_free(unsigned char* p, size_t cap) noexcept nogil
+
 cdef extern from "kip714_zstd.h":
     ctypedef struct k714_ZSTD_DCtx:
         pass
@@ -283,7 +287,7 @@ cdef class RequestLoop:
         self._new_batch()
 
     def __dealloc__(self):
-        PyMem_RawFree(self.buf)
+        kip714_held_free(self.buf, <size_t>self.bcap)
 
     @property
     def held(self):
@@ -292,7 +296,7 @@ cdef class RequestLoop:
 
     def free(self):
         """Let go of what is held (the connection is being dropped)."""
-        PyMem_RawFree(self.buf)
+        kip714_held_free(self.buf, <size_t>self.bcap)
         self.buf = NULL
         self.blen = 0
         self.bcap = 0
@@ -315,7 +319,7 @@ cdef class RequestLoop:
             cap = self.bcap if self.bcap else HELD_INITIAL
             while cap < need:
                 cap *= 2
-            nb = <unsigned char*>PyMem_RawRealloc(self.buf, <size_t>cap)
+            nb = kip714_held_grow(self.buf, <size_t>self.bcap, <size_t>self.blen, <size_t>cap)
             if nb == NULL:
                 raise MemoryError("cannot grow the request buffer")
             self.buf = nb
@@ -329,7 +333,7 @@ cdef class RequestLoop:
         if pos >= self.blen:
             self.blen = 0
             if self.bcap > HELD_KEPT:
-                PyMem_RawFree(self.buf)
+                kip714_held_free(self.buf, <size_t>self.bcap)
                 self.buf = NULL
                 self.bcap = 0
             return
