@@ -26,6 +26,7 @@ worker, while the rest is spread over the others.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import pathlib
 
@@ -307,6 +308,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             super()._assign_work_unit(node)
 
     return TierScheduling(config, log)
+
+
+@pytest.fixture
+def quiet_kip714_logs():
+    """kip714's loggers at CRITICAL for the test: for tests that feed servers bad input by the thousand."""
+    logger = logging.getLogger("kip714")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")

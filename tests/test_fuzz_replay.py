@@ -10,7 +10,6 @@ fuzz/README.md).
 
 from __future__ import annotations
 
-import logging
 import pathlib
 import random
 import sys
@@ -23,6 +22,8 @@ if not (FUZZ / "targets.py").exists():  # e.g. cibuildwheel copies only tests/ n
 sys.path.insert(0, str(FUZZ))
 
 import targets  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("quiet_kip714_logs")  # the server logs each bad frame it drops
 
 
 def _corpus() -> dict[str, list[pathlib.Path]]:
@@ -39,15 +40,6 @@ def _corpus() -> dict[str, list[pathlib.Path]]:
         if path.is_file() and path.suffix != ".md" and name in targets.TARGETS:
             by_target.setdefault(name, []).append(path)
     return {name: paths for name, paths in by_target.items() if paths}
-
-
-@pytest.fixture(autouse=True)
-def _quiet_server_logs():
-    logger = logging.getLogger("kip714")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield
-    logger.setLevel(level)
 
 
 def test_every_target_has_a_seed_corpus():

@@ -10,7 +10,6 @@ seeded mutations of zstd payloads.
 
 from __future__ import annotations
 
-import logging
 import pathlib
 import random
 import struct
@@ -33,6 +32,8 @@ sys.path.insert(0, str(FUZZ))
 
 from targets import LoopTwins  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("quiet_kip714_logs")  # the server logs each bad frame it drops
+
 CAPTURES = pathlib.Path(__file__).parent / "data" / "captures"
 E = ErrorCode
 LIMIT = 1 << 16  # the twins' telemetry_max_bytes
@@ -46,15 +47,6 @@ def _capture(name: str):
 PUSH = _capture("producer_zstd_push_01_zstd.bin")
 PAYLOAD = bytes(PUSH.body.metrics)
 PLAIN = kip714.decompress(PAYLOAD, 4, LIMIT)
-
-
-@pytest.fixture(autouse=True)
-def _quiet_server_logs():
-    logger = logging.getLogger("kip714")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield
-    logger.setLevel(level)
 
 
 class Client:
