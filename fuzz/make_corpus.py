@@ -108,7 +108,7 @@ def sample_messages():
         )
     )
     out.append((72, 0, True, PushTelemetryRequest(cid, 24301, False, 0, b"\x0a\x00")))
-    out.append((72, 0, True, PushTelemetryRequest(cid, 24301, True, 4, None)))
+    out.append((72, 0, True, PushTelemetryRequest(cid, 24301, True, 4, b"")))  # Metrics is not nullable
     out.append((72, 0, False, PushTelemetryResponse(0, 89)))
     return out
 
@@ -135,6 +135,10 @@ def frames_seeds() -> dict[str, bytes]:
             )
         else:
             seeds[f"resp-{tag}"] = b"\x01" + bytes([keys.index(key), v]) + kip714.encode_response(11, msg, v)[4:]
+    # the same terminating push with its Metrics null (compact length 0), which no encoder writes: refused
+    for name in ("body-72-v0-req-42", "req-72-v0-req-42"):
+        assert seeds[name].endswith(b"\x01\x00")
+        seeds[name + "-null-metrics"] = seeds[name][:-2] + b"\x00\x00"
     return seeds
 
 
