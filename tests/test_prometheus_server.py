@@ -7,6 +7,8 @@ tests ask Prometheus' HTTP API what it stored. Every wait is bounded."""
 from __future__ import annotations
 
 import gc
+import socket
+import struct
 import time
 import uuid
 
@@ -141,8 +143,27 @@ def test_histogram_quantile_over_exported_buckets(stack):
     assert float(prom.query('hq_latency_seconds_sum{client_id="h1"}')[0]["value"][1]) == 45
 
 
+def _push_once(bootstrap: str) -> None:
+    """One client's subscription asked for and one push answered NONE, over a raw socket: this test's own
+    push, whichever tests ran before it."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        f = s.makefile("rb")
+
+        def ask(body, key: int, corr: int):
+            s.sendall(kip714.encode_request(body, corr, "prom-self", 0))
+            (size,) = struct.unpack(">i", f.read(4))
+            return kip714.decode_response(f.read(size), key, 0).body
+
+        sub = ask(kip714.GetTelemetrySubscriptionsRequest(bytes(16)), 71, 1)
+        data = ob.payload([ob.sum_("self.metrics.demo", 1, temporality=ob.CUMULATIVE, start=10)])
+        push = kip714.PushTelemetryRequest(sub.client_instance_id, sub.subscription_id, False, 0, data)
+        assert ask(push, 72, 2).error_code == 0
+
+
 def test_self_metrics_are_scraped(stack):
     prom = stack["prom"]
+    _push_once(stack["server"].bootstrap)
     result = prom.wait('kip714_pushes_total{error_code="NONE"}')
     assert float(result[0]["value"][1]) >= 1
     assert prom.wait("kip714_export_series_limit")[0]["value"][1] == "100000"
