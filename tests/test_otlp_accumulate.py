@@ -246,3 +246,34 @@ def test_equal_layouts_always_mean_the_same_series_on_mutated_payloads():
         series = _series_of(table, i)
         assert seen.setdefault(layout, series) == series
     assert len(set(layouts)) > 1
+
+
+def test_flush_values_gives_the_tables_values_and_layouts():
+    """flush_values: the same layouts as flush_with_layouts, each payload's rows, and the ``value`` column
+    (NaN where it is null), without a table; last_layout is each payload's as appended. The oracle: the table
+    the same payloads give (the corpus: every kind of point, null values, int and double values)."""
+    import numpy as np
+
+    payloads = [p for p in corpus() if verdict(p)]
+    assert len(payloads) > 20
+    acc = MetricsAccumulator(max_payloads=1 << 30)
+    assert acc.last_layout is None
+    last = []
+    for p in payloads:
+        acc.append(p)
+        last.append(acc.last_layout)
+    table, want_layouts = acc.flush_with_layouts()
+    for p in payloads:
+        acc.append(p)
+    layouts, rows, values = acc.flush_values()
+    assert len(acc) == 0 and acc.rows == 0 and acc.last_layout is None  # a new batch
+    assert layouts == want_layouts == last
+    want_rows = np.bincount(table.column("payload_index").to_numpy(), minlength=len(payloads))
+    assert list(rows) == want_rows.tolist() and rows.typecode == "q"
+    want = table.column("value").to_numpy(zero_copy_only=False)
+    assert values.typecode == "d" and len(values) == table.num_rows
+    got = np.frombuffer(values, dtype=np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert got[~np.isnan(got)].tobytes() == want[~np.isnan(want)].tobytes()  # bit for bit (-0.0 too)
+    assert table.column("value").null_count > 0 and int(np.isnan(got).sum()) >= table.column("value").null_count
+    assert acc.flush_values() == ([], rows[:0], values[:0])  # empty

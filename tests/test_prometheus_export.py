@@ -284,6 +284,72 @@ def test_every_point_type():
         assert fams["queue_size"].type == "gauge" and fams["conn"].type == "counter"
 
 
+def test_repeated_layouts_are_applied_in_bulk_as_point_by_point():
+    """A batch whose payloads all have their instance's last layout is applied in bulk (no table, numpy on the
+    series' values): the exposition says what the points say, as one by one in push order. Several pushes of
+    one instance in a batch (the last gauge value wins, every delta adds in order), instances sharing series
+    (broker labels that leave the instance out), invalid values counted, and a batch mixing a new layout
+    with repeated ones."""
+    ex = PrometheusExporter(labels="client_software_name", background=False)
+
+    def made(g, d, u, bad=0.0):
+        return ob.payload(
+            [
+                ob.gauge("temp", g, unit="Cel"),
+                ob.sum_("req", d, monotonic=True, temporality=ob.DELTA),
+                ob.sum_("queue.size", u, monotonic=False, temporality=ob.DELTA),
+                ob.sum_("bad", bad, monotonic=True, temporality=ob.DELTA),
+            ]
+        )
+
+    infos = {k: ClientInfo(client_id="c", client_software_name=f"s{k % 2}", client_source_port=k) for k in range(4)}
+    ids = {k: uuid.uuid4().bytes for k in range(4)}
+
+    def batch(rows):
+        ex.absorb([(ids[k], (infos[k], 1), data, False, (100, None)) for k, data in rows])
+
+    batch([(k, made(1.0, 1, 1)) for k in range(4)])  # new instances: their series looked up
+    bulk = ex._store._accumulator.flush_values  # (counts the bulk batches from here on)
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return bulk()
+
+    ex._store._accumulator = _Spy(ex._store._accumulator, counted)
+    batch([(0, made(2.0, 2, -1)), (1, made(3.0, 3, 5)), (0, made(4.0, 4, 2)), (2, made(5.0, 0.5, 0, -1.0))])
+    batch([(3, made(6.0, 1, 1, math.nan)), (2, made(7.0, 1, 1))])
+    assert len(calls) == 2
+    samples, _, _ = scrape(ex)
+    # s0: instances 0 and 2 share each series (the software name only); s1: instances 1 and 3
+    assert samples["temp_celsius{client_software_name=s0}"] == 7.0  # instance 2's last push, the batch's last of s0
+    assert samples["temp_celsius{client_software_name=s1}"] == 6.0
+    assert samples["req_total{client_software_name=s0}"] == 1 + 1 + 2 + 4 + 0.5 + 1
+    assert samples["req_total{client_software_name=s1}"] == 1 + 1 + 3 + 1
+    assert samples["queue_size{client_software_name=s0}"] == 1 + 1 - 1 + 2 + 0 + 1
+    assert samples["queue_size{client_software_name=s1}"] == 1 + 1 + 5 + 1
+    assert ex.dropped == {"invalid-value": 2}  # a negative and a NaN monotonic delta
+    assert ex.points_absorbed == (4 + 4 + 2) * 4
+    batch([(0, made(8.0, 1, 1)), (1, ob.payload([ob.gauge("temp", 9.0, unit="Cel")]))])  # a new layout: a table
+    assert len(calls) == 2
+    samples, _, _ = scrape(ex)
+    assert (
+        samples["temp_celsius{client_software_name=s0}"] == 8.0
+        and samples["temp_celsius{client_software_name=s1}"] == 9.0
+    )
+    assert samples["req_total{client_software_name=s0}"] == 10.5
+
+
+class _Spy:
+    """An accumulator whose flush_values is ``flush_values`` (the rest is the wrapped one's)."""
+
+    def __init__(self, wrapped, flush_values):
+        self._wrapped, self.flush_values = wrapped, flush_values
+
+    def __getattr__(self, name):
+        return getattr(self._wrapped, name)
+
+
 def test_negative_sums_and_quantiles_keep_every_scrape_parseable():
     """What OpenMetrics forbids never reaches a scrape: a negative histogram or summary _sum is left out (the
     OTel spec reports _sum only when positive), a summary point with a negative quantile value is dropped

@@ -1,5 +1,6 @@
 """Typing stub for the native OTLP MetricsData decoder (kip714._otlp)."""
 
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal, overload
 
@@ -89,6 +90,11 @@ class MetricsAccumulator:
         """The table of every payload appended since the last one; a new batch starts."""
     def flush_with_layouts(self) -> tuple[pa.Table, list[int]]:
         """flush(), and each payload's layout (equal exactly when their rows identify the same series)."""
+    @property
+    def last_layout(self) -> int | None:
+        """The layout of the payload appended last (None while the batch is empty)."""
+    def flush_values(self) -> tuple[list[int], array[int], array[float]]:
+        """A new batch without a table: each payload's layout and row count, every row's value (NaN: null)."""
 
 def output_schema(labels: Labels | None = None, *, batch: bool = False) -> pa.Schema:
     """The schema decode_metrics (or, with batch=True, decode_metrics_batch) returns for these labels."""

@@ -3,6 +3,7 @@
 # columns are built and handed to pyarrow once per batch of payloads, so a receiver that decodes every
 # push as it arrives pays pyarrow's fixed import cost once per batch instead of once per push.
 
+from array import array as _array
 from os import urandom as _urandom
 from time import monotonic as _monotonic
 
@@ -66,6 +67,8 @@ cdef uint64_t _layout(const Ctx* c, Py_ssize_t row0, uint64_t seed) noexcept nog
             h = _entries_hash(h, rattr, res[r.resource].start, res[r.resource].end)
         h = _entries_hash(h, pattr, r.attr_start, r.attr_end)
     return h
+
+cdef double _NAN = float("nan")
 
 cdef frozenset _RESERVED_LABELS = frozenset(COLUMNS) | frozenset(["payload_index"])
 
@@ -253,6 +256,57 @@ cdef class MetricsAccumulator:
         per client (the Prometheus exporter) reuses a payload's series when its layout is the last one's."""
         layouts = self._layouts
         return self.flush(), layouts
+
+    @property
+    def last_layout(self):
+        """The layout (see :meth:`flush_with_layouts`) of the payload appended last, None while the batch is
+        empty: a receiver that keeps series per client learns at once whether a payload has its last one's."""
+        cdef Py_ssize_t n = len(self._layouts)
+        return self._layouts[n - 1] if n else None
+
+    @cython.embedsignature(True)
+    def flush_values(self):
+        """Start a new batch without building its table: ``(layouts, rows, values)``, each payload's layout (as
+        :meth:`flush_with_layouts` gives it), each payload's number of rows (``array('q')``, in append order)
+        and every row's ``value`` (``array('d')``, in row order: the table's ``value`` column, NaN where it is
+        null). For a receiver that needs nothing of a batch but its points' values (each payload's series known
+        from its layout): pyarrow's cost per table is not paid."""
+        cdef Py_ssize_t n = self._n
+        cdef Py_ssize_t nrows = self.c.rows.n
+        cdef const Row* rows = <const Row*>self.c.rows.data
+        cdef const Row* row
+        cdef Py_ssize_t i
+        cdef bytes counts_b, values_b
+        cdef int64_t* counts
+        cdef double* values
+        if self._busy:
+            raise RuntimeError("MetricsAccumulator is not thread-safe: called while another call runs")
+        self._busy = True
+        try:
+            layouts = self._layouts
+            counts_b = PyBytes_FromStringAndSize(NULL, n * 8)
+            values_b = PyBytes_FromStringAndSize(NULL, nrows * 8)
+            counts = <int64_t*>PyBytes_AS_STRING(counts_b)
+            values = <double*>PyBytes_AS_STRING(values_b)
+            memset(counts, 0, n * 8)
+            for i in range(nrows):
+                row = &rows[i]
+                counts[row.payload] += 1
+                if (row.kind == K_GAUGE or row.kind == K_SUM) and row.vkind != NUM_NONE:
+                    if row.vkind == NUM_INT:
+                        values[i] = <double>(<int64_t>row.value_bits)
+                    else:
+                        values[i] = otlp_bits_to_double(row.value_bits)
+                else:
+                    values[i] = _NAN
+            rows_a = _array("q")
+            rows_a.frombytes(counts_b)
+            values_a = _array("d")
+            values_a.frombytes(values_b)
+            return layouts, rows_a, values_a
+        finally:
+            self._reset()
+            self._busy = False
 
     @cython.embedsignature(True)
     def flush(self):

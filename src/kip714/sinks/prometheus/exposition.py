@@ -57,9 +57,9 @@ class Exposition:
             typ = family.type
             vals = store.slot_value
             if typ in ("gauge", "counter"):
-                name = family.sample
+                name, numbers = family.sample, store.slot_number
                 for slot, labels in family.slots.items():
-                    samples.append(Sample(name, labels, vals[slot]))
+                    samples.append(Sample(name, labels, numbers[slot]))
             elif typ == "histogram":
                 bname, cname, sname = family.name + "_bucket", family.name + "_count", family.name + "_sum"
                 for slot, labels in family.slots.items():
@@ -94,7 +94,7 @@ class Exposition:
         from prometheus_client.samples import Sample
 
         self.store.settle_liveness()
-        vals = self.store.slot_value
+        vals = self.store.slot_number
         out = []
         for family in (self.store.last_push, self.store.expired_at):
             m = _metric(family)
@@ -144,7 +144,7 @@ class Exposition:
 
     def _simple_lines(self, f: _Format, family: Family, fmt: Callable[[float], str]) -> list[str]:
         """Gauge and counter sample lines of ``family`` (rendering the prefixes it has not seen)."""
-        pref, slots, vals = f.prefixes, family.slots, self.store.slot_value
+        pref, slots, vals = f.prefixes, family.slots, self.store.slot_number
         missing = [s for s in slots if s not in pref]
         if missing:
             _Sample, name = _sample_class(), family.sample

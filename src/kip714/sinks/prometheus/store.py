@@ -97,7 +97,10 @@ class _Instance:
         "live_slot",
         "previous_seen",
         "shape",
+        "shape_bulk",
+        "shape_modes",
         "shape_refused",
+        "shape_slots",
         "shape_sources",
         "shape_state",
         "software",
@@ -114,8 +117,13 @@ class _Instance:
         # the last payload's shape and, per row, its source (or -1: refused); a shape with refused rows
         # holds only while the store's series are as they were then (shape_state), and says what the
         # refusals counted (shape_refused: series refused, points dropped by reason)
-        self.shape: tuple[str, int] | None = None  # (the seed of its keys, the layout) of its last payload
+        self.shape: tuple[str, int | None] | None = None  # (the seed of its keys, the layout) of its last payload
         self.shape_sources: list[int] = []
+        # no source of the shape's rows is applied in Python (_PY): their points are applied in bulk
+        # (_absorb_values) to the series and in the ways these say (int64 slots and int8 modes, row by row)
+        self.shape_bulk = False
+        self.shape_slots = b""
+        self.shape_modes = b""
         self.shape_state: tuple[int, int] | None = None
         self.shape_refused: tuple[int, dict[str, int]] | None = None
         self.last_seen = now
@@ -127,7 +135,7 @@ class _Instance:
 
 class SeriesStore:
     """Exposed series and what feeds them (see the module docstring). Every method takes :attr:`lock` (an
-    ``RLock``; a scrape holds it while it reads :attr:`families` and :attr:`slot_value`).
+    ``RLock``; a scrape holds it while it reads :attr:`families`, :attr:`slot_number` and :attr:`slot_value`).
 
     ``labels``: the broker-added labels put on every series; ``count_payloads(reason, n)`` counts payloads
     that could not be absorbed; :attr:`on_forget` ``(slot, family name or None)`` is called when a series
@@ -159,6 +167,9 @@ class SeriesStore:
         # the decoder of absorb() (an accumulator is used by one thread at a time: _decoding)
         self._accumulator = MetricsAccumulator(max_payloads=1 << 30)
         self._decoding = threading.Lock()
+        # instance → (its labels' source as last handed over, the seed of its source keys, its labels); only
+        # absorb() uses it, under _decoding
+        self._seeds: dict[bytes, tuple[Any, str, dict[str, str]]] = {}
         # sources: one per (instance, broker labels, OTLP series); key text → id
         self._sources: dict[str, int] = {}
         self._src_key: list[str | None] = []
@@ -172,7 +183,10 @@ class SeriesStore:
         self._slot_key: list[tuple[Any, ...] | None] = []
         self.slot_family: list[Family | None] = []
         self._slot_refs: list[int] = []
-        self.slot_value: list[Any] = []
+        #: the value of each gauge and counter series (kip714's per-client families' too), by slot (a machine
+        #: array: a batch's points are applied to it with numpy); histograms' and summaries' in slot_value
+        self.slot_number = array.array("d")
+        self.slot_value: list[Any] = []  # a histogram's or summary's accumulator, by slot (None: others)
         self._slot_weight: list[int] = []
         self._slot_free: list[int] = []
         self.series_count = 0  # exposed time series (histogram lines included)
@@ -218,13 +232,11 @@ class SeriesStore:
 
     def absorb(self, items: list[Any]) -> None:
         """Absorb items ``(instance, labels, otlp bytes, terminating, timing)`` (``instance``: the 16-byte id,
-        or a ``uuid.UUID``); ``timing`` is ``(push_interval_ms, expiry_ms)`` from the receiver context (either
-        None when not known), a bare push interval, or None. Undecodable payloads are counted through
-        ``count_payloads``; the slots of new series are appended to :attr:`fresh`."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
+        or a ``uuid.UUID``; ``labels``: the broker-added labels, a dict, or ``(client_info, node_id)`` to make
+        them from, :meth:`ClientInfo.labels`, only when the instance is new or its labels' source changed);
+        ``timing`` is ``(push_interval_ms, expiry_ms)`` from the receiver context (either None when not known),
+        a bare push interval, or None. Undecodable payloads are counted through ``count_payloads``; the slots of
+        new series are appended to :attr:`fresh`."""
         from ...errors import Kip714Error
 
         now = self.clock()
@@ -232,183 +244,255 @@ class SeriesStore:
         # instances are keyed by their 16 bytes (what the broker hands over: no uuid.UUID per push);
         # a uuid.UUID from a direct caller is keyed the same way
         items = [it if type(it[0]) is bytes else (it[0].bytes,) + tuple(it[1:]) for it in items]
-        # each payload decoded as it is taken (MetricsAccumulator), one table for the batch; a row's
-        # payload_index is its payload's place among the decodable ones (``items`` from here on)
+        # each payload walked as it is taken (MetricsAccumulator); the batch's values (or, when a payload's
+        # series must be looked up, its table) taken at once below. ``items`` from here on: the decodable
+        # ones, each with its labels as a dict; ``shapes``: each one's (seed, layout)
         accumulator = self._accumulator
         decoded = []
-        seeds = []
+        shapes = []
         with self._decoding:
+            seed_of = self._seeds
+            if len(seed_of) > 2 * len(self._instances) + 1024:  # (instances gone: made again when they push)
+                seed_of.clear()
             for item in items:
-                instance, labels = item[0], item[1]
-                seed = instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)
+                instance, source = item[0], item[1]
+                known = seed_of.get(instance)
+                if known is not None and (
+                    known[0] is source
+                    or (type(source) is tuple and known[0][0] is source[0] and known[0][1] == source[1])
+                    or (type(source) is dict and known[0] == source)
+                ):
+                    _, seed, labels = known
+                else:
+                    labels = source if type(source) is not tuple else source[0].labels(source[1], instance)
+                    seed = instance.hex() + "\x1c" + "\x1c".join(labels.get(n, "") for n in self.labels)
+                    seed_of[instance] = (source, seed, labels)
                 try:
-                    accumulator.append(item[2], {"_k": seed})
+                    accumulator.append(item[2])
                 except (Kip714Error, TypeError):  # not OTLP (or no payload at all): counted below
                     continue
-                decoded.append(item)
-                seeds.append(seed)
-            table, layouts = accumulator.flush_with_layouts()
-        undecodable = len(items) - len(decoded)
-        items = decoded
-        with self.lock:
-            if undecodable:
-                self.count_payloads("undecodable", undecodable)
-            vals, refs = self.slot_value, self._slot_refs
-            for instance, labels, _, terminating, timing in items:
-                inst = self._instances.get(instance)
-                if inst is None:
-                    inst = self._instances[instance] = _Instance(now)
-                    inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
-                    inst.software = software = (
-                        labels.get("client_software_name", ""),
-                        labels.get("client_software_version", ""),
-                    )
-                    self._software[software] = self._software.get(software, 0) + 1
-                    inst.live_slot = self._live_slot(inst.broker_labels)
-                else:
-                    inst.previous_seen, inst.last_seen = inst.last_seen, now
-                    inst.interval_s = now - inst.previous_seen
-                interval_ms, expiry_ms = timing if isinstance(timing, tuple) else (timing, None)
-                if interval_ms:
-                    inst.interval_s = interval_ms / 1000.0
-                inst.expiry_s = expiry_ms / 1000.0 if expiry_ms else None
-                if terminating:
-                    inst.terminated_at = now
-                inst.last_wall = wall
-                slot = inst.live_slot
-                if wall >= vals[slot] or refs[slot] == 1:
-                    vals[slot] = wall
-                else:  # the wall clock stepped back: the latest push may be another instance's
-                    self._live_unsettled = True
-                if self._expired_marks:  # back: it no longer counts as gone
-                    self._unmark_expired(inst.broker_labels)
-            self.payloads_absorbed += len(items)
-            n = table.num_rows
-            if not n:
-                return
-            self.points_absorbed += n
-            # A payload's *shape*: its instance and broker labels (the seed of its rows' keys) and its layout, which
-            # the decoder computed as it walked it (MetricsAccumulator.flush_with_layouts: what identifies each
-            # row's series, in order). An instance whose payload has the shape of its previous one (a client
-            # pushes the same series push after push) reuses that payload's sources, one per row: no key is
-            # made for its rows (only the rows of other payloads get keys, _row_keys): its sources live as long
-            # as the instance does (_drop_instance).
-            ends = np.cumsum(np.bincount(table.column("payload_index").to_numpy(), minlength=len(items)))
-            offsets = np.concatenate(([0], ends)).astype(np.int32)
-            shapes = list(zip(seeds, layouts))
-            src = [-1] * n
-            lookup: list[int] = []  # rows whose source is looked up by key
-            fresh_shapes: list[tuple[_Instance, tuple[str, int], int, int]] = []
-            refusing: list[tuple[_Instance, tuple[str, int], int, int]] = []  # same shape, rows refused last time
-            state = (self._slot_changes, self.series_count)
-            for i, (instance, _, _, _, _) in enumerate(items):
-                lo, hi = int(offsets[i]), int(offsets[i + 1])
-                if lo == hi:
-                    continue
-                inst = self._instances[instance]
-                shape = shapes[i]
-                if inst.shape == shape and inst.shape_state is None:
-                    src[lo:hi] = inst.shape_sources
-                elif inst.shape == shape and inst.shape_state == state:
-                    refusing.append((inst, shape, lo, hi))
-                else:
-                    lookup.extend(range(lo, hi))
-                    fresh_shapes.append((inst, shape, lo, hi))
-            if refusing and not lookup:
-                # nothing in this batch can create or free a series: the rows refused last time are refused
-                # again, and counted as they were
-                for inst, _, lo, hi in refusing:
-                    src[lo:hi] = inst.shape_sources
-                    assert inst.shape_refused is not None  # (set with shape_state)
-                    refused, replay = inst.shape_refused
-                    self.series_refused += refused
-                    for reason, k in replay.items():
-                        self._count(reason, k)
-            elif refusing:  # looked up with the rest, in row order
-                for inst, shape, lo, hi in refusing:
-                    lookup.extend(range(lo, hi))
-                    fresh_shapes.append((inst, shape, lo, hi))
-                lookup.sort()
-            if lookup:
-                get = self._sources.get
-                looked = _row_keys(table, lookup)
-                key_of = dict(zip(lookup, looked))
-                missing = []
-                for i, key in zip(lookup, looked):
-                    s = get(key, -1)
-                    src[i] = s
-                    if s < 0:
-                        missing.append(i)
-                counted: dict[int, tuple[int, dict[str, int]]] = {}  # what each refused row counted
-                if missing and self.series_count >= self.max_series:
-                    # at the cap only a series that exists already (another instance with the same labels)
-                    # can still get a source: refuse rows of unknown metrics in bulk, without per-row work
-                    known = pc.is_in(
-                        pc.take(table.column("metric"), pa.array(missing)),
-                        value_set=pa.array(list(self._otlp_names), pa.string()),
-                    ).to_pylist()
-                    refused = len(missing) - sum(known)
-                    if refused:
-                        self.series_refused += refused
-                        self._count("series-limit", refused)
-                        for i, k in zip(missing, known):
-                            if not k:
-                                counted[i] = (1, {"series-limit": 1})
-                        missing = [i for i, k in zip(missing, known) if k]
-                if missing:
-                    self._create_sources(table, missing, key_of, src, items, counted)
-                # a refusal is known to repeat only while the series stay as they were when it was made
-                unchanged = state == (self._slot_changes, self.series_count)
-                for inst, shape, lo, hi in fresh_shapes:
-                    sources = src[lo:hi]
-                    if inst.terminated_at is not None:
-                        continue
-                    if min(sources) >= 0:
-                        inst.shape, inst.shape_sources = shape, sources
-                        inst.shape_state = inst.shape_refused = None
-                        continue
-                    if not unchanged:
-                        inst.shape = None
-                        continue
-                    inst.shape, inst.shape_sources = shape, sources
-                    series_refused = 0
-                    counts: dict[str, int] = {}
-                    for i in range(lo, hi):
-                        if i in counted:
-                            series_refused += counted[i][0]
-                            for reason, k in counted[i][1].items():
-                                counts[reason] = counts.get(reason, 0) + k
-                    inst.shape_state, inst.shape_refused = state, (series_refused, counts)
-            src_a = np.array(src, dtype=np.int64)
-            ok = src_a >= 0
-            if not ok.all():
-                idx = np.nonzero(ok)[0]
-                src_a = src_a[idx]
-            else:
-                idx = None
-            if not len(src_a):
-                return
-            modes = np.frombuffer(self._src_mode, dtype=np.int8)[src_a]
-            slots = np.frombuffer(self._src_slot, dtype=np.int64)[src_a]
-            values = table.column("value").to_numpy()
-            if idx is not None:
-                values = values[idx]
-            self._apply_vector(modes, slots, values)
-            py = np.nonzero(modes == _PY)[0]
-            if len(py):
-                rows_idx = py if idx is None else idx[py]
-                sub = table.select(list(_PY_FIELDS)).take(pa.array(rows_idx)).to_pylist()
-                for row, s in zip(sub, src_a[py].tolist()):
-                    self._apply_row(s, row)
+                decoded.append((instance, labels, item[2], item[3], item[4]))
+                shapes.append((seed, accumulator.last_layout))
+            undecodable = len(items) - len(decoded)
+            items = decoded
+            with self.lock:
+                if undecodable:
+                    self.count_payloads("undecodable", undecodable)
+                known_shapes = self._touch(items, shapes, now, wall)
+                if known_shapes is not None:  # every payload has its instance's last series: their values only
+                    _, _, values = accumulator.flush_values()
+                    self._absorb_values(known_shapes, values)
+                    return
+                table, _ = accumulator.flush_with_layouts()
+                self._absorb_table(items, shapes, table)
 
-    def _apply_vector(self, modes: Any, slots: Any, values: Any) -> None:
+    def _touch(
+        self, items: list[Any], shapes: list[tuple[str, int | None]], now: float, wall: float
+    ) -> list[_Instance] | None:
+        """The instances of ``items`` pushed (made when new; their timing, liveness); returns each item's
+        instance when every payload has the shape of its instance's last one and all their points are applied
+        in bulk (:meth:`_absorb_values`), else None (the lock is held)."""
+        vals, refs = self.slot_number, self._slot_refs
+        known: list[_Instance] | None = []
+        for k, (instance, labels, _, terminating, timing) in enumerate(items):
+            inst = self._instances.get(instance)
+            if inst is None:
+                inst = self._instances[instance] = _Instance(now)
+                inst.broker_labels = tuple(labels.get(n, "") for n in self.labels)
+                inst.software = software = (
+                    labels.get("client_software_name", ""),
+                    labels.get("client_software_version", ""),
+                )
+                self._software[software] = self._software.get(software, 0) + 1
+                inst.live_slot = self._live_slot(inst.broker_labels)
+            else:
+                inst.previous_seen, inst.last_seen = inst.last_seen, now
+                inst.interval_s = now - inst.previous_seen
+            interval_ms, expiry_ms = timing if isinstance(timing, tuple) else (timing, None)
+            if interval_ms:
+                inst.interval_s = interval_ms / 1000.0
+            inst.expiry_s = expiry_ms / 1000.0 if expiry_ms else None
+            if terminating:
+                inst.terminated_at = now
+            inst.last_wall = wall
+            slot = inst.live_slot
+            if wall >= vals[slot] or refs[slot] == 1:
+                vals[slot] = wall
+            else:  # the wall clock stepped back: the latest push may be another instance's
+                self._live_unsettled = True
+            if self._expired_marks:  # back: it no longer counts as gone
+                self._unmark_expired(inst.broker_labels)
+            if known is not None:
+                if inst.shape_bulk and inst.shape_state is None and inst.shape == shapes[k]:
+                    known.append(inst)
+                else:
+                    known = None
+        self.payloads_absorbed += len(items)
+        return known
+
+    def _absorb_values(self, instances: list[_Instance], values: Any) -> None:
+        """The points of payloads whose series are their instance's last payload's (``instances``: theirs, one
+        per payload; ``values``: every row's value): applied with numpy to the series each instance's last
+        payload's rows had, no Python per point (the lock is held)."""
         import numpy as np
 
-        vals = self.slot_value
+        n = len(values)
+        self.points_absorbed += n
+        slots = np.frombuffer(b"".join([inst.shape_slots for inst in instances]), dtype=np.int64)
+        if len(slots) != n:  # (the layouts said the same series: never seen; nothing is applied rather than guess)
+            raise RuntimeError(f"{n} points for {len(slots)} known series")
+        if n:
+            modes = np.frombuffer(b"".join([inst.shape_modes for inst in instances]), dtype=np.int8)
+            self._apply_vector(modes, slots, np.frombuffer(values, dtype=np.float64))
+
+    def _absorb_table(self, items: list[Any], shapes: list[tuple[str, int | None]], table: Any) -> None:
+        """The points of a batch with payloads whose series must be looked up (a new instance, a new layout,
+        rows refused last time): its decoded ``table`` (the lock is held)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        seeds = [seed for seed, _ in shapes]
+        n = table.num_rows
+        if not n:
+            return
+        self.points_absorbed += n
+        # A payload's *shape*: its instance and broker labels (the seed of its rows' keys) and its layout, which
+        # the decoder computed as it walked it (MetricsAccumulator.flush_with_layouts: what identifies each
+        # row's series, in order). An instance whose payload has the shape of its previous one (a client
+        # pushes the same series push after push) reuses that payload's sources, one per row: no key is
+        # made for its rows (only the rows of other payloads get keys, _row_keys): its sources live as long
+        # as the instance does (_drop_instance).
+        ends = np.cumsum(np.bincount(table.column("payload_index").to_numpy(), minlength=len(items)))
+        offsets = np.concatenate(([0], ends)).astype(np.int32)
+        src = [-1] * n
+        lookup: list[int] = []  # rows whose source is looked up by key
+        fresh_shapes: list[tuple[_Instance, tuple[str, int | None], int, int]] = []
+        refusing: list[tuple[_Instance, tuple[str, int | None], int, int]] = []  # same shape, rows refused last time
+        state = (self._slot_changes, self.series_count)
+        for i, (instance, _, _, _, _) in enumerate(items):
+            lo, hi = int(offsets[i]), int(offsets[i + 1])
+            if lo == hi:
+                continue
+            inst = self._instances[instance]
+            shape = shapes[i]
+            if inst.shape == shape and inst.shape_state is None:
+                src[lo:hi] = inst.shape_sources
+            elif inst.shape == shape and inst.shape_state == state:
+                refusing.append((inst, shape, lo, hi))
+            else:
+                lookup.extend(range(lo, hi))
+                fresh_shapes.append((inst, shape, lo, hi))
+        if refusing and not lookup:
+            # nothing in this batch can create or free a series: the rows refused last time are refused
+            # again, and counted as they were
+            for inst, _, lo, hi in refusing:
+                src[lo:hi] = inst.shape_sources
+                assert inst.shape_refused is not None  # (set with shape_state)
+                refused, replay = inst.shape_refused
+                self.series_refused += refused
+                for reason, k in replay.items():
+                    self._count(reason, k)
+        elif refusing:  # looked up with the rest, in row order
+            for inst, shape, lo, hi in refusing:
+                lookup.extend(range(lo, hi))
+                fresh_shapes.append((inst, shape, lo, hi))
+            lookup.sort()
+        if lookup:
+            get = self._sources.get
+            looked = _row_keys(table, lookup, seeds)
+            key_of = dict(zip(lookup, looked))
+            missing = []
+            for i, key in zip(lookup, looked):
+                s = get(key, -1)
+                src[i] = s
+                if s < 0:
+                    missing.append(i)
+            counted: dict[int, tuple[int, dict[str, int]]] = {}  # what each refused row counted
+            if missing and self.series_count >= self.max_series:
+                # at the cap only a series that exists already (another instance with the same labels)
+                # can still get a source: refuse rows of unknown metrics in bulk, without per-row work
+                known = pc.is_in(
+                    pc.take(table.column("metric"), pa.array(missing)),
+                    value_set=pa.array(list(self._otlp_names), pa.string()),
+                ).to_pylist()
+                refused = len(missing) - sum(known)
+                if refused:
+                    self.series_refused += refused
+                    self._count("series-limit", refused)
+                    for i, k in zip(missing, known):
+                        if not k:
+                            counted[i] = (1, {"series-limit": 1})
+                    missing = [i for i, k in zip(missing, known) if k]
+            if missing:
+                self._create_sources(table, missing, key_of, src, items, counted)
+            # a refusal is known to repeat only while the series stay as they were when it was made
+            unchanged = state == (self._slot_changes, self.series_count)
+            src_modes, src_slots = self._src_mode, self._src_slot
+            for inst, shape, lo, hi in fresh_shapes:
+                sources = src[lo:hi]
+                if inst.terminated_at is not None:
+                    continue
+                if min(sources) >= 0:
+                    inst.shape, inst.shape_sources = shape, sources
+                    inst.shape_state = inst.shape_refused = None
+                    inst.shape_bulk = all(src_modes[x] != _PY for x in sources)
+                    if inst.shape_bulk:
+                        inst.shape_slots = array.array("q", [src_slots[x] for x in sources]).tobytes()
+                        inst.shape_modes = array.array("b", [src_modes[x] for x in sources]).tobytes()
+                    continue
+                if not unchanged:
+                    inst.shape = None
+                    inst.shape_bulk = False
+                    continue
+                inst.shape, inst.shape_sources = shape, sources
+                inst.shape_bulk = False
+                series_refused = 0
+                counts: dict[str, int] = {}
+                for i in range(lo, hi):
+                    if i in counted:
+                        series_refused += counted[i][0]
+                        for reason, k in counted[i][1].items():
+                            counts[reason] = counts.get(reason, 0) + k
+                inst.shape_state, inst.shape_refused = state, (series_refused, counts)
+        src_a = np.array(src, dtype=np.int64)
+        ok = src_a >= 0
+        if not ok.all():
+            idx = np.nonzero(ok)[0]
+            src_a = src_a[idx]
+        else:
+            idx = None
+        if not len(src_a):
+            return
+        modes = np.frombuffer(self._src_mode, dtype=np.int8)[src_a]
+        slots = np.frombuffer(self._src_slot, dtype=np.int64)[src_a]
+        values = table.column("value").to_numpy()
+        if idx is not None:
+            values = values[idx]
+        self._apply_vector(modes, slots, values)
+        py = np.nonzero(modes == _PY)[0]
+        if len(py):
+            rows_idx = py if idx is None else idx[py]
+            sub = table.select(list(_PY_FIELDS)).take(pa.array(rows_idx)).to_pylist()
+            for row, s in zip(sub, src_a[py].tolist()):
+                self._apply_row(s, row)
+
+    def _apply_vector(self, modes: Any, slots: Any, values: Any) -> None:
+        """The points of gauges and counters (``modes``, ``slots``, ``values``: numpy arrays, one entry per point,
+        in row order) applied to :attr:`slot_number` with numpy, as one by one in row order: a series set
+        twice keeps its last value, additions are made in order (``numpy.add.at``)."""
+        import numpy as np
+
+        vals = np.frombuffer(self.slot_number, dtype=np.float64)  # (a view: released before a slot is made)
         m = modes == _SET
         if m.any():
-            for s, v in zip(slots[m].tolist(), values[m].tolist()):
-                vals[s] = v
+            at, v = slots[m], values[m]
+            if len(at) > 1:
+                # the last point of each series wins: its first in reverse order
+                last_first, first = np.unique(at[::-1], return_index=True)
+                if len(last_first) < len(at):
+                    at, v = last_first, v[::-1][first]
+            vals[at] = v
         for mode in (_ADD_MONOTONIC, _ADD):
             m = modes == mode
             if not m.any():
@@ -420,8 +504,7 @@ class SeriesStore:
             bad = int(len(v) - good.sum())
             if bad:
                 self._count("invalid-value", bad)
-            for s, x in zip(slots[m][good].tolist(), v[good].tolist()):
-                vals[s] += x
+            np.add.at(vals, slots[m][good], v[good])
 
     def _apply_row(self, source: int, row: dict[str, Any]) -> None:
         """Cumulative sums, histograms, exponential histograms and summaries."""
@@ -437,7 +520,7 @@ class SeriesStore:
             prev = self._src_state.get(source)
             inc = v if prev is None or prev[0] != start or v < prev[1] else v - prev[1]
             self._src_state[source] = (start, v)
-            self.slot_value[slot] += inc
+            self.slot_number[slot] += inc
             return
         if kind == "summary":
             qs = row["quantiles"] or []
@@ -641,13 +724,18 @@ class SeriesStore:
             self._slot_key.append(None)
             self.slot_family.append(None)
             self._slot_refs.append(0)
-            self.slot_value.append(0.0)
+            self.slot_value.append(None)
+            self.slot_number.append(0.0)
             self._slot_weight.append(0)
             self._slot_otlp.append(None)
         self.fresh.append(slot)
         self.slot_family[slot] = family
         self._slot_refs[slot] = 0
-        self.slot_value[slot] = value
+        if family.type in ("gauge", "counter"):
+            self.slot_number[slot] = value
+            self.slot_value[slot] = None
+        else:
+            self.slot_value[slot] = value
         family.slots[slot] = labels
         return slot
 
@@ -691,7 +779,7 @@ class SeriesStore:
         if not self._live_unsettled:
             return
         self._live_unsettled = False
-        vals = self.slot_value
+        vals = self.slot_number
         order: dict[int, None] = {}
         for inst in self._instances.values():
             slot = inst.live_slot
@@ -707,7 +795,7 @@ class SeriesStore:
         slot = self._expired_marks.get(values)
         if slot is None:
             slot = self._expired_marks[values] = self._new_slot(self.expired_at, dict(zip(self.labels, values)), wall)
-        self.slot_value[slot] = wall
+        self.slot_number[slot] = wall
 
     def _unmark_expired(self, values: tuple[str, ...]) -> None:
         slot = self._expired_marks.pop(values, None)
@@ -779,7 +867,7 @@ class SeriesStore:
 
     def _prune_expired(self, wall: float) -> None:
         """Forget expiry markers older than the retention, and the oldest beyond ``_MAX_EXPIRED``."""
-        marks, vals = self._expired_marks, self.slot_value
+        marks, vals = self._expired_marks, self.slot_number
         for key in [k for k, slot in marks.items() if wall - vals[slot] > self.expired_retention_s]:
             self._unmark_expired(key)
         while len(marks) > _MAX_EXPIRED:
@@ -803,16 +891,17 @@ class SeriesStore:
             self.terminated += 1
 
 
-def _row_keys(table: Any, rows: list[int]) -> list[str]:
-    """The source key of each of ``rows`` of a decoded table: the seed (instance and broker labels), then what
-    identifies the row's series. The key text identifies a source; its separators could appear in a client's
-    own strings, which could only make that client's own series share a source (the seed comes first)."""
+def _row_keys(table: Any, rows: list[int], seeds: list[str]) -> list[str]:
+    """The source key of each of ``rows`` of a decoded table: the seed (instance and broker labels: ``seeds``,
+    one per payload), then what identifies the row's series. The key text identifies a source; its separators
+    could appear in a client's own strings, which could only make that client's own series share a source (the
+    seed comes first)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     sub = table.select(_KEY_COLUMNS).take(pa.array(rows, pa.int64()))
     keys = pc.binary_join_element_wise(
-        sub.column("_k"),
+        pc.take(pa.array(seeds, pa.string()), sub.column("payload_index")),
         sub.column("metric"),
         sub.column("unit"),
         sub.column("kind"),
@@ -830,8 +919,9 @@ def _row_keys(table: Any, rows: list[int]) -> list[str]:
     return result
 
 
-#: the columns a row's source key is made of (_row_keys): the seed, then what says which series the row is
-_KEY_COLUMNS = ("_k", *(c for c in _ROW_FIELDS if c != "description"))
+#: the columns a row's source key is made of (_row_keys): its payload's (the seed), then what says which series
+#: the row is
+_KEY_COLUMNS = ("payload_index", *(c for c in _ROW_FIELDS if c != "description"))
 
 
 def _map_text(column: Any) -> Any:
