@@ -320,6 +320,29 @@ class _LoopReceiver:
 
 
 class _LoopBatchReceiver(_LoopReceiver):
+    """A :class:`_LoopReceiver` that takes a read's pushes as columns: :class:`PushBatch` es and accepted
+    pushes' :class:`AcceptedBatch` es (``export_batch``), recorded as the Python twin's ``export_metrics``
+    records each push (its labels and context made from the columns)."""
+
+    def export_batch(self, batch) -> None:
+        from kip714.broker.receivers import ReceiverContext
+
+        for k, id16 in enumerate(batch.client_instance_ids):
+            info = batch.client_infos[k]
+            self.exports.append(
+                (
+                    id16,
+                    batch.terminating[k],
+                    "OTLP",
+                    batch.payloads[k],
+                    batch.compression_types[k],
+                    batch.subscription_ids[k],
+                    batch.received_at_ms,
+                    info.labels(batch.node_id, id16),
+                    ReceiverContext(info, batch.node_id, batch.push_intervals[k], None, batch.expiries[k]),
+                )
+            )
+
     def pushes_completed(self, batch) -> None:
         for k, id16 in enumerate(batch.client_instance_ids):
             self.pushes.append(
@@ -385,7 +408,7 @@ class LoopTwins:
     every field, receivers' calls, metrics), then the instance tables' consistency.
 
     Options: ``receiver`` ("none", "export": a receiver with ``export_metrics``, ``push_completed`` and
-    ``instance_closed``; "batch": one that also takes ``pushes_completed``; "raise": "export" whose
+    ``instance_closed``; "batch": one that also takes ``pushes_completed`` and ``export_batch``; "raise": "export" whose
     ``export_metrics`` raises on some payloads), ``decompress`` (the brokers' ``decompress_payloads``),
     ``max_instances``, ``telemetry_max_bytes``, ``max_frame_bytes`` (None: ``kip714 serve``'s default for the
     limit) and ``alter_open`` (the admin API may change the subscriptions: a Get's instance turns stale).

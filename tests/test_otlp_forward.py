@@ -197,6 +197,47 @@ def test_forwarded_points_equal_the_clients(receiver):
         )
 
 
+def test_a_reads_pushes_are_forwarded_from_its_columns(receiver):
+    """Through the broker's request loop the forwarder takes a read's accepted pushes as columns (export_batch:
+    no payload, context nor labels per push on the request path); what reaches the collector is what
+    export_metrics forwards: each client's resource with the chosen labels (made once per instance, again when
+    its connection's client info changes), its scope metrics as pushed. Oracle: opentelemetry-proto."""
+    from kip714 import SubscriptionRegistry, TelemetryBroker
+
+    r = receiver()
+    fwd = OtlpForwarder(r.url, labels=("client_id", "client_instance_id", "client_source_port"))
+    reg = SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    now = [1_000_000]
+    broker = TelemetryBroker(reg, receivers=[fwd], clock=lambda: now[0])
+    payloads = sample_payloads()[:3]
+    infos = [ClientInfo(client_id=f"c{k}", client_source_port=1000 + k) for k in range(len(payloads))]
+    gets = [broker.handle(kip714.GetTelemetrySubscriptionsRequest(), ci)[0] for ci in infos]
+    loop = broker.request_loop(1 << 20)
+    sent = []
+    try:
+        for rnd in range(2):  # the second round on a new connection's client info: labels made again
+            if rnd:
+                infos = [ClientInfo(client_id=f"c{k}", client_source_port=2000 + k) for k in range(len(payloads))]
+            for k, (get, data) in enumerate(zip(gets, payloads)):
+                req = kip714.PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, data)
+                answers, frame = broker.feed(loop, kip714.encode_request(req, k, "x", 0), lambda cid, k=k: infos[k])
+                assert frame is None and answers is not None
+                sent.append((get.client_instance_id, infos[k], data))
+            now[0] += 1000
+        assert fwd.flush(10) and wait(lambda: fwd.forwarded == len(sent))
+    finally:
+        fwd.close()
+    got = [rm for _, req in r.requests for rm in req.resource_metrics]
+    assert len(got) == len(sent)
+    for rm, (inst, ci, data) in zip(got, sent):
+        (want,) = MetricsData.FromString(data).resource_metrics
+        attrs = dict(attrs_of(rm.resource))
+        assert attrs["client_id"] == ci.client_id and attrs["client_instance_id"] == kip714.kafka_uuid_string(inst)
+        assert attrs["client_source_port"] == str(ci.client_source_port)
+        assert rm.scope_metrics == want.scope_metrics
+
+
 def test_503_then_200_delivers_once(receiver):
     r = receiver([(503, {"Retry-After": "0"}), (429, {}), (200, {})])
     fwd = OtlpForwarder(r.url, initial_backoff_s=0.01, compression="none")

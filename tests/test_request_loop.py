@@ -409,3 +409,62 @@ def test_payload_decompressor_other_codecs_match(ctype):
         assert _outcome(PayloadDecompressor(limit).decompress, data, ctype) == _outcome(
             kip714.decompress, data, ctype, limit
         )
+
+
+def test_a_receiver_taking_columns_gets_the_accepted_pushes_and_may_refuse_them():
+    """A receiver with ``export_batch`` gets a read's accepted pushes as an :class:`AcceptedBatch` (their
+    columns, in request order: what each one's TelemetryPayload and context would say); one that raises has
+    every push of that batch answered INVALID_RECORD and counted as a plugin error, as ``export_many``."""
+    from kip714.broker.receivers import AcceptedBatch
+
+    reg = kip714.SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    now = [1_000_000]
+    seen: list[AcceptedBatch] = []
+
+    class Columns:
+        raises = False
+
+        def export_metrics(self, context, payload):  # (never called: export_batch is)
+            raise AssertionError("export_batch takes the pushes")
+
+        def export_batch(self, batch):
+            seen.append(batch)
+            if self.raises:
+                raise ValueError("refused")
+
+    rec = Columns()
+    broker = kip714.TelemetryBroker(reg, receivers=[rec], clock=lambda: now[0], node_id=7)
+    info = kip714.ClientInfo(client_id="c", client_source_port=1)
+    gets = [broker.handle(GetTelemetrySubscriptionsRequest(), info)[0] for _ in range(2)]
+    loop = broker.request_loop(1 << 20)
+
+    def read(terminating=False):
+        frames = [
+            kip714.encode_request(
+                PushTelemetryRequest(g.client_instance_id, g.subscription_id, terminating, 0, b"\x0a" * (k + 1)),
+                k,
+                "c",
+                0,
+            )
+            for k, g in enumerate(gets)
+        ]
+        answers, frame = broker.feed(loop, b"".join(frames), lambda client_id: info)
+        assert frame is None and answers is not None
+        return [
+            kip714.decode_response(bytes(answers[i : i + 16]), 72, 0, size_prefixed=True).body.error_code
+            for i in range(0, 32, 16)
+        ]
+
+    assert read() == [0, 0]
+    (batch,) = seen
+    assert batch.client_instance_ids == [g.client_instance_id.bytes for g in gets]
+    assert batch.payloads == [b"\x0a", b"\x0a\x0a"] and batch.terminating == [False, False]
+    assert batch.client_infos == [info, info] and batch.node_id == 7 and batch.received_at_ms == now[0]
+    assert batch.subscription_ids == [g.subscription_id for g in gets] and batch.compression_types == [0, 0]
+    timing = broker.instances.timing(gets[0].client_instance_id.bytes)
+    assert batch.push_intervals == [100, 100] and (batch.push_intervals[0], batch.expiries[0]) == timing
+    rec.raises = True
+    now[0] += 1000
+    assert read(terminating=True) == [E.INVALID_RECORD, E.INVALID_RECORD]
+    assert len(seen) == 2 and broker.metrics()["plugin-error-count"] == 2

@@ -121,7 +121,11 @@ class BoundedQueueReceiver:
     def export_many(self, items: list[tuple[Any, Any]]) -> None:
         """Queue the accepted pushes of one read (``(context, payload)`` pairs, in order): what
         :meth:`export_metrics` does for each, under one hold of the queue lock while there is room."""
-        made = [self._item(context, payload) for context, payload in items]
+        self._enqueue_many([self._item(context, payload) for context, payload in items])
+
+    def _enqueue_many(self, made: list[Any]) -> None:
+        """Queue the items of one read's pushes (what :meth:`_item` makes, or a subclass's ``export_batch``), in
+        order: under one hold of the queue lock while there is room, else item by item (the full-queue policy)."""
         if self._thread is None:
             self._process(made)
             return

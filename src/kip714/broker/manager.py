@@ -47,6 +47,7 @@ from .._protocol import (
 )
 from ..errors import Kip714Error, TelemetryTooLargeError
 from .receivers import (
+    AcceptedBatch,
     ClientSubscription,
     InstanceCloseObserver,
     PushBatch,
@@ -411,26 +412,54 @@ class TelemetryBroker:
         node_id: int,
         now_ms: int,
     ) -> set[int]:
-        """The accepted pushes of a batch (``accepted``: their rows) to every receiver: at once to those with
-        ``export_many``, one by one to the others, as :meth:`_export_data` hands one push. Returns the indices
-        into ``accepted`` of the pushes a receiver raised on (answered INVALID_RECORD, as by :meth:`handle`)."""
+        """The accepted pushes of a batch (``accepted``: their rows) to every receiver: as columns to those with
+        ``export_batch`` (an :class:`AcceptedBatch`), at once to those with ``export_many``, one by one to the
+        others, as :meth:`_export_data` hands one push. Returns the indices into ``accepted`` of the pushes a
+        receiver raised on (answered INVALID_RECORD, as by :meth:`handle`)."""
         started = time.perf_counter()
         raw_type = not self.decompress_payloads
-        items = []
-        for k in accepted:
-            id16, info = ids[k], infos[k]
-            payload = TelemetryPayload._accepted(
-                id16, terminating[k], datas[k], info, node_id, ctypes[k] if raw_type else 0, sids[k], now_ms
-            )
-            interval, expiry = self._timing(id16, None)
-            items.append((self._context(info, node_id, interval, None, expiry), payload))
+        items: list[tuple[ReceiverContext, TelemetryPayload]] | None = None  # made for the receivers that need them
         failed: set[int] = set()
         for receiver in self._takers:
+            columns = getattr(receiver, "export_batch", None)
+            if columns is not None:
+                keep = [k for j, k in enumerate(accepted) if j not in failed] if failed else accepted
+                timing = self._timing
+                timings = [timing(ids[k], None) for k in keep]
+                batch = AcceptedBatch(
+                    now_ms,
+                    node_id,
+                    [ids[k] for k in keep],
+                    [infos[k] for k in keep],
+                    [terminating[k] for k in keep],
+                    [datas[k] for k in keep],
+                    [ctypes[k] for k in keep] if raw_type else [0] * len(keep),
+                    [sids[k] for k in keep],
+                    [t[0] for t in timings],
+                    [t[1] for t in timings],
+                )
+                try:
+                    columns(batch)
+                    continue
+                except Exception:
+                    log.warning("telemetry receiver %r failed", receiver, exc_info=True)
+                    self._count("plugin-error", len(accepted) - len(failed))
+                    failed.update(range(len(accepted)))
+                    break
+            if items is None:
+                items = []
+                for k in accepted:
+                    id16, info = ids[k], infos[k]
+                    payload = TelemetryPayload._accepted(
+                        id16, terminating[k], datas[k], info, node_id, ctypes[k] if raw_type else 0, sids[k], now_ms
+                    )
+                    interval, expiry = self._timing(id16, None)
+                    items.append((self._context(info, node_id, interval, None, expiry), payload))
             many = getattr(receiver, "export_many", None)
             if many is not None:
-                batch = items if not failed else [item for j, item in enumerate(items) if j not in failed]
+                batch_items = items if not failed else [item for j, item in enumerate(items) if j not in failed]
                 try:
-                    many(batch)
+                    many(batch_items)
                     continue
                 except Exception:
                     log.warning("telemetry receiver %r failed", receiver, exc_info=True)
@@ -447,11 +476,11 @@ class TelemetryBroker:
                     self._count("plugin-error")
                     failed.add(j)
         elapsed = (time.perf_counter() - started) * 1000.0
-        exported = len(items) - len(failed)
+        exported = len(accepted) - len(failed)
         with self._lock:
             self._counts["plugin-export"] += exported
             self._export_time_total += elapsed
-            per_push = elapsed / len(items)
+            per_push = elapsed / len(accepted)
             if per_push > self._export_time_max:
                 self._export_time_max = per_push
         return failed

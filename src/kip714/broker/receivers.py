@@ -17,6 +17,7 @@ from .bounded_queue import BoundedQueueReceiver
 from .subscriptions import ClientInfo
 
 __all__ = [
+    "AcceptedBatch",
     "BackgroundReceiver",
     "CallbackReceiver",
     "ClientSubscription",
@@ -260,7 +261,8 @@ class TelemetryReceiver(Protocol):
     when the connection an instance used closes. A receiver whose ``export_metrics`` does nothing (it records
     through ``push_completed``) may say so with ``takes_payloads = False``: the broker then builds no payload for
     it. One with ``export_many(items)`` takes the accepted pushes of one read at once (``(context, payload)``
-    pairs, in order), instead of one ``export_metrics`` call each."""
+    pairs, in order), instead of one ``export_metrics`` call each; one with ``export_batch(batch)`` takes them as
+    columns (an :class:`AcceptedBatch`: no payload, context or labels made per push), before ``export_many``."""
 
     def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
 
@@ -291,6 +293,28 @@ class PushBatch:
     compression_types: list[int]
     error_codes: list[int]
     payloads: list[bytes]
+
+
+@dataclass(slots=True)
+class AcceptedBatch:
+    """The accepted non-empty pushes of one read that the endpoint's request loop decided, as columns (one list
+    per field, one entry per push, in request order): what a receiver with ``export_batch`` receives instead of
+    a ``(context, payload)`` pair per push. Each push's fields are its :class:`TelemetryPayload`'s (``payloads``:
+    its ``data``; its ``labels`` are ``client_infos[k].labels(node_id, client_instance_ids[k])``, left to the
+    receiver to make when it needs them) and its context's (``push_intervals``, ``expiries``: the
+    :class:`ReceiverContext`'s ``push_interval_ms`` and ``expiry_ms``); all of them came on one connection to
+    ``node_id`` and were received at ``received_at_ms``."""
+
+    received_at_ms: int
+    node_id: int
+    client_instance_ids: list[bytes]
+    client_infos: list[ClientInfo]
+    terminating: list[bool]
+    payloads: list[bytes]
+    compression_types: list[int]
+    subscription_ids: list[int]
+    push_intervals: list[int | None]
+    expiries: list[int | None]
 
 
 class PushBatchObserver(Protocol):

@@ -151,6 +151,8 @@ class OtlpForwarder(BoundedQueueReceiver):
         self._tls_warned = False
         self._outage: dict[str, Any] | None = None  # while the collector cannot be reached: failed requests, drops
         self._gave_up_said = False  # a batch given up was logged; reset when one is delivered
+        # instance → (its client info and node id when last seen, their labels' encoded attributes): the sender's
+        self._by_instance: dict[bytes, tuple[Any, int, Any]] = {}
         super().__init__(max_queue=max_queue, batch=max_batch_payloads, thread_name="kip714-otlp", linger_s=linger_s)
 
     @property
@@ -163,6 +165,18 @@ class OtlpForwarder(BoundedQueueReceiver):
     def _item(self, context: Any, payload: Any) -> tuple[Any, ...]:
         labels = payload.labels
         return tuple((n, labels.get(n, "")) for n in self.labels), payload.data
+
+    def export_batch(self, batch: Any) -> None:
+        """Queue the accepted pushes of one read (a :class:`~kip714.broker.receivers.AcceptedBatch`): per push,
+        its instance, where its labels come from and its payload; the sender makes the labels once per instance
+        (:meth:`_process`)."""
+        node = batch.node_id
+        self._enqueue_many(
+            [
+                ((instance, info, node), data)
+                for instance, info, data in zip(batch.client_instance_ids, batch.client_infos, batch.payloads)
+            ]
+        )
 
     def _take(self) -> list[Any]:
         """Up to ``max_batch_payloads`` payloads, and no more once ``max_batch_bytes`` are taken."""
@@ -182,10 +196,22 @@ class OtlpForwarder(BoundedQueueReceiver):
 
         parts = []
         encoded: dict[tuple[Any, ...], Any] = {}
+        by_instance = self._by_instance
+        if len(by_instance) > 65536:  # (instances gone: made again when they push)
+            by_instance.clear()
         for labels, data in items:
-            attrs = encoded.get(labels)
-            if attrs is None:
-                attrs = encoded[labels] = encode_attributes(labels)
+            if labels and type(labels[0]) is bytes:  # (instance, client info, node id): from export_batch
+                known = by_instance.get(labels[0])
+                if known is not None and known[0] is labels[1] and known[1] == labels[2]:
+                    attrs = known[2]
+                else:
+                    made = labels[1].labels(labels[2], labels[0])
+                    attrs = encode_attributes(tuple((n, made.get(n, "")) for n in self.labels))
+                    by_instance[labels[0]] = (labels[1], labels[2], attrs)
+            else:
+                attrs = encoded.get(labels)
+                if attrs is None:
+                    attrs = encoded[labels] = encode_attributes(labels)
             try:
                 parts.append(add_resource_attributes(data, attrs))
             except Kip714Error:

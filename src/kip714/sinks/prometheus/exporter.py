@@ -156,6 +156,25 @@ class PrometheusExporter(BoundedQueueReceiver):
             (getattr(context, "push_interval_ms", None), getattr(context, "expiry_ms", None)),
         )
 
+    def export_batch(self, batch: Any) -> None:
+        """Queue the accepted pushes of one read (a :class:`~kip714.broker.receivers.AcceptedBatch`): per push, a
+        tuple of its columns; the labels are made on the worker, once per instance
+        (:meth:`.store.SeriesStore.absorb`)."""
+        node = batch.node_id
+        self._enqueue_many(
+            [
+                (instance, (info, node), data, terminating, (interval, expiry))
+                for instance, info, data, terminating, interval, expiry in zip(
+                    batch.client_instance_ids,
+                    batch.client_infos,
+                    batch.payloads,
+                    batch.terminating,
+                    batch.push_intervals,
+                    batch.expiries,
+                )
+            ]
+        )
+
     def push_completed(self, context: Any, request: Any, error_code: int, received_at_ms: int) -> None:
         """Count every push by the error code it was answered with (``kip714_pushes_total``). Runs on the
         request path for every push: under a lock of its own, not the store's (which a batch being absorbed
