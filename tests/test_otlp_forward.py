@@ -87,6 +87,32 @@ def test_splice_refuses_malformed_bytes(bad):
 
 
 @pytest.mark.unit
+def test_splicing_many_payloads_joins_what_splicing_each_gives():
+    """add_resource_attributes_all: each payload with its own attributes, the results in one buffer, equal to
+    joining add_resource_attributes' results; the payloads it refuses (truncations, garbage) are left out and
+    named, exactly those add_resource_attributes refuses. Oracle of the joined body: opentelemetry-proto."""
+    from kip714._otlp_splice import add_resource_attributes_all
+
+    base = ob.payload([ob.gauge("a", 1.0, {"k": "v"})], resource={"x": "y", "client_id": "own"})
+    payloads = [data[:n] for data in [base, *sample_payloads()[:2]] for n in (len(data), len(data) - 3, 5)]
+    payloads += [b"", b"\xff\xff", ob.payload([ob.gauge("b", 2.0)])]
+    attrs = [encode_attributes([("client_id", f"c{k}"), ("n", str(k))][: k % 3]) for k in range(len(payloads))]
+    body, malformed = add_resource_attributes_all(payloads, attrs)
+    want, refused = [], []
+    for k, (data, enc) in enumerate(zip(payloads, attrs)):
+        try:
+            want.append(add_resource_attributes(data, enc))
+        except CorruptPayloadError:
+            refused.append(k)
+    assert malformed == refused and 0 < len(refused) < len(payloads)
+    assert body == b"".join(want)
+    parsed = MetricsData.FromString(body)
+    assert len(parsed.resource_metrics) == sum(len(MetricsData.FromString(w).resource_metrics) for w in want)
+    with pytest.raises(ValueError):
+        add_resource_attributes_all(payloads, attrs[:-1])
+
+
+@pytest.mark.unit
 def test_splice_never_reads_out_of_bounds_on_truncations():
     data = ob.payload([ob.gauge("a", 1.0, {"k": "v"})], resource={"x": "y"})
     enc = encode_attributes([("client_id", "c")])

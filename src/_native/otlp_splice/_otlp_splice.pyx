@@ -20,7 +20,7 @@ from libc.string cimport memcmp, memcpy
 
 from kip714.errors import CorruptPayloadError
 
-__all__ = ["add_resource_attributes", "encode_attributes"]
+__all__ = ["add_resource_attributes", "add_resource_attributes_all", "encode_attributes"]
 
 DEF MAX_KEYS = 16
 
@@ -101,7 +101,7 @@ cdef inline Py_ssize_t next_field(const uint8_t* p, Py_ssize_t pos, Py_ssize_t e
 
 
 cdef int mark_present_keys(const uint8_t* p, Py_ssize_t start, Py_ssize_t end, int nkeys,
-                           const uint8_t** keys, Py_ssize_t* key_lens, int* present) noexcept nogil:
+                           const uint8_t* const* keys, const Py_ssize_t* key_lens, int* present) noexcept nogil:
     """Walks a Resource's fields; for every attribute (field 1: KeyValue) whose key (field 1) equals one
     of ``keys``, sets ``present[i]``. Returns -1 when the Resource is malformed."""
     cdef Py_ssize_t pos = start, q, kpos, kend
@@ -147,117 +147,195 @@ cdef bytes _varint(uint64_t v):
     return PyBytes_FromStringAndSize(<char*>buf, n)
 
 
+cdef struct Attrs:
+    int n
+    Py_ssize_t extra_all                 # every attribute's field bytes
+    const uint8_t* keys[MAX_KEYS]
+    Py_ssize_t key_lens[MAX_KEYS]
+    const uint8_t* fields[MAX_KEYS]
+    Py_ssize_t field_lens[MAX_KEYS]
+
+
+cdef int _attrs(list attributes, Attrs* a) except -1:
+    """``attributes`` (from :func:`encode_attributes`, kept alive by the caller) into ``a``."""
+    cdef int i
+    cdef bytes kb, fb
+    a.n = len(attributes)
+    if a.n > MAX_KEYS:
+        raise ValueError(f"at most {MAX_KEYS} attributes")
+    a.extra_all = 0
+    for i in range(a.n):
+        kb, fb = attributes[i]
+        a.keys[i] = <const uint8_t*>PyBytes_AS_STRING(kb)
+        a.key_lens[i] = len(kb)
+        a.fields[i] = <const uint8_t*>PyBytes_AS_STRING(fb)
+        a.field_lens[i] = len(fb)
+        a.extra_all += a.field_lens[i]
+    return 0
+
+
+cdef Py_ssize_t _bound(const uint8_t* p, Py_ssize_t n, const Attrs* a, Py_ssize_t* err) noexcept nogil:
+    """The most bytes :func:`_splice` writes for ``p[:n]`` (each ResourceMetrics grows by at most its attributes
+    + 2 × 10 + 1); -1 when a top-level field is malformed (``err``: where)."""
+    cdef Py_ssize_t pos = 0, q, count = 0
+    cdef uint64_t number
+    cdef Field f
+    while pos < n:
+        q = next_field(p, pos, n, &number, &f)
+        if q < 0:
+            err[0] = pos
+            return -1
+        if number == 1:
+            count += 1
+        pos = q
+    return n + count * (a.extra_all + 21)
+
+
+cdef Py_ssize_t _splice(const uint8_t* p, Py_ssize_t n, const Attrs* a, uint8_t* o, Py_ssize_t* err) noexcept nogil:
+    """``p[:n]`` with the attributes added into ``o`` (:func:`_bound` bytes at least): the bytes written, or -1 (a
+    malformed top-level field: :func:`_bound` refused it first), -2 (a malformed ResourceMetrics field) or -3 (a
+    malformed Resource), ``err`` saying where."""
+    cdef int present[MAX_KEYS]
+    cdef Py_ssize_t pos = 0, q, w = 0
+    cdef Py_ssize_t rpos, rend, res_start, extra, new_res_len, new_rm_len
+    cdef Py_ssize_t res_body = 0, res_end = 0
+    cdef uint64_t number, rnum
+    cdef Field f, rf
+    cdef int i
+    cdef int nkeys = a.n
+    while pos < n:
+        q = next_field(p, pos, n, &number, &f)
+        if q < 0:                             # (checked by _bound: never)
+            err[0] = pos
+            return -1
+        if number != 1:
+            memcpy(o + w, p + pos, q - pos)
+            w += q - pos
+            pos = q
+            continue
+        # a ResourceMetrics: find its last Resource (field 1)
+        res_start = -1
+        rpos = f.body
+        rend = f.end
+        while rpos < rend:
+            q = next_field(p, rpos, rend, &rnum, &rf)
+            if q < 0:
+                err[0] = rpos
+                return -2
+            if rnum == 1:
+                res_start, res_body, res_end = rf.start, rf.body, rf.end
+            rpos = q
+        for i in range(nkeys):
+            present[i] = 0
+        if res_start >= 0 and mark_present_keys(p, res_body, res_end, nkeys, a.keys, a.key_lens, present) < 0:
+            err[0] = res_body
+            return -3
+        extra = 0
+        for i in range(nkeys):
+            if not present[i]:
+                extra += a.field_lens[i]
+        if extra == 0:
+            memcpy(o + w, p + f.start, f.end - f.start)
+            w += f.end - f.start
+            pos = f.end
+            continue
+        if res_start >= 0:
+            new_res_len = (res_end - res_body) + extra
+            new_rm_len = (f.end - f.body) - (res_end - res_start) + 1 + varint_size(new_res_len) + new_res_len
+        else:
+            new_res_len = extra
+            new_rm_len = (f.end - f.body) + 1 + varint_size(new_res_len) + new_res_len
+        o[w] = 0x0A
+        w = write_varint(o, w + 1, new_rm_len)
+        if res_start < 0:
+            o[w] = 0x0A
+            w = write_varint(o, w + 1, new_res_len)
+            for i in range(nkeys):
+                memcpy(o + w, a.fields[i], a.field_lens[i])
+                w += a.field_lens[i]
+            memcpy(o + w, p + f.body, f.end - f.body)
+            w += f.end - f.body
+        else:
+            memcpy(o + w, p + f.body, res_start - f.body)             # fields before the Resource
+            w += res_start - f.body
+            o[w] = 0x0A
+            w = write_varint(o, w + 1, new_res_len)
+            memcpy(o + w, p + res_body, res_end - res_body)           # the client's attributes
+            w += res_end - res_body
+            for i in range(nkeys):
+                if not present[i]:
+                    memcpy(o + w, a.fields[i], a.field_lens[i])
+                    w += a.field_lens[i]
+            memcpy(o + w, p + res_end, f.end - res_end)               # fields after it
+            w += f.end - res_end
+        pos = f.end
+    return w
+
+
+cdef str _malformed(Py_ssize_t rc, Py_ssize_t at):
+    if rc == -1:
+        return f"not an OTLP MetricsData message (malformed field at byte {at})"
+    if rc == -2:
+        return f"not an OTLP MetricsData message (malformed ResourceMetrics field at byte {at})"
+    return f"not an OTLP MetricsData message (malformed Resource at byte {at})"
+
+
 def add_resource_attributes(const uint8_t[::1] data, list attributes):
     """``data`` (OTLP MetricsData) with ``attributes`` (from :func:`encode_attributes`) added to the
     Resource of every ResourceMetrics; a key already on that Resource is not added again."""
     cdef Py_ssize_t n = data.shape[0]
     cdef const uint8_t* p = &data[0] if n else NULL
-    cdef int nkeys = len(attributes)
-    if nkeys > MAX_KEYS:
-        raise ValueError(f"at most {MAX_KEYS} attributes")
-    cdef const uint8_t* keys[MAX_KEYS]
-    cdef Py_ssize_t key_lens[MAX_KEYS]
-    cdef const uint8_t* fields[MAX_KEYS]
-    cdef Py_ssize_t field_lens[MAX_KEYS]
-    cdef int present[MAX_KEYS]
-    cdef Py_ssize_t extra_all = 0
-    cdef int i
-    cdef bytes kb, fb
-    refs = []
-    for i in range(nkeys):
-        kb, fb = attributes[i]
-        refs.append((kb, fb))
-        keys[i] = <const uint8_t*>PyBytes_AS_STRING(kb)
-        key_lens[i] = len(kb)
-        fields[i] = <const uint8_t*>PyBytes_AS_STRING(fb)
-        field_lens[i] = len(fb)
-        extra_all += field_lens[i]
-    # first pass: count ResourceMetrics to size the output (each grows by at most extra + 2 × 10 + 1)
-    cdef Py_ssize_t pos = 0, q
-    cdef uint64_t number
-    cdef Field f
-    cdef Py_ssize_t count = 0
-    while pos < n:
-        q = next_field(p, pos, n, &number, &f)
-        if q < 0:
-            raise CorruptPayloadError(f"not an OTLP MetricsData message (malformed field at byte {pos})")
-        if number == 1:
-            count += 1
-        pos = q
-    if count == 0 or nkeys == 0:
+    cdef Attrs a
+    cdef Py_ssize_t bound, w, err = 0
+    _attrs(attributes, &a)
+    bound = _bound(p, n, &a, &err)
+    if bound < 0:
+        raise CorruptPayloadError(_malformed(-1, err))
+    if bound == n or a.n == 0:                # no ResourceMetrics, or nothing to add
         return bytes(data)
-    out = PyBytes_FromStringAndSize(NULL, n + count * (extra_all + 21))
+    out = PyBytes_FromStringAndSize(NULL, bound)
     cdef uint8_t* o = <uint8_t*>PyBytes_AS_STRING(out)
-    cdef Py_ssize_t w = 0
-    cdef Py_ssize_t rpos, rend, res_start, extra, new_res_len, new_rm_len
-    cdef Py_ssize_t res_body = 0, res_end = 0
-    cdef uint64_t rnum
-    cdef Field rf
-    pos = 0
     with nogil:
-        while pos < n:
-            q = next_field(p, pos, n, &number, &f)
-            if number != 1:
-                memcpy(o + w, p + pos, q - pos)
-                w += q - pos
-                pos = q
-                continue
-            # a ResourceMetrics: find its last Resource (field 1)
-            res_start = -1
-            rpos = f.body
-            rend = f.end
-            while rpos < rend:
-                q = next_field(p, rpos, rend, &rnum, &rf)
-                if q < 0:
-                    with gil:
-                        raise CorruptPayloadError(f"not an OTLP MetricsData message (malformed ResourceMetrics "
-                                                  f"field at byte {rpos})")
-                if rnum == 1:
-                    res_start, res_body, res_end = rf.start, rf.body, rf.end
-                rpos = q
-            for i in range(nkeys):
-                present[i] = 0
-            if res_start >= 0 and mark_present_keys(p, res_body, res_end, nkeys, keys, key_lens, present) < 0:
-                with gil:
-                    raise CorruptPayloadError(f"not an OTLP MetricsData message (malformed Resource at byte "
-                                              f"{res_body})")
-            extra = 0
-            for i in range(nkeys):
-                if not present[i]:
-                    extra += field_lens[i]
-            if extra == 0:
-                memcpy(o + w, p + f.start, f.end - f.start)
-                w += f.end - f.start
-                pos = f.end
-                continue
-            if res_start >= 0:
-                new_res_len = (res_end - res_body) + extra
-                new_rm_len = (f.end - f.body) - (res_end - res_start) + 1 + varint_size(new_res_len) + new_res_len
-            else:
-                new_res_len = extra
-                new_rm_len = (f.end - f.body) + 1 + varint_size(new_res_len) + new_res_len
-            o[w] = 0x0A
-            w = write_varint(o, w + 1, new_rm_len)
-            if res_start < 0:
-                o[w] = 0x0A
-                w = write_varint(o, w + 1, new_res_len)
-                for i in range(nkeys):
-                    memcpy(o + w, fields[i], field_lens[i])
-                    w += field_lens[i]
-                memcpy(o + w, p + f.body, f.end - f.body)
-                w += f.end - f.body
-            else:
-                memcpy(o + w, p + f.body, res_start - f.body)             # fields before the Resource
-                w += res_start - f.body
-                o[w] = 0x0A
-                w = write_varint(o, w + 1, new_res_len)
-                memcpy(o + w, p + res_body, res_end - res_body)           # the client's attributes
-                w += res_end - res_body
-                for i in range(nkeys):
-                    if not present[i]:
-                        memcpy(o + w, fields[i], field_lens[i])
-                        w += field_lens[i]
-                memcpy(o + w, p + res_end, f.end - res_end)               # fields after it
-                w += f.end - res_end
-            pos = f.end
+        w = _splice(p, n, &a, o, &err)
+    if w < 0:
+        raise CorruptPayloadError(_malformed(w, err))
     return out[:w]
+
+
+def add_resource_attributes_all(list payloads, list attributes):
+    """:func:`add_resource_attributes` for many payloads at once, the results joined: ``(body, malformed)``,
+    the concatenation of each payload (``bytes``) with its ``attributes[k]`` added (what joining
+    :func:`add_resource_attributes`'s results gives; concatenated MetricsData messages are one), and the
+    indices of the payloads left out because they are malformed. One output buffer, no object per payload."""
+    cdef Py_ssize_t count = len(payloads), k, total = 0, w = 0, rc, err = 0, n
+    cdef Attrs a
+    cdef bytes data, out
+    cdef list bounds = [], malformed = []
+    if len(attributes) != count:
+        raise ValueError("one attribute list per payload")
+    for k in range(count):
+        data = payloads[k]
+        _attrs(attributes[k], &a)
+        rc = _bound(<const uint8_t*>PyBytes_AS_STRING(data), len(data), &a, &err)
+        bounds.append(rc)
+        if rc > 0:
+            total += rc
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t* o = <uint8_t*>PyBytes_AS_STRING(out)
+    for k in range(count):
+        if <Py_ssize_t>bounds[k] < 0:
+            malformed.append(k)
+            continue
+        data = payloads[k]
+        n = len(data)
+        _attrs(attributes[k], &a)
+        if a.n == 0:
+            memcpy(o + w, PyBytes_AS_STRING(data), n)
+            w += n
+            continue
+        rc = _splice(<const uint8_t*>PyBytes_AS_STRING(data), n, &a, o + w, &err)
+        if rc < 0:
+            malformed.append(k)
+            continue
+        w += rc
+    return out[:w] if w != total else out, malformed

@@ -42,6 +42,10 @@ __all__ = [
 
 log = logging.getLogger("kip714.otlp")
 
+#: The gzip level of a request body: zlib's fastest (level 6, zlib's default, spent 2.6 times its CPU on the
+#: forwarder's batches of librdkafka pushes for a body 13 % smaller).
+GZIP_LEVEL = 1
+
 #: Statuses the OTLP/HTTP specification says to retry.
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -191,10 +195,10 @@ class OtlpForwarder(BoundedQueueReceiver):
     # ------------------------------------------------------------------ sender
 
     def _process(self, items: list[Any]) -> None:
-        from .._otlp_splice import add_resource_attributes, encode_attributes
-        from ..errors import Kip714Error
+        from .._otlp_splice import add_resource_attributes_all, encode_attributes
 
-        parts = []
+        datas: list[bytes] = []
+        attributes: list[Any] = []
         encoded: dict[tuple[Any, ...], Any] = {}
         by_instance = self._by_instance
         if len(by_instance) > 65536:  # (instances gone: made again when they push)
@@ -212,21 +216,24 @@ class OtlpForwarder(BoundedQueueReceiver):
                 attrs = encoded.get(labels)
                 if attrs is None:
                     attrs = encoded[labels] = encode_attributes(labels)
+            datas.append(data if type(data) is bytes else bytes(data))
+            attributes.append(attrs)
+        # every payload's resources labelled into one request body at once (the malformed ones left out)
+        body, malformed = add_resource_attributes_all(datas, attributes)
+        if malformed:
+            self._drop("malformed", len(malformed))
+        count = len(datas) - len(malformed)
+        if count:
             try:
-                parts.append(add_resource_attributes(data, attrs))
-            except Kip714Error:
-                self._drop("malformed")
-        if parts:
-            try:
-                self._send(parts)
+                self._send(body, count)
             except Exception:  # a bug must not stop the forwarder; the batch is counted
                 log.exception("OTLP forwarder failed")
-                self._drop("internal-error", len(parts))
+                self._drop("internal-error", count)
 
-    def _send(self, parts: list[bytes]) -> None:
-        body = b"".join(parts)
+    def _send(self, body: bytes, count: int) -> None:
+        """POST ``body`` (``count`` payloads' ResourceMetrics), retried as the module docstring says."""
         if self.compression == "gzip":
-            body = gzip.compress(body, compresslevel=6)
+            body = gzip.compress(body, compresslevel=GZIP_LEVEL)
         started = time.monotonic()
         backoff = self.initial_backoff_s
         while True:
@@ -235,24 +242,24 @@ class OtlpForwarder(BoundedQueueReceiver):
                 self._reachable()
             if status is not None and 200 <= status < 300:
                 with self._lock:
-                    self.forwarded += len(parts)
+                    self.forwarded += count
                 self._gave_up_said = False
                 return
             if status is not None and status not in RETRYABLE_STATUSES:
-                log.warning("OTLP export refused with HTTP %s: %d payloads dropped", status, len(parts))
-                self._drop("rejected", len(parts))
+                log.warning("OTLP export refused with HTTP %s: %d payloads dropped", status, count)
+                self._drop("rejected", count)
                 return
             if wait is None:
                 wait = backoff * random.uniform(0.5, 1.0)
                 backoff = min(backoff * 2, self.max_backoff_s)
             wait = min(wait, self.max_backoff_s)
             if self._closed:  # close() gave up on it: counted and said with what was queued
-                self._drop("shutdown", len(parts))
+                self._drop("shutdown", count)
                 return
             if time.monotonic() + wait - started > self.max_elapsed_s:
-                self._drop("retries-exhausted", len(parts))
+                self._drop("retries-exhausted", count)
                 if self._outage is not None:
-                    self._outage["dropped"] += len(parts)
+                    self._outage["dropped"] += count
                 if not self._gave_up_said:
                     self._gave_up_said = True
                     log.warning(
@@ -261,7 +268,7 @@ class OtlpForwarder(BoundedQueueReceiver):
                         "a batch is delivered)",
                         self.url,
                         time.monotonic() - started,
-                        len(parts),
+                        count,
                     )
                 return
             with self._lock:

@@ -260,14 +260,15 @@ def run(bench: Bench) -> None:
         extra={"payload_bytes": len(data)},
     )
     fwd._queue.clear()
-    from kip714._otlp_splice import add_resource_attributes, encode_attributes
+    from kip714._otlp_splice import add_resource_attributes, add_resource_attributes_all, encode_attributes
+    from kip714.sinks.otlp_forward import GZIP_LEVEL
 
     labels = tuple((k, payload.labels[k]) for k in ("client_id", "client_instance_id"))
     batch = [data] * 100
 
-    def sender_work():
+    def sender_work():  # (what OtlpForwarder._process does with a batch: one splice call, the sender's gzip level)
         enc = encode_attributes(labels)
-        return gzip.compress(b"".join([add_resource_attributes(d, enc) for d in batch]), 6)
+        return gzip.compress(add_resource_attributes_all(batch, [enc] * len(batch))[0], GZIP_LEVEL)
 
     def sender_peer():
         from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -280,7 +281,7 @@ def run(bench: Bench) -> None:
                 for k, v in labels:
                     rm.resource.attributes.append(KeyValue(key=k, value=AnyValue(string_value=v)))
             out.append(md.SerializeToString())
-        return gzip.compress(b"".join(out), 6)
+        return gzip.compress(b"".join(out), GZIP_LEVEL)
 
     stats = interleaved(
         [(sender_work, ()), (sender_peer, ())], bench.rounds, budget_s=bench.budget, per_call=[100, 100]
