@@ -1,6 +1,7 @@
 """The recorder's rows: a push recorded through ``push_completed`` (kept as its fields until the part is
-written, its columns then made in bulk) gives exactly the row ``push_row`` makes for it, also mixed with rows
-given to ``record()``, in arrival order."""
+written, its columns then made in bulk), or with the other pushes of its read through ``pushes_completed`` (the
+broker's ``PushBatch`` columns), gives exactly the row ``push_row`` makes for it, also mixed with rows given to
+``record()``, in arrival order."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kip714.broker.receivers import ClientSubscription, ReceiverContext
+from kip714.broker.receivers import ClientSubscription, PushBatch, ReceiverContext
 from kip714.broker.subscriptions import ClientInfo
 from kip714.sinks.recorder import RECORD_COLUMNS, ParquetRecorder, push_row, read_recording, record_schema, rows_table
 from kip714.wire import PushTelemetryRequest
@@ -89,3 +90,73 @@ def test_the_bulk_columns_of_many_pushes():
         want.append(push_row(request, info, 1, 0, i, s))
     assert rows_table(rows).equals(_reference(want))
     assert rows_table([]).equals(record_schema().empty_table())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(pushes, min_size=1, max_size=6), st.integers(0, 2)), max_size=8))
+def test_batches_record_the_rows_push_row_makes(tmp_path_factory, reads):
+    """The pushes of reads handed over as ``PushBatch`` columns (``pushes_completed``: one node and time per read,
+    a client connection and subscription per push), between pushes and rows given one by one: the rows
+    ``push_row`` makes, in order."""
+    directory = tmp_path_factory.mktemp("rec")
+    recorder = ParquetRecorder(directory, flush_interval_s=3600, roll_interval_s=0)
+    want = []
+    try:
+        for k, (cases, alone) in enumerate(reads):
+            node, at = cases[0][1], cases[0][9]
+            batch = PushBatch(at, node, [], [], [], [], [], [], [], [])
+            for info, _, sub, id16, sub_id, term, ctype, code, metrics, _, _ in cases:
+                request = PushTelemetryRequest(uuid.UUID(bytes=id16), sub_id, term, ctype, metrics)
+                want.append(push_row(request, info, node, code, at, sub))
+                for column, value in zip(
+                    (batch.client_instance_ids, batch.client_infos, batch.subscriptions, batch.subscription_ids),
+                    (id16, info, sub, sub_id),
+                ):
+                    column.append(value)
+                batch.terminating.append(term)
+                batch.compression_types.append(ctype)
+                batch.error_codes.append(code)
+                batch.payloads.append(metrics)
+            recorder.pushes_completed(batch)
+            if alone:  # then one push by itself: a row dict, or a push's fields
+                info, _, sub, id16, sub_id, term, ctype, code, metrics, _, _ = cases[-1]
+                request = PushTelemetryRequest(uuid.UUID(bytes=id16), sub_id, term, ctype, metrics)
+                row = push_row(request, info, node, code, at + 1, sub)
+                want.append(row)
+                if alone == 1:
+                    recorder.record(row)
+                else:
+                    recorder.push_completed(ReceiverContext(info, node, None, sub), request, code, at + 1)
+            if k == 3:
+                recorder.flush()  # some in a part of their own
+        assert recorder.pending() + recorder.rows_written == len(want)  # rows, not reads
+        recorder.flush()
+        got = read_recording(directory)
+    finally:
+        recorder.close()
+    assert got.equals(_reference(want)), (got.to_pylist(), want)
+
+
+def test_the_subscription_columns_of_many_instances():
+    """Every instance's subscription an object of its own (its SubscriptionId), of few values, compression types
+    given as ``CompressionType``: the columns hold each instance's values."""
+    from kip714 import CompressionType
+
+    shared = ClientInfo(client_id="a")
+    subs = [
+        ClientSubscription(i, ("org.",) if i % 2 else (), 1000 * (1 + i % 3), bool(i % 2), (CompressionType.ZSTD, 1))
+        for i in range(50)
+    ]
+    batch = PushBatch(7, 1, [], [], [], [], [], [], [], [])
+    want = []
+    for i in range(500):
+        sub, id16 = subs[i % 50], uuid.UUID(int=i % 50 + 2).bytes
+        batch.client_instance_ids.append(id16)
+        batch.client_infos.append(shared)
+        batch.subscriptions.append(sub)
+        for column in (batch.subscription_ids, batch.compression_types, batch.error_codes):
+            column.append(0)
+        batch.terminating.append(False)
+        batch.payloads.append(b"x")
+        want.append(push_row(PushTelemetryRequest(uuid.UUID(bytes=id16), 0, False, 0, b"x"), shared, 1, 0, 7, sub))
+    assert rows_table([batch]).equals(_reference(want))

@@ -41,8 +41,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import errno
+import itertools
 import json
 import logging
+import operator
 import os
 import pathlib
 import threading
@@ -50,6 +52,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..broker.receivers import ClientSubscription
 from ..broker.subscriptions import MATCH_SELECTORS
 
 log = logging.getLogger("kip714.recorder")
@@ -118,10 +121,7 @@ def push_row(
         "payload": None if metrics is None else bytes(metrics),
     }
     if subscription is not None:
-        row["subscribed_metrics"] = list(subscription.requested_metrics)
-        row["push_interval_ms"] = subscription.push_interval_ms
-        row["delta_temporality"] = bool(subscription.delta_temporality)
-        row["accepted_compression_types"] = [int(c) for c in subscription.accepted_compression_types]
+        row.update(zip(SUBSCRIPTION_COLUMNS, _subscription_values(subscription)))
     if replica is not None:
         row[REPLICA_COLUMN] = replica
     return row
@@ -137,22 +137,97 @@ def closed_row(
 
 def rows_table(rows: list[Any], replica: str | None = None) -> Any:
     """The ``pyarrow.Table`` (:func:`record_schema`) of buffered rows, in order: row dicts (keys:
-    RECORD_COLUMNS) and pushes as :meth:`ParquetRecorder.push_completed` buffers them (the fields of
-    :func:`push_row`'s arguments), whose columns are made here in bulk. ``replica`` fills
-    ``kip714_replica`` where a row does not set it."""
+    RECORD_COLUMNS), and pushes as :meth:`ParquetRecorder.push_completed` buffers them (the fields of
+    :func:`push_row`'s arguments, as a tuple or as the columns of many, :class:`_Pushes`) or as the broker hands
+    over a read's (a :class:`~kip714.broker.receivers.PushBatch`); the pushes' columns are made here in bulk.
+    ``replica`` fills ``kip714_replica`` where a row does not set it."""
     import pyarrow as pa
 
-    if all(type(r) is tuple for r in rows):
-        return _push_table(rows, replica)
+    if not any(type(r) is dict for r in rows):
+        return _push_table(_Pushes.of(rows), replica)
     columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
     for r in rows:
-        if type(r) is tuple:
-            r = _tuple_row(r)
-        for c in RECORD_COLUMNS:
-            columns[c].append(r.get(c))
+        for row in [r] if type(r) is dict else map(_tuple_row, _Pushes.of([r]).tuples()):
+            for c in RECORD_COLUMNS:
+                columns[c].append(row.get(c))
     if replica is not None:
         columns[REPLICA_COLUMN] = [replica if v is None else v for v in columns[REPLICA_COLUMN]]
     return pa.Table.from_pydict(columns, schema=record_schema())
+
+
+class _Pushes:
+    """Pushes buffered as columns: one list per field of :meth:`ParquetRecorder.push_completed`'s tuple (when
+    received, the instance id's 16 bytes, ClientInfo, node id, SubscriptionId, terminating, compression type,
+    error code, payload, subscription), one entry per push. A read's pushes are added by extending each list
+    with the broker's own column (:meth:`add_batch`): no Python object is made or kept per push."""
+
+    #: the columns, in the order of a push's tuple
+    FIELDS = ("at", "ids", "infos", "nodes", "sids", "terminating", "ctypes", "codes", "payloads", "subs")
+    __slots__ = ("at", "codes", "ctypes", "ids", "infos", "nodes", "payloads", "sids", "subs", "terminating")
+
+    def __init__(self) -> None:
+        self.at: list[int] = []
+        self.ids: list[bytes] = []
+        self.infos: list[Any] = []
+        self.nodes: list[int | str] = []
+        self.sids: list[int] = []
+        self.terminating: list[bool] = []
+        self.ctypes: list[int] = []
+        self.codes: list[int] = []
+        self.payloads: list[bytes | None] = []
+        self.subs: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def columns(self) -> tuple[list[Any], ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def add(self, push: tuple[Any, ...]) -> None:
+        """One push's tuple."""
+        for column, value in zip(self.columns(), push):
+            column.append(value)
+
+    def add_batch(self, batch: Any) -> None:
+        """The pushes of a ``PushBatch``."""
+        n = len(batch.client_instance_ids)
+        self.at.extend(itertools.repeat(batch.received_at_ms, n))
+        self.ids.extend(batch.client_instance_ids)
+        self.infos.extend(batch.client_infos)
+        self.nodes.extend(itertools.repeat(batch.node_id, n))
+        self.sids.extend(batch.subscription_ids)
+        self.terminating.extend(batch.terminating)
+        self.ctypes.extend(batch.compression_types)
+        self.codes.extend(batch.error_codes)
+        self.payloads.extend(batch.payloads)
+        self.subs.extend(batch.subscriptions)
+
+    @classmethod
+    def of(cls, items: list[Any]) -> _Pushes:
+        """The pushes of buffered items (tuples, ``PushBatch`` es, ``_Pushes``; no row dicts), in order."""
+        if len(items) == 1 and type(items[0]) is cls:
+            return items[0]
+        out = cls()
+        run: list[tuple[Any, ...]] = []  # tuples, added a run at a time
+        for item in items + [None]:
+            if type(item) is tuple:
+                run.append(item)
+                continue
+            if run:
+                out._extend(zip(*run))
+                run = []
+            if type(item) is cls:
+                out._extend(item.columns())
+            elif item is not None:
+                out.add_batch(item)
+        return out
+
+    def _extend(self, columns: Iterable[Iterable[Any]]) -> None:
+        for column, values in zip(self.columns(), columns):
+            column.extend(values)
+
+    def tuples(self) -> list[tuple[Any, ...]]:
+        return list(zip(*self.columns()))
 
 
 def _tuple_row(t: tuple[Any, ...]) -> dict[str, Any]:
@@ -168,97 +243,133 @@ def _tuple_row(t: tuple[Any, ...]) -> dict[str, Any]:
         "payload": payload,
     }
     if subscription is not None:
-        row["subscribed_metrics"] = list(subscription.requested_metrics)
-        row["push_interval_ms"] = subscription.push_interval_ms
-        row["delta_temporality"] = bool(subscription.delta_temporality)
-        row["accepted_compression_types"] = [int(c) for c in subscription.accepted_compression_types]
+        row.update(zip(SUBSCRIPTION_COLUMNS, _subscription_values(subscription)))
     return row
 
 
-def _push_table(rows: list[tuple[Any, ...]], replica: str | None = None) -> Any:
-    """The table of buffered pushes (all tuples), column by column: the instance ids base64-encoded in one
-    call, the label and subscription columns made once per distinct client connection (ClientInfo and node)
-    and subscription and taken for every row, the scalars converted by pyarrow. The same table as
-    ``pa.Table.from_pydict`` of their :func:`push_row` rows (tests/test_record_sync.py checks it)."""
+def _subscription_values(sub: Any) -> tuple[Any, ...]:
+    """The subscription columns' values of what the endpoint told a client (``None``: all null)."""
+    return _key_values(_subscription_key(sub))
+
+
+def _subscription_key(sub: Any) -> tuple[Any, ...] | None:
+    """What the subscription columns hold of ``sub``, hashable (``None`` for none): equal keys, equal values.
+    Every instance has a subscription object of its own (its SubscriptionId is the instance's), but few
+    distinct values."""
+    if sub is None:
+        return None
+    return (
+        tuple(sub.requested_metrics),
+        sub.push_interval_ms,
+        bool(sub.delta_temporality),
+        tuple(int(c) for c in sub.accepted_compression_types),
+    )
+
+
+#: The fields of a :class:`ClientSubscription` the subscription columns hold, in their order (tuples already:
+#: its key).
+_SUBSCRIPTION_FIELDS = operator.attrgetter(
+    "requested_metrics", "push_interval_ms", "delta_temporality", "accepted_compression_types"
+)
+
+
+def _subscription_keys(subs: list[Any]) -> list[Any]:
+    """:func:`_subscription_key` of each of ``subs``, the broker's :class:`ClientSubscription` s (whose fields are
+    tuples) read in one ``map``."""
+    if set(map(type, subs)) == {ClientSubscription}:
+        return list(map(_SUBSCRIPTION_FIELDS, subs))
+    return [_subscription_key(sub) for sub in subs]
+
+
+def _key_values(key: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The subscription columns' values of a :func:`_subscription_key`."""
+    if key is None:
+        return (None, None, None, None)
+    metrics, interval, delta, compression = key
+    return (list(metrics), interval, bool(delta), [int(c) for c in compression])
+
+
+def _groups(keys: Any) -> tuple[Any, Any]:
+    """Rows grouped by equal ``keys`` (a numpy array): the first row of each group and each row's group (an
+    int32 array), in numpy over the runs of equal neighbours (the pushes of a read share their connection)
+    and the runs' keys sorted."""
+    import numpy as np
+
+    n = len(keys)
+    if not n:
+        return np.zeros(0, np.intp), np.zeros(0, np.int32)
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    _, first, run_group = np.unique(keys[starts], return_index=True, return_inverse=True)
+    lengths = np.diff(np.append(starts, n))
+    return starts[first], np.repeat(run_group.astype(np.int32), lengths)
+
+
+def _identities(objects: list[Any]) -> Any:
+    """The identities (``id``) of ``objects`` as a numpy array: equal for the same object (alive in the list)."""
+    import numpy as np
+
+    return np.fromiter(map(id, objects), np.uintp, len(objects))
+
+
+def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
+    """The table of buffered pushes, column by column: the instance ids base64-encoded in one call, the label
+    columns made once per distinct client connection (ClientInfo and node) and the subscription columns once
+    per distinct value, each taken for every row by index, the scalars and payloads converted by pyarrow, a
+    list each. The same table as ``pa.Table.from_pydict`` of their :func:`push_row` rows
+    (tests/test_recorder_rows.py checks it)."""
     import binascii
 
     import numpy as np
     import pyarrow as pa
 
     schema = record_schema()
-    n = len(rows)
-    at, ids, infos, nodes, sub_ids, terminating, ctypes, codes, payloads, subs = zip(*rows) if n else ((),) * 10
+    n = len(pushes)
     # client_instance_id: Kafka's Uuid.toString() (kafka_uuid_string) of every id at once. Each id padded
     # to 18 bytes is 6 whole base64 groups, so the encoding of the padded ids is each one's encoding; the
     # first 22 characters of each are the unpadded text.
     padded = np.zeros((n, 18), dtype=np.uint8)
     if n:
-        padded[:, :16] = np.frombuffer(b"".join(ids), dtype=np.uint8).reshape(n, 16)
+        padded[:, :16] = np.frombuffer(b"".join(pushes.ids), dtype=np.uint8).reshape(n, 16)
     text = np.frombuffer(binascii.b2a_base64(padded.tobytes(), newline=False), dtype=np.uint8).reshape(n, 24)
     ids_data = np.ascontiguousarray(text[:, :22]).tobytes().translate(_URLSAFE)
     offsets = np.arange(0, 22 * n + 1, 22, dtype=np.int32)
     instance_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids_data)])
-    # the other labels, once per (ClientInfo, node id)
-    who: dict[tuple[int, Any], int] = {}
-    who_rows: list[tuple[Any, Any]] = []
-    who_index: list[int] = []
-    for info, node in zip(infos, nodes):
-        key = (id(info), node)
-        k = who.get(key)
-        if k is None:
-            k = who[key] = len(who_rows)
-            who_rows.append((info, node))
-        who_index.append(k)
-    take_who = pa.array(who_index, pa.int32())
-    label_values = [info.labels(node, bytes(16)) for info, node in who_rows]
-    # the subscription columns, once per distinct value (every instance has a subscription object of its
-    # own, its SubscriptionId is the instance's, but what the columns hold is the same for all of them)
-    by_object: dict[int, int] = {}
-    by_value: dict[Any, int] = {}
-    subs_rows: list[Any] = []
-    subs_index: list[int] = []
-    for sub in subs:
-        k = by_object.get(id(sub))
-        if k is None:
-            value = (
-                None
-                if sub is None
-                else (
-                    tuple(sub.requested_metrics),
-                    sub.push_interval_ms,
-                    bool(sub.delta_temporality),
-                    tuple(int(c) for c in sub.accepted_compression_types),
-                )
-            )
-            k = by_value.get(value)
-            if k is None:
-                k = by_value[value] = len(subs_rows)
-                subs_rows.append(value)
-            by_object[id(sub)] = k
-        subs_index.append(k)
-    take_subs = pa.array(subs_index, pa.int32())
+    # the other labels, once per (ClientInfo, node id) pair
+    infos, nodes = pushes.infos, pushes.nodes
+    _, info_group = _groups(_identities(infos))
+    if n and nodes.count(nodes[0]) == n:  # one node: almost always
+        who_first, who_group = _groups(info_group)
+    else:
+        node_first, node_group = _groups(_identities(nodes))
+        who_first, who_group = _groups(info_group.astype(np.int64) * len(node_first) + node_group)
+    take_who = pa.array(who_group)
+    label_values = [infos[k].labels(nodes[k], bytes(16)) for k in who_first.tolist()]
+    # the subscription columns, once per distinct value
+    subs = pushes.subs
+    subs_first, subs_group = _groups(_identities(subs))
+    keys = _subscription_keys([subs[k] for k in subs_first.tolist()])
+    by_value = {key: k for k, key in enumerate(dict.fromkeys(keys))}
+    value_of = np.fromiter(map(by_value.__getitem__, keys), np.int32, len(keys))
+    take_subs = pa.array(value_of[subs_group])
+    subs_values = [_key_values(key) for key in by_value]
 
     def per_subscription(name: str, field: int) -> pa.Array:
-        values = [None if sub is None else sub[field] for sub in subs_rows]
-        return pa.array(values, schema.field(name).type).take(take_subs)
+        return pa.array([v[field] for v in subs_values], schema.field(name).type).take(take_subs)
 
     columns = {
-        "received_at_ms": pa.array(at, pa.int64()),
+        "received_at_ms": pa.array(pushes.at, pa.int64()),
         "client_instance_id": instance_ids,
         **{
             c: pa.array([labels[c] for labels in label_values], pa.string()).take(take_who)
             for c in LABEL_COLUMNS
             if c != "client_instance_id"
         },
-        "subscription_id": pa.array(sub_ids, pa.int32()),
-        "terminating": pa.array(terminating, pa.bool_()),
-        "compression_type": pa.array(ctypes, pa.int8()),
-        "error_code": pa.array(codes, pa.int16()),
-        "payload": pa.array(payloads, pa.binary()),
-        "subscribed_metrics": per_subscription("subscribed_metrics", 0),
-        "push_interval_ms": per_subscription("push_interval_ms", 1),
-        "delta_temporality": per_subscription("delta_temporality", 2),
-        "accepted_compression_types": per_subscription("accepted_compression_types", 3),
+        "subscription_id": pa.array(pushes.sids, pa.int32()),
+        "terminating": pa.array(pushes.terminating, pa.bool_()),
+        "compression_type": pa.array(pushes.ctypes, pa.int8()),
+        "error_code": pa.array(pushes.codes, pa.int16()),
+        "payload": pa.array(pushes.payloads, pa.binary()),
+        **{c: per_subscription(c, k) for k, c in enumerate(SUBSCRIPTION_COLUMNS)},
         REPLICA_COLUMN: pa.repeat(pa.scalar(replica, pa.string()), n),
     }
     return pa.Table.from_arrays([columns[c] for c in RECORD_COLUMNS], schema=schema)
@@ -457,9 +568,11 @@ class ParquetRecorder:
         self.last_error: BaseException | None = None
         #: commits (parts written) so far
         self.commits = 0
-        # rows buffered, in arrival order: a push's fields as a tuple (push_completed, the request path: the
-        # columns are made per part, see _push_table), or a row dict (record())
+        # rows buffered, in arrival order: pushes as columns (_Pushes: the broker's PushBatch of a read,
+        # pushes_completed, the request loop's path; a push's fields, push_completed) and row dicts (record());
+        # the table's columns are made per part, see rows_table
         self._rows: list[Any] = []
+        self._pending = 0  # the rows they hold
         self._closed_rows: list[dict[str, Any]] = []
         self.closed_written = 0
         self._buffered_bytes = 0
@@ -533,22 +646,11 @@ class ParquetRecorder:
 
     def pushes_completed(self, batch: Any) -> None:
         """Record the pushes of one read at once (a :class:`~kip714.broker.receivers.PushBatch`, as the broker's
-        request loop hands them over): the same rows as :meth:`push_completed` for each."""
-        at, node = batch.received_at_ms, batch.node_id
-        rows = [
-            (at, i, info, node, sid, term, ctype, code, payload, sub)
-            for i, info, sid, term, ctype, code, payload, sub in zip(
-                batch.client_instance_ids,
-                batch.client_infos,
-                batch.subscription_ids,
-                batch.terminating,
-                batch.compression_types,
-                batch.error_codes,
-                batch.payloads,
-                batch.subscriptions,
-            )
-        ]
-        self._buffer_many(rows, sum(map(len, batch.payloads)))
+        request loop hands them over): the same rows as :meth:`push_completed` for each, its columns appended to
+        the buffered ones, no Python object kept per push."""
+        payloads = batch.payloads
+        if payloads:
+            self._buffer(batch, sum(map(len, payloads)), len(payloads))
 
     def instance_closed(self, context: Any, client_instance_id: Any, at_ms: int, reason: str = "client") -> None:
         """Record that the client connection ``client_instance_id`` used closed (the broker calls this).
@@ -563,14 +665,24 @@ class ParquetRecorder:
         payload = row.get("payload")
         self._buffer(dict(row), len(payload) if payload is not None else 0)
 
-    def _buffer(self, row: Any, size: int) -> None:
-        self._buffer_many((row,), size)
-
-    def _buffer_many(self, rows: Any, size: int) -> None:
+    def _buffer(self, item: Any, size: int, rows: int = 1) -> None:
+        """Buffer ``item`` (a row dict; a push's tuple, or a read's ``PushBatch`` of ``rows`` pushes, both added
+        to the columns of the pushes buffered since the last row dict) with ``size`` bytes of payload."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("recorder is closed")
-            self._rows.extend(rows)
+            if type(item) is dict:
+                self._rows.append(item)
+            else:
+                pushes = self._rows[-1] if self._rows else None
+                if type(pushes) is not _Pushes:
+                    pushes = _Pushes()
+                    self._rows.append(pushes)
+                if type(item) is tuple:
+                    pushes.add(item)
+                else:
+                    pushes.add_batch(item)
+            self._pending += rows
             if self._oldest_buffered is None:
                 self._oldest_buffered = time.monotonic()
             self._buffered_bytes += size
@@ -598,8 +710,9 @@ class ParquetRecorder:
         return done
 
     def pending(self) -> int:
+        """The rows buffered, not yet being written."""
         with self._lock:
-            return len(self._rows)
+            return self._pending
 
     def lag_s(self) -> float:
         """How long the oldest row not yet written has waited (seconds; 0 when every row is written): what
@@ -644,10 +757,10 @@ class ParquetRecorder:
 
         with self._write_lock:
             with self._lock:
-                n = len(self._rows)
+                n = self._pending
                 if not n:
                     return 0
-                rows, self._rows = self._rows, []
+                rows, self._rows, self._pending = self._rows, [], 0
                 self._buffered_bytes = 0
                 self._oldest_writing, self._oldest_buffered = self._oldest_buffered, None
                 self._seq += 1
