@@ -160,3 +160,30 @@ def test_the_subscription_columns_of_many_instances():
         batch.payloads.append(b"x")
         want.append(push_row(PushTelemetryRequest(uuid.UUID(bytes=id16), 0, False, 0, b"x"), shared, 1, 0, 7, sub))
     assert rows_table([batch]).equals(_reference(want))
+
+
+def test_parts_and_rolled_files_keep_statistics_but_the_payloads(tmp_path):
+    """Every column of a part and of a rolled file has min/max statistics but the payload (an opaque blob no
+    reader filters on), and reads back as written."""
+    import pyarrow.parquet as pq
+
+    recorder = ParquetRecorder(tmp_path, flush_interval_s=3600, roll_interval_s=3600)
+    try:
+        info, sub = ClientInfo(client_id="a"), ClientSubscription(5, ("org.",), 1000, True, (4,))
+        want = []
+        for i in range(3):
+            request = PushTelemetryRequest(uuid.UUID(int=i + 2), 5, False, 4, b"p%d" % i)
+            recorder.push_completed(ReceiverContext(info, 1, None, sub), request, 0, 10 + i)
+            want.append(push_row(request, info, 1, 0, 10 + i, sub))
+            recorder.flush()
+        metas = [pq.read_metadata(f) for f in sorted((tmp_path / "_open").glob("part-*.parquet"))]
+        recorder.roll()
+        metas += [pq.read_metadata(f) for f in tmp_path.glob("push-*.parquet")]
+        got = read_recording(tmp_path)
+    finally:
+        recorder.close()
+    assert got.equals(_reference(want)) and len(metas) == 4
+    for meta in metas:
+        columns = meta.row_group(0)
+        stats = {columns.column(k).path_in_schema: columns.column(k).is_stats_set for k in range(columns.num_columns)}
+        assert not stats.pop("payload") and stats["client_instance_id"] and stats["received_at_ms"], stats

@@ -389,14 +389,21 @@ def _fsync_dir(folder: pathlib.Path) -> None:
 
 def _write_file(path: pathlib.Path, write: Callable[[Any], None], sync: bool) -> None:
     """Create ``path`` through a temporary file that ``write(f)`` fills and that is renamed into place
-    (fsync'd first, and the folder after, with ``sync``), so ``path`` is either complete or absent."""
+    (fsync'd first, and the folder after, with ``sync``), so ``path`` is either complete or absent. ``f`` is
+    an Arrow file (``pyarrow.OSFile``): Parquet's writes to it do not take the GIL from the event loop, as a
+    Python file's would for every page."""
+    import pyarrow as pa
+
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with pa.OSFile(str(tmp), "wb") as f:
             write(f)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
+        if sync:
+            fd = os.open(tmp, os.O_WRONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -409,7 +416,14 @@ def _write_parquet(table: Any, path: pathlib.Path, compression: str, sync: bool)
     """Write ``table`` to ``path`` as :func:`_write_file` does: complete or absent."""
     import pyarrow.parquet as pq
 
-    _write_file(path, lambda f: pq.write_table(table, f, compression=compression), sync)
+    _write_file(path, lambda f: pq.write_table(table, f, **_parquet_options(table.schema, compression)), sync)
+
+
+def _parquet_options(schema: Any, compression: str) -> dict[str, Any]:
+    """The Parquet writer's settings of every recording file (``schema``: its columns): ``compression`` for
+    every column; statistics (min and max) for every column but the payload, an opaque blob no reader filters
+    on (its statistics cost the writer a comparison of two payloads per row). What a reader reads is the same."""
+    return {"compression": compression, "write_statistics": [name for name in schema.names if name != "payload"]}
 
 
 def _file_ms(path: pathlib.Path) -> int:
@@ -826,7 +840,7 @@ class ParquetRecorder:
 
             def merge(f: Any) -> None:
                 nonlocal rows
-                with pq.ParquetWriter(f, schema, compression=self.compression) as writer:
+                with pq.ParquetWriter(f, schema, **_parquet_options(schema, self.compression)) as writer:
                     for part in parts:
                         table = pq.read_table(part)
                         writer.write_table(conform(table))
