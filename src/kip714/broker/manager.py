@@ -372,14 +372,17 @@ class TelemetryBroker:
         """The receivers' and observers' part of the pushes a request loop decided (``batch``: its columns)."""
         ids, sids, terminating, ctypes, codes, raws, datas, client_ids, offsets = batch
         n = len(ids)
-        infos: list[ClientInfo] = []
-        last_id: object = ()
-        info = _ANONYMOUS
-        for cid in client_ids:  # one connection: almost always one client id
-            if cid is not last_id:
-                info, last_id = client_info(cid), cid
-            infos.append(info)
-        accepted = [k for k in range(n) if codes[k] >= TICKET_BASE]
+        if client_ids.count(client_ids[0]) == n:  # one connection: almost always one client id
+            infos = [client_info(client_ids[0])] * n
+        else:
+            infos = []
+            last_id: object = ()
+            info = _ANONYMOUS
+            for cid in client_ids:
+                if cid is not last_id:
+                    info, last_id = client_info(cid), cid
+                infos.append(info)
+        accepted = [k for k in range(n) if codes[k] >= TICKET_BASE] if max(codes) >= TICKET_BASE else []
         if accepted:  # their payloads decompressed: the receivers have them now
             failed = self._export_batch(ids, terminating, ctypes, sids, datas, infos, accepted, node_id, now_ms)
             finish = self.instances.finish_push
@@ -397,8 +400,10 @@ class TelemetryBroker:
         if self._observers:
             self._observe_batch(ids, infos, sids, terminating, ctypes, codes, raws, node_id, now_ms)
         if self._closers and connection is not None:
-            for k in range(n):
-                self._seen(connection, ids[k], infos[k])
+            seen = self._seen_on.get(connection)
+            if seen is None or not seen.keys() >= set(ids):  # (every push of an instance after its first one)
+                for k in range(n):
+                    self._seen(connection, ids[k], infos[k])
 
     def _export_batch(
         self,
@@ -500,11 +505,11 @@ class TelemetryBroker:
         """Every push of a batch to the observers: at once to those that take a :class:`PushBatch`, one by one
         (a :class:`PushTelemetryRequest` made for each) to the others."""
         with self._lock:
-            told = self._told
-            subscriptions = [told.get(i) for i in ids]
-        for k, sub in enumerate(subscriptions):
-            if sub is None:
-                subscriptions[k] = self.told(ids[k], infos[k])
+            subscriptions = list(map(self._told.get, ids))
+        if not all(subscriptions):  # (a ClientSubscription is true)
+            for k, sub in enumerate(subscriptions):
+                if sub is None:
+                    subscriptions[k] = self.told(ids[k], infos[k])
         batch = PushBatch(now_ms, node_id, ids, infos, subscriptions, sids, terminating, ctypes, codes, raws)
         for observer in self._observers:
             try:
