@@ -443,14 +443,9 @@ class TelemetryBroker:
                     [t[0] for t in timings],
                     [t[1] for t in timings],
                 )
-                try:
-                    columns(batch)
+                if self._hand_all(receiver, columns, batch, len(accepted), failed):
                     continue
-                except Exception:
-                    log.warning("telemetry receiver %r failed", receiver, exc_info=True)
-                    self._count("plugin-error", len(accepted) - len(failed))
-                    failed.update(range(len(accepted)))
-                    break
+                break
             if items is None:
                 items = []
                 for k in accepted:
@@ -463,14 +458,9 @@ class TelemetryBroker:
             many = getattr(receiver, "export_many", None)
             if many is not None:
                 batch_items = items if not failed else [item for j, item in enumerate(items) if j not in failed]
-                try:
-                    many(batch_items)
+                if self._hand_all(receiver, many, batch_items, len(items), failed):
                     continue
-                except Exception:
-                    log.warning("telemetry receiver %r failed", receiver, exc_info=True)
-                    self._count("plugin-error", len(items) - len(failed))
-                    failed.update(range(len(items)))
-                    break
+                break
             for j, (ctx, payload) in enumerate(items):
                 if j in failed:
                     continue
@@ -489,6 +479,18 @@ class TelemetryBroker:
             if per_push > self._export_time_max:
                 self._export_time_max = per_push
         return failed
+
+    def _hand_all(self, receiver: object, call: Callable[[Any], object], arg: object, n: int, failed: set[int]) -> bool:
+        """``call(arg)``: every push of the batch (``n``) to ``receiver`` at once. When it raises, each push not
+        already in ``failed`` is counted as a plugin error and added to it; False."""
+        try:
+            call(arg)
+            return True
+        except Exception:
+            log.warning("telemetry receiver %r failed", receiver, exc_info=True)
+            self._count("plugin-error", n - len(failed))
+            failed.update(range(n))
+            return False
 
     def _observe_batch(
         self,
