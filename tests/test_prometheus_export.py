@@ -340,6 +340,23 @@ def test_repeated_layouts_are_applied_in_bulk_as_point_by_point():
     assert samples["req_total{client_software_name=s0}"] == 10.5
 
 
+def test_one_instance_labelled_by_a_dict_and_by_its_client_info_in_turn():
+    """One instance's pushes reach the store with their labels as a dict (a direct caller, ``export_metrics``)
+    and as ``(client_info, node_id)`` (the broker's batch), in either order: each is absorbed with the labels
+    it says, and nothing is counted as an internal error (the two kinds of source once raised KeyError)."""
+    ex = PrometheusExporter(labels="client_id", background=False)
+    instance = uuid.uuid4().bytes
+    info = ClientInfo(client_id="by-info")
+    data = ob.payload([ob.gauge("temp", 1.0, unit="Cel")])
+    for source in ({"client_id": "by-dict"}, (info, 1), {"client_id": "by-dict"}, (info, 1)):
+        ex.absorb([(instance, source, data, False, (100, None))])
+        _, _, text = scrape(ex)
+        expected = "by-dict" if type(source) is dict else "by-info"
+        lines = [ln for ln in text.splitlines() if ln.startswith("temp_celsius{") and f'client_id="{expected}"' in ln]
+        assert len(lines) == 1 and float(lines[0].split()[-1]) == 1.0, (source, text)
+    assert ex.dropped == {}
+
+
 class _Spy:
     """An accumulator whose flush_values is ``flush_values`` (the rest is the wrapped one's)."""
 

@@ -257,10 +257,17 @@ class SeriesStore:
             for item in items:
                 instance, source = item[0], item[1]
                 known = seed_of.get(instance)
+                # (one instance's labels may come as a dict from one caller and as (client_info, node_id) from
+                # another: the sources compare only when of one kind)
                 if known is not None and (
                     known[0] is source
-                    or (type(source) is tuple and known[0][0] is source[0] and known[0][1] == source[1])
-                    or (type(source) is dict and known[0] == source)
+                    or (
+                        type(source) is tuple
+                        and type(known[0]) is tuple
+                        and known[0][0] is source[0]
+                        and known[0][1] == source[1]
+                    )
+                    or (type(source) is dict and type(known[0]) is dict and known[0] == source)
                 ):
                     _, seed, labels = known
                 else:
