@@ -425,24 +425,28 @@ class TelemetryBroker:
         raw_type = not self.decompress_payloads
         items: list[tuple[ReceiverContext, TelemetryPayload]] | None = None  # made for the receivers that need them
         failed: set[int] = set()
+        batch: AcceptedBatch | None = None  # made once for every receiver that takes columns, while none failed more
+        batch_failed = 0
         for receiver in self._takers:
             columns = getattr(receiver, "export_batch", None)
             if columns is not None:
-                keep = [k for j, k in enumerate(accepted) if j not in failed] if failed else accepted
-                timing = self._timing
-                timings = [timing(ids[k], None) for k in keep]
-                batch = AcceptedBatch(
-                    now_ms,
-                    node_id,
-                    [ids[k] for k in keep],
-                    [infos[k] for k in keep],
-                    [terminating[k] for k in keep],
-                    [datas[k] for k in keep],
-                    [ctypes[k] for k in keep] if raw_type else [0] * len(keep),
-                    [sids[k] for k in keep],
-                    [t[0] for t in timings],
-                    [t[1] for t in timings],
-                )
+                if batch is None or batch_failed != len(failed):  # (failed only grows)
+                    keep = [k for j, k in enumerate(accepted) if j not in failed] if failed else accepted
+                    timing = self._timing
+                    timings = [timing(ids[k], None) for k in keep]
+                    batch = AcceptedBatch(
+                        now_ms,
+                        node_id,
+                        [ids[k] for k in keep],
+                        [infos[k] for k in keep],
+                        [terminating[k] for k in keep],
+                        [datas[k] for k in keep],
+                        [ctypes[k] for k in keep] if raw_type else [0] * len(keep),
+                        [sids[k] for k in keep],
+                        [t[0] for t in timings],
+                        [t[1] for t in timings],
+                    )
+                    batch_failed = len(failed)
                 if self._hand_all(receiver, columns, batch, len(accepted), failed):
                     continue
                 break
