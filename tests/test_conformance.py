@@ -33,7 +33,7 @@ RDKAFKA_FAILS = {"unsupported_compression", "telemetry_too_large"}
 #: kip714's ClientTelemetry does not claim telemetry_too_large: it sends oversized payloads, like both real clients
 KIP714_CLIENT_FAILS = {"telemetry_too_large"}
 #: the push interval the lab gives kip714's own client (see test_kip714_client_telemetry_passes_what_it_claims)
-KIP714_CLIENT_INTERVAL_MS = 1000
+KIP714_CLIENT_INTERVAL_MS = 2000
 
 
 def _statuses(results):
@@ -186,14 +186,14 @@ def test_kip714_client_telemetry_passes_what_it_claims(consumer_and_kip714_resul
     _expect(results, KIP714_CLIENT_FAILS)
     by = {r.scenario: r for r in results}
     assert {r.client_software_name for r in results} == {"kip714-client"}
-    # interval_ms=1000 (--interval-ms): every scenario but the terminating ones (always 30 s) used it. (1000,
+    # interval_ms=2000 (--interval-ms): every scenario but the terminating ones (always 30 s) used it. (2000,
     # not 500: "immediately" is max(100 ms, 0.2 I), and this client's threads share a process with two labs
     # running every scenario at once, on a machine the suite keeps busy: a re-Get came 156 ms after its answer
-    # once at 500, and 181 ms once at 800.)
+    # once at 500, 181 ms once at 800 and 256 ms once at 1000, in CI.)
     assert {s: r.evidence["push_interval_ms"] for s, r in by.items()} == {
         s: 30000 if s.startswith("terminating") else KIP714_CLIENT_INTERVAL_MS for s in ALL
     }
-    # "then every 1000 ms–10xx ms": the gaps between pushes are the interval, never less
+    # "then every 2000 ms–20xx ms": the gaps between pushes are the interval, never less
     gaps = re.search(r"then every (\d+) ms–(\d+) ms", by["push_interval"].why)
     assert gaps and KIP714_CLIENT_INTERVAL_MS - 5 <= int(gaps[1]) <= int(gaps[2]), by["push_interval"].why
     # the lab's Metadata names two brokers: after the lab closes its connection to node 1 (the bootstrap),
