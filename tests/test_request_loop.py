@@ -468,3 +468,33 @@ def test_a_receiver_taking_columns_gets_the_accepted_pushes_and_may_refuse_them(
     now[0] += 1000
     assert read(terminating=True) == [E.INVALID_RECORD, E.INVALID_RECORD]
     assert len(seen) == 2 and broker.metrics()["plugin-error-count"] == 2
+
+
+def test_a_receiver_taking_columns_gets_the_pushes_decided_one_by_one_as_columns_too():
+    """A push the broker decides by itself (``handle``: an instance's first push, which makes the instance) reaches
+    a receiver with ``export_batch`` as a batch of one, with what a read's batch would say of it: one path in."""
+    from kip714.broker.receivers import AcceptedBatch
+
+    reg = kip714.SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    seen: list[AcceptedBatch] = []
+
+    class Columns:
+        def export_metrics(self, context, payload):
+            raise AssertionError("export_batch takes the pushes")
+
+        def export_batch(self, batch):
+            seen.append(batch)
+
+    broker = kip714.TelemetryBroker(reg, receivers=[Columns()], clock=lambda: 5_000, node_id=4)
+    info = kip714.ClientInfo(client_id="c")
+    get = broker.handle(GetTelemetrySubscriptionsRequest(), info)[0]
+    push = PushTelemetryRequest(get.client_instance_id, get.subscription_id, True, 0, b"\x0a\x0a")
+    assert broker.handle(push, info)[0].error_code == 0
+    (batch,) = seen
+    assert batch.client_instance_ids == [get.client_instance_id.bytes] and batch.client_infos == [info]
+    assert batch.payloads == [b"\x0a\x0a"] and batch.terminating == [True] and batch.compression_types == [0]
+    assert batch.subscription_ids == [get.subscription_id] and (batch.node_id, batch.received_at_ms) == (4, 5_000)
+    timing = broker.instances.timing(get.client_instance_id.bytes)
+    assert (batch.push_intervals[0], batch.expiries[0]) == timing
+    assert broker.metrics()["plugin-error-count"] == 0

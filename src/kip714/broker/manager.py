@@ -916,9 +916,29 @@ class TelemetryBroker:
         )
         if self._takers:
             interval, expiry = self._timing(id16, subscription)
-            ctx = self._context(client_info, node_id, interval, None, expiry)
+            ctx: ReceiverContext | None = None
+            batch: AcceptedBatch | None = None
             for receiver in self._takers:
                 try:
+                    columns = getattr(receiver, "export_batch", None)
+                    if columns is not None:  # one path into such a receiver: the request loop's reads come so too
+                        if batch is None:
+                            batch = AcceptedBatch(
+                                now_ms,
+                                node_id,
+                                [id16],
+                                [client_info],
+                                [terminating],
+                                [data],
+                                [0 if self.decompress_payloads else ctype],
+                                [subscription_id],
+                                [interval],
+                                [expiry],
+                            )
+                        columns(batch)
+                        continue
+                    if ctx is None:
+                        ctx = self._context(client_info, node_id, interval, None, expiry)
                     receiver.export_metrics(ctx, payload)
                 except Exception:
                     log.warning("telemetry receiver %r failed", receiver, exc_info=True)

@@ -262,7 +262,9 @@ class TelemetryReceiver(Protocol):
     through ``push_completed``) may say so with ``takes_payloads = False``: the broker then builds no payload for
     it. One with ``export_many(items)`` takes the accepted pushes of one read at once (``(context, payload)``
     pairs, in order), instead of one ``export_metrics`` call each; one with ``export_batch(batch)`` takes them as
-    columns (an :class:`AcceptedBatch`: no payload, context or labels made per push), before ``export_many``."""
+    columns (an :class:`AcceptedBatch`: no payload, context or labels made per push), before ``export_many``.
+    The broker hands such a receiver every accepted push this way, also those it decides one at a time
+    (``handle``, ``deliver``: a batch of one), so it has one path in."""
 
     def export_metrics(self, context: ReceiverContext, payload: TelemetryPayload) -> None: ...
 
