@@ -5,12 +5,14 @@ broker's ``PushBatch`` columns), gives exactly the row ``push_row`` makes for it
 
 from __future__ import annotations
 
+import array
 import uuid
 
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kip714._instances import PackedBytes
 from kip714.broker.receivers import ClientSubscription, PushBatch, ReceiverContext
 from kip714.broker.subscriptions import ClientInfo
 from kip714.sinks.recorder import RECORD_COLUMNS, ParquetRecorder, push_row, read_recording, record_schema, rows_table
@@ -93,16 +95,17 @@ def test_the_bulk_columns_of_many_pushes():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.lists(pushes, min_size=1, max_size=6), st.integers(0, 2)), max_size=8))
+@given(st.lists(st.tuples(st.lists(pushes, min_size=1, max_size=6), st.integers(0, 2), st.booleans()), max_size=8))
 def test_batches_record_the_rows_push_row_makes(tmp_path_factory, reads):
     """The pushes of reads handed over as ``PushBatch`` columns (``pushes_completed``: one node and time per read,
-    a client connection and subscription per push), between pushes and rows given one by one: the rows
-    ``push_row`` makes, in order."""
+    a client connection and subscription per push; lists, or packed as the request loop hands them:
+    ``array`` s of the numbers and the payloads as ``PackedBytes``), between pushes and rows given one by one:
+    the rows ``push_row`` makes, in order."""
     directory = tmp_path_factory.mktemp("rec")
     recorder = ParquetRecorder(directory, flush_interval_s=3600, roll_interval_s=0)
     want = []
     try:
-        for k, (cases, alone) in enumerate(reads):
+        for k, (cases, alone, packed) in enumerate(reads):
             node, at = cases[0][1], cases[0][9]
             batch = PushBatch(at, node, [], [], [], [], [], [], [], [])
             for info, _, sub, id16, sub_id, term, ctype, code, metrics, _, _ in cases:
@@ -117,6 +120,10 @@ def test_batches_record_the_rows_push_row_makes(tmp_path_factory, reads):
                 batch.compression_types.append(ctype)
                 batch.error_codes.append(code)
                 batch.payloads.append(metrics)
+            if packed:
+                batch.subscription_ids = array.array("i", batch.subscription_ids)
+                batch.error_codes = array.array("q", batch.error_codes)
+                batch.payloads = PackedBytes.of(batch.payloads)
             recorder.pushes_completed(batch)
             if alone:  # then one push by itself: a row dict, or a push's fields
                 info, _, sub, id16, sub_id, term, ctype, code, metrics, _, _ = cases[-1]
@@ -187,3 +194,30 @@ def test_parts_and_rolled_files_keep_statistics_but_the_payloads(tmp_path):
         columns = meta.row_group(0)
         stats = {columns.column(k).path_in_schema: columns.column(k).is_stats_set for k in range(columns.num_columns)}
         assert not stats.pop("payload") and stats["client_instance_id"] and stats["received_at_ms"], stats
+
+
+def test_packed_payloads_of_many_reads_are_one_column(tmp_path):
+    """Payloads packed per read (``PackedBytes``, empty ones and an empty read among them) and given one by one
+    in between: the payload column holds each in order, as pyarrow converts the same byte strings."""
+    reads = [[b"a", b"", b"bcd"], [], [bytes(range(256)) * 3], [b"", b""]]
+    batches = []
+    want: list[bytes] = []
+    for k, payloads in enumerate(reads + [[b"tail"]]):
+        n = len(payloads)
+        batch = PushBatch(
+            k,
+            1,
+            [uuid.UUID(int=k * 10 + j + 2).bytes for j in range(n)],
+            [ClientInfo()] * n,
+            [None] * n,
+            array.array("i", [k] * n),
+            [False] * n,
+            [0] * n,
+            array.array("q", [0] * n),
+            PackedBytes.of(payloads) if k < len(reads) else payloads,
+        )
+        batches.append(batch)
+        want += payloads
+    got = rows_table(batches).column("payload")
+    assert got.to_pylist() == want
+    assert got.combine_chunks().equals(pa.array(want, pa.binary()))

@@ -470,6 +470,80 @@ def test_a_receiver_taking_columns_gets_the_accepted_pushes_and_may_refuse_them(
     assert len(seen) == 2 and broker.metrics()["plugin-error-count"] == 2
 
 
+def test_an_observer_taking_batches_gets_the_pushes_packed():
+    """An observer with ``pushes_completed`` gets a read's pushes as the loop packed them: the payloads as
+    received in one ``PackedBytes`` (Arrow's binary layout: pyarrow reads its buffers as the same strings), the
+    SubscriptionIds and answers' codes in ``array`` s, each push's in request order."""
+    import array
+
+    import pyarrow as pa
+
+    from kip714._instances import PackedBytes
+    from kip714.broker.receivers import PushBatch
+
+    reg = kip714.SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    seen: list[PushBatch] = []
+
+    class Batches:  # (as the recorder: it records every push, and needs no payload exported)
+        takes_payloads = False
+
+        def export_metrics(self, context, payload):
+            pass
+
+        def push_completed(self, context, request, error_code, received_at_ms):
+            raise AssertionError("pushes_completed takes the pushes")
+
+        def pushes_completed(self, batch):
+            seen.append(batch)
+
+    broker = kip714.TelemetryBroker(reg, receivers=[Batches()], clock=lambda: 1_000_000, node_id=3)
+    info = kip714.ClientInfo(client_id="c")
+    gets = [broker.handle(GetTelemetrySubscriptionsRequest(), info)[0] for _ in range(3)]
+    payloads = [b"\x0a" * 5, b"", bytes(range(200))]
+    sids = [gets[0].subscription_id, gets[1].subscription_id + 1, gets[2].subscription_id]
+    frames = [
+        kip714.encode_request(PushTelemetryRequest(g.client_instance_id, sid, False, 0, p), k, "c", 0)
+        for k, (g, sid, p) in enumerate(zip(gets, sids, payloads))
+    ]
+    answers, frame = broker.feed(broker.request_loop(1 << 20), b"".join(frames), lambda client_id: info)
+    assert frame is None and answers is not None
+    (batch,) = seen
+    assert type(batch.payloads) is PackedBytes and list(batch.payloads) == payloads
+    assert batch.payloads[-1] == payloads[-1] and batch.payloads[0:2] == payloads[:2]
+    assert batch.payloads.nbytes == sum(map(len, payloads)) == len(batch.payloads.data)
+    column = pa.Array.from_buffers(
+        pa.binary(), 3, [None, pa.py_buffer(batch.payloads.offsets), pa.py_buffer(batch.payloads.data)]
+    )
+    assert column.to_pylist() == payloads
+    assert batch.subscription_ids == array.array("i", sids)
+    assert list(batch.error_codes) == [0, E.UNKNOWN_SUBSCRIPTION_ID, 0]
+    assert batch.client_instance_ids == [g.client_instance_id.bytes for g in gets] and batch.node_id == 3
+
+
+def test_packed_bytes_is_a_sequence_of_its_strings():
+    from collections.abc import Sequence
+
+    from kip714._instances import PackedBytes
+
+    strings = [b"ab", b"", bytearray(b"xyz"), memoryview(b"q")]
+    packed = PackedBytes.of(strings)
+    assert isinstance(packed, Sequence) and len(packed) == 4 and bool(packed)
+    assert list(packed) == [b"ab", b"", b"xyz", b"q"] and packed[-4] == b"ab" and packed[::-2] == [b"q", b""]
+    assert list(packed.offsets) == [0, 2, 2, 5, 6] and packed.data == b"abxyzq" and packed.nbytes == 6
+    for k in (4, -5):
+        with pytest.raises(IndexError):
+            packed[k]
+    with pytest.raises(TypeError):  # the views are read-only: the bounds the strings are read by cannot move
+        packed.offsets[1] = 1 << 30
+    with pytest.raises(TypeError):
+        packed.data[0] = 0
+    empty = PackedBytes.of([])
+    assert len(empty) == 0 and not empty and list(empty.offsets) == [0] and empty.data == b""
+    with pytest.raises(TypeError):
+        PackedBytes.of([1])
+
+
 def test_a_receiver_taking_columns_gets_the_pushes_decided_one_by_one_as_columns_too():
     """A push the broker decides by itself (``handle``: an instance's first push, which makes the instance) reaches
     a receiver with ``export_batch`` as a batch of one, with what a read's batch would say of it: one path in."""

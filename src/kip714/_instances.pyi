@@ -1,7 +1,9 @@
 """Typing stub for the native per-client-instance state table (kip714._instances)."""
 
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
-from typing import Final, Literal, TypedDict
+from typing import Final, Literal, TypedDict, overload
 
 from typing_extensions import Buffer
 
@@ -163,15 +165,34 @@ class PayloadDecompressor:
 #: client ids, and each answer's error-code offset in the answers buffer
 LoopBatch = tuple[
     list[bytes],
-    list[int],
+    array[int],
     list[bool],
     list[int],
-    list[int],
-    list[bytes],
+    array[int],
+    PackedBytes,
     list[bytes | None],
     list[str | None],
-    list[int],
+    array[int],
 ]
+
+class PackedBytes(Sequence[bytes]):
+    """Byte strings stored end to end (Arrow's binary layout): ``data[offsets[k]:offsets[k + 1]]`` is string
+    ``k``."""
+
+    @staticmethod
+    def of(strings: Iterable[Buffer]) -> PackedBytes: ...
+    @property
+    def data(self) -> memoryview: ...
+    @property
+    def offsets(self) -> memoryview: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, k: int) -> bytes: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[bytes]: ...
+    def __iter__(self) -> Iterator[bytes]: ...
 
 class RequestLoop:
     """One client connection's request loop on an instance table (one native call per read)."""

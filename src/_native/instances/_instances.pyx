@@ -65,7 +65,7 @@ import enum as _enum
 
 from kip714._enums import ErrorCode as _ErrorCode
 
-__all__ = ["InstanceTable", "Outcome", "RequestLoop", "PayloadDecompressor", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE",
+__all__ = ["InstanceTable", "Outcome", "RequestLoop", "PackedBytes", "PayloadDecompressor", "java_uuid_hash", "LOOKUP_LIVE", "LOOKUP_ABSENT", "LOOKUP_STALE",
            "LOOKUP_RESERVED", "TICKET_BASE"]
 
 # Kafka error codes this module produces.

@@ -5,8 +5,11 @@
 # push of an instance to create, a frame that is not in the canonical shape) is handed to Python whole, in
 # its turn: the loop stops there, and the next call goes on after it. See RequestLoop.
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
+cimport cpython.array as _carray
+from cpython.bytearray cimport (PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE,
+                                PyByteArray_Resize)
 from cpython.list cimport PyList_Append
+from cpython.object cimport Py_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint16_t
 from libc.string cimport memcmp, memcpy, memmove
@@ -45,6 +48,7 @@ cdef enum:
     PUSH_ANSWER = 16                # a PushTelemetry v0 response frame: size, correlation id, tags, throttle, error, tags
     HELD_INITIAL = 1024             # the loop's buffer when it first holds something (then doubled as needed)
     HELD_KEPT = 16384               # a buffer larger than this is let go of once it is empty
+    RESERVE_MAX = 65536             # the most a read's payload column is made room for at once (then doubled)
     K_PUSH = 72
 
 from zstandard import ZSTD_VERSION as _PORTABLE_ZSTD
@@ -54,6 +58,135 @@ cdef int _zstd_ok = k714_zstd_load(_PORTABLE_ZSTD[0] * 10000 + _PORTABLE_ZSTD[1]
 
 #: The PushTelemetry v0 response with error NONE; bytes 4..8 take the request's correlation id and 13..15 the error.
 cdef const unsigned char* _ANSWER_TEMPLATE = b"\x00\x00\x00\x0c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+
+
+import array as _array
+import collections.abc as _abc
+
+cdef _carray.array _I32 = _array.array("i")        # templates of the loop's number columns
+cdef _carray.array _I64 = _array.array("q")
+
+
+cdef inline int _put_i32(_carray.array a, int32_t v) except -1:
+    cdef Py_ssize_t k = Py_SIZE(a)
+    _carray.resize_smart(a, k + 1)
+    a.data.as_ints[k] = v
+    return 0
+
+
+cdef inline int _put_i64(_carray.array a, int64_t v) except -1:
+    cdef Py_ssize_t k = Py_SIZE(a)
+    _carray.resize_smart(a, k + 1)
+    a.data.as_longlongs[k] = v
+    return 0
+
+
+@cython.final
+cdef class PackedBytes:
+    """Byte strings stored end to end: ``data`` holds them in order and ``offsets`` (int32, one entry more than
+    there are strings, the first 0) where each starts, so string ``k`` is ``data[offsets[k]:offsets[k + 1]]``:
+    Arrow's binary layout, which a column store takes without a copy. Both are read-only views (what they view
+    never changes, so the bounds the loop wrote hold). A read-only sequence of ``bytes`` otherwise (``len``,
+    indexing, iteration). The request loop hands a read's payloads this way: one buffer, not an object per
+    push. ``PackedBytes.of(strings)`` packs any byte strings."""
+
+    cdef bytearray _data
+    cdef Py_ssize_t _used          # bytes of _data in use while the loop fills it (its capacity is larger)
+    cdef _carray.array _offsets
+    cdef bint _sealed
+
+    def __cinit__(self):
+        self._data = PyByteArray_FromStringAndSize(NULL, 0)
+        self._used = 0
+        self._offsets = _carray.clone(_I32, 1, True)
+        self._sealed = False
+
+    @staticmethod
+    def of(strings) -> PackedBytes:
+        """``strings`` (byte strings, or anything with the buffer protocol) packed, in order."""
+        cdef PackedBytes out = PackedBytes()
+        cdef Py_buffer view
+        for s in strings:
+            PyObject_GetBuffer(s, &view, PyBUF_SIMPLE)
+            try:
+                out._add(<const unsigned char*>view.buf, view.len)
+            finally:
+                PyBuffer_Release(&view)
+        out._seal()
+        return out
+
+    cdef int _add(self, const unsigned char* p, Py_ssize_t n) except -1:
+        """Append one string (the loop, before ``_seal``); the buffer doubles as needed."""
+        cdef Py_ssize_t need = self._used + n, cap = PyByteArray_GET_SIZE(self._data)
+        if need > 2147483647:
+            raise OverflowError("PackedBytes holds at most 2 GiB")
+        if need > cap:
+            cap = cap * 2 if cap else 4096
+            while cap < need:
+                cap *= 2
+            PyByteArray_Resize(self._data, cap if cap <= 2147483647 else 2147483647)
+        if n:
+            memcpy(PyByteArray_AS_STRING(self._data) + self._used, p, <size_t>n)
+        self._used = need
+        _put_i32(self._offsets, <int32_t>need)
+        return 0
+
+    cdef int _reserve(self, Py_ssize_t n) except -1:
+        """Room for ``n`` more bytes (the loop: the rest of a read, which bounds its payloads), so that a read's
+        payloads are copied once."""
+        cdef Py_ssize_t need = self._used + n
+        if need > PyByteArray_GET_SIZE(self._data):
+            PyByteArray_Resize(self._data, need if need <= 2147483647 else 2147483647)
+        return 0
+
+    cdef int _seal(self) except -1:
+        """Cut the buffer to what is used (no copy: at least half of it is) and stop adding."""
+        PyByteArray_Resize(self._data, self._used)
+        self._sealed = True
+        return 0
+
+    @property
+    def data(self) -> memoryview:
+        """The strings end to end (a read-only view)."""
+        if not self._sealed:
+            raise RuntimeError("PackedBytes is still being filled")
+        return memoryview(self._data).toreadonly()
+
+    @property
+    def offsets(self) -> memoryview:
+        """Where each string starts, and the end of the last (int32, a read-only view)."""
+        return memoryview(self._offsets).toreadonly()
+
+    @property
+    def nbytes(self) -> int:
+        """The strings' total length."""
+        return self._used
+
+    def __len__(self) -> int:
+        return Py_SIZE(self._offsets) - 1
+
+    def __getitem__(self, index):
+        cdef Py_ssize_t n = Py_SIZE(self._offsets) - 1, k
+        cdef const int* off = self._offsets.data.as_ints
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(n))]
+        k = index
+        if k < 0:
+            k += n
+        if k < 0 or k >= n:
+            raise IndexError("PackedBytes index out of range")
+        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self._data) + off[k], off[k + 1] - off[k])
+
+    def __iter__(self):
+        cdef Py_ssize_t k
+        for k in range(Py_SIZE(self._offsets) - 1):
+            yield self[k]
+
+    def __repr__(self) -> str:
+        return f"PackedBytes({len(self)} strings, {self._used} bytes)"
+
+
+_abc.Sequence.register(PackedBytes)
 
 
 cdef class PayloadDecompressor:
@@ -254,7 +387,8 @@ cdef class RequestLoop:
     Returns ``(answers, frame, batch)``: the answers of the frames decided (a bytearray, or None), the frame
     handed over (bytes without its size prefix, or None when every whole frame was decided) and, with
     ``records`` (1: every push decided, as columns; 2: and each accepted push's decompressed payload, for the
-    receivers), the pushes decided or None. An accepted push's last error is set here, except with
+    receivers), the pushes decided or None. The columns a store takes whole are packed: the SubscriptionIds,
+    codes and answer offsets in ``array`` s, the payloads as received in one :class:`PackedBytes`. An accepted push's last error is set here, except with
     ``records=2``: the caller then finishes each (``InstanceTable.finish_push`` with the ticket in its code
     column) once its receivers ran. A size prefix over ``max_frame_bytes`` raises FrameTooLargeError and a
     negative one MalformedFrameError, before anything is held for the frame, as ``split_frames`` does.
@@ -267,7 +401,9 @@ cdef class RequestLoop:
     cdef int32_t max_frame
     cdef object _cid_raw          # the last client id's bytes and its str (one object per connection)
     cdef object _cid
-    cdef list _c_ids, _c_sids, _c_term, _c_ctype, _c_codes, _c_raw, _c_data, _c_cid, _c_at
+    cdef list _c_ids, _c_term, _c_ctype, _c_data, _c_cid
+    cdef _carray.array _c_sids, _c_codes, _c_at
+    cdef PackedBytes _c_raw
     #: complete frames taken so far
     cdef readonly uint64_t frames
     #: False: every frame is handed back (the loop only cuts frames; an endpoint that sees every request)
@@ -303,14 +439,14 @@ cdef class RequestLoop:
 
     cdef void _new_batch(self):
         self._c_ids = []
-        self._c_sids = []
+        self._c_sids = _carray.clone(_I32, 0, False)
         self._c_term = []
         self._c_ctype = []
-        self._c_codes = []
-        self._c_raw = []
+        self._c_codes = _carray.clone(_I64, 0, False)
+        self._c_raw = PackedBytes()
         self._c_data = []
         self._c_cid = []
-        self._c_at = []
+        self._c_at = _carray.clone(_I64, 0, False)
 
     cdef int _append(self, const unsigned char* p, Py_ssize_t n) except -1:
         cdef Py_ssize_t need = self.blen + n, cap
@@ -446,6 +582,7 @@ cdef class RequestLoop:
     cdef object _take_batch(self, int records):
         batch = None
         if records and self._c_ids:
+            self._c_raw._seal()
             batch = (self._c_ids, self._c_sids, self._c_term, self._c_ctype, self._c_codes, self._c_raw,
                      self._c_data, self._c_cid, self._c_at)
             self._new_batch()
@@ -464,7 +601,7 @@ cdef class RequestLoop:
         cdef unsigned char* a
         cdef Py_ssize_t alen = 0
         cdef object frame = None, cid, payload
-        cdef bint ok
+        cdef bint ok, reserved = False
         cdef int64_t max_bytes = zd.limit
         while n - pos >= 4:
             size = <int32_t>kb_load_be32(p + pos)
@@ -521,14 +658,17 @@ cdef class RequestLoop:
             kb_store_be16(a + 13, <uint16_t><int16_t>code)
             if records:
                 PyList_Append(self._c_ids, _id_bytes(m.msb, m.lsb))
-                PyList_Append(self._c_sids, m.subscription_id)
+                _put_i32(self._c_sids, m.subscription_id)
                 PyList_Append(self._c_term, m.terminating)
                 PyList_Append(self._c_ctype, m.compression_type)
-                PyList_Append(self._c_codes, r)
-                PyList_Append(self._c_raw, PyBytes_FromStringAndSize(<const char*>m.metrics, m.metrics_len))
+                _put_i64(self._c_codes, r)
+                if not reserved:                        # the rest of the read bounds its payloads: one copy
+                    self._c_raw._reserve(n - start if n - start <= RESERVE_MAX else RESERVE_MAX)
+                    reserved = True
+                self._c_raw._add(m.metrics, m.metrics_len)
                 PyList_Append(self._c_data, payload)
                 PyList_Append(self._c_cid, cid)
-                PyList_Append(self._c_at, alen + 13)
+                _put_i64(self._c_at, alen + 13)
             alen += PUSH_ANSWER
             pos = start + size
             consumed[0] = pos

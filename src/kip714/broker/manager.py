@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, cast, overload
 
 from .._enums import (
@@ -346,12 +346,13 @@ class TelemetryBroker:
         """One call of a request loop (``RequestLoop.feed`` or ``feed_prefix``) with this broker's state, then the
         receivers' and observers' part of the pushes it decided: ``(answers, what the call says of the rest)``."""
         now_ms = self.clock()
+        records = self._records()
         answers, rest, batch = call(
-            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, self._records()
+            data, now_ms, self.registry._version, self._decompressor, self.decompress_payloads, records
         )
         if batch is not None:
             self._finish_batch(
-                batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms
+                batch, answers, client_info, connection, self.node_id if node_id is None else node_id, now_ms, records
             )
         return answers, rest
 
@@ -362,14 +363,16 @@ class TelemetryBroker:
 
     def _finish_batch(
         self,
-        batch: tuple[list[Any], ...],
+        batch: tuple[Any, ...],
         answers: bytearray | None,
         client_info: Callable[[str | None], ClientInfo],
         connection: Hashable | None,
         node_id: int,
         now_ms: int,
+        records: int,
     ) -> None:
-        """The receivers' and observers' part of the pushes a request loop decided (``batch``: its columns)."""
+        """The receivers' and observers' part of the pushes a request loop decided (``batch``: its columns; the
+        loop was called with ``records``, so that accepted pushes wait for the receivers only when it is 2)."""
         ids, sids, terminating, ctypes, codes, raws, datas, client_ids, offsets = batch
         n = len(ids)
         if client_ids.count(client_ids[0]) == n:  # one connection: almost always one client id
@@ -382,7 +385,9 @@ class TelemetryBroker:
                 if cid is not last_id:
                     info, last_id = client_info(cid), cid
                 infos.append(info)
-        accepted = [k for k in range(n) if codes[k] >= TICKET_BASE] if max(codes) >= TICKET_BASE else []
+        accepted = (
+            [k for k in range(n) if codes[k] >= TICKET_BASE] if records == 2 and max(codes) >= TICKET_BASE else []
+        )
         if accepted:  # their payloads decompressed: the receivers have them now
             failed = self._export_batch(ids, terminating, ctypes, sids, datas, infos, accepted, node_id, now_ms)
             finish = self.instances.finish_push
@@ -500,11 +505,11 @@ class TelemetryBroker:
         self,
         ids: list[bytes],
         infos: list[ClientInfo],
-        sids: list[int],
+        sids: Sequence[int],
         terminating: list[bool],
         ctypes: list[int],
-        codes: list[int],
-        raws: list[bytes],
+        codes: Sequence[int],
+        raws: Sequence[bytes],
         node_id: int,
         now_ms: int,
     ) -> None:

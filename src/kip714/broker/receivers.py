@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -279,22 +279,26 @@ class PushObserver(Protocol):
 
 @dataclass(slots=True)
 class PushBatch:
-    """The PushTelemetry requests of one read that the endpoint's request loop decided, as columns (one list
+    """The PushTelemetry requests of one read that the endpoint's request loop decided, as columns (one sequence
     per field, one entry per push, in request order): what :class:`PushBatchObserver` receives instead of one
     ``push_completed`` call per push. ``payloads`` are the metrics bytes as received (compressed);
     ``subscriptions`` what the endpoint last told each instance (None where it does not know); all pushes of a
-    batch came on one connection to ``node_id`` and were received at ``received_at_ms``."""
+    batch came on one connection to ``node_id`` and were received at ``received_at_ms``.
+
+    The request loop packs the columns a store takes whole: ``subscription_ids`` and ``error_codes`` are
+    ``array.array`` s and ``payloads`` a :class:`~kip714._instances.PackedBytes` (one buffer and its offsets).
+    Each reads as a sequence of ``int`` or ``bytes``; lists do as well."""
 
     received_at_ms: int
     node_id: int
     client_instance_ids: list[bytes]
     client_infos: list[ClientInfo]
     subscriptions: list[ClientSubscription | None]
-    subscription_ids: list[int]
+    subscription_ids: Sequence[int]
     terminating: list[bool]
     compression_types: list[int]
-    error_codes: list[int]
-    payloads: list[bytes]
+    error_codes: Sequence[int]
+    payloads: Sequence[bytes]
 
 
 @dataclass(slots=True)

@@ -39,6 +39,7 @@ crash without ``sync``) is set aside as ``*.corrupt`` when a recorder next opens
 
 from __future__ import annotations
 
+import array
 import concurrent.futures
 import errno
 import itertools
@@ -49,9 +50,10 @@ import os
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .._instances import PackedBytes
 from ..broker.receivers import ClientSubscription
 from ..broker.subscriptions import MATCH_SELECTORS
 
@@ -155,32 +157,127 @@ def rows_table(rows: list[Any], replica: str | None = None) -> Any:
     return pa.Table.from_pydict(columns, schema=record_schema())
 
 
+class _Payloads:
+    """The payloads of buffered pushes, in order, kept as they came: a request loop's
+    :class:`~kip714._instances.PackedBytes` whole (one buffer per read), and the payloads given one by one (bytes,
+    or None for a null one) in runs, a list each. :meth:`array` makes the Arrow column of them all."""
+
+    __slots__ = ("n", "pieces")
+
+    def __init__(self) -> None:
+        self.pieces: list[Any] = []
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        for piece in self.pieces:
+            yield from piece
+
+    def append(self, payload: bytes | None) -> None:
+        if self.pieces and type(self.pieces[-1]) is list:
+            self.pieces[-1].append(payload)
+        else:
+            self.pieces.append([payload])
+        self.n += 1
+
+    def extend(self, payloads: Any) -> None:
+        """The payloads of a batch (a ``PackedBytes`` is kept whole; any other sequence is copied), or of another
+        ``_Payloads``."""
+        if type(payloads) is _Payloads:
+            for piece in payloads.pieces:
+                self.extend(piece)
+        elif type(payloads) is PackedBytes:
+            if len(payloads):
+                self.pieces.append(payloads)
+                self.n += len(payloads)
+        else:
+            if not (self.pieces and type(self.pieces[-1]) is list):
+                self.pieces.append([])
+            before = len(self.pieces[-1])
+            self.pieces[-1].extend(payloads)
+            self.n += len(self.pieces[-1]) - before
+
+    def array(self) -> Any:
+        """The ``binary`` column of the payloads: each run of packed reads joined into one buffer (their offsets
+        moved in numpy), taken by Arrow as it is; each run of single payloads converted by pyarrow."""
+        import pyarrow as pa
+
+        arrays: list[Any] = []
+        run: list[PackedBytes] = []
+        size = 0  # the run's bytes
+        for piece in [*self.pieces, None]:
+            if type(piece) is PackedBytes:
+                if run and size + piece.nbytes > _BINARY_MAX:  # (int32 offsets)
+                    arrays.append(_packed_array(run))
+                    run, size = [], 0
+                run.append(piece)
+                size += piece.nbytes
+                continue
+            if run:
+                arrays.append(_packed_array(run))
+                run, size = [], 0
+            if piece is not None:
+                arrays.append(pa.array(piece, pa.binary()))
+        if not arrays:
+            return pa.array([], pa.binary())
+        return arrays[0] if len(arrays) == 1 else pa.chunked_array(arrays, pa.binary())
+
+
+#: The most bytes one Arrow ``binary`` array holds (its offsets are int32).
+_BINARY_MAX = (1 << 31) - 1
+
+
+def _packed_array(run: list[PackedBytes]) -> Any:
+    """One Arrow ``binary`` array of the strings of ``run`` (at most 2 GiB in all): their buffers joined, each
+    one's offsets moved by the bytes before it, in one numpy pass."""
+    import numpy as np
+    import pyarrow as pa
+
+    data: bytes | memoryview
+    if len(run) == 1:
+        data, offsets = run[0].data, np.frombuffer(run[0].offsets, np.int32)
+    else:
+        data = b"".join([p.data for p in run])
+        counts = np.fromiter((len(p) for p in run), np.int64, len(run))  # strings per piece
+        sizes = np.fromiter((p.nbytes for p in run), np.int64, len(run))
+        ends = np.concatenate([np.frombuffer(p.offsets, np.int32)[1:] for p in run])  # each string's end
+        offsets = np.empty(len(ends) + 1, np.int32)
+        offsets[0] = 0
+        offsets[1:] = ends + np.repeat(np.cumsum(sizes) - sizes, counts)
+    n = len(offsets) - 1
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 class _Pushes:
-    """Pushes buffered as columns: one list per field of :meth:`ParquetRecorder.push_completed`'s tuple (when
+    """Pushes buffered as columns: one per field of :meth:`ParquetRecorder.push_completed`'s tuple (when
     received, the instance id's 16 bytes, ClientInfo, node id, SubscriptionId, terminating, compression type,
-    error code, payload, subscription), one entry per push. A read's pushes are added by extending each list
-    with the broker's own column (:meth:`add_batch`): no Python object is made or kept per push."""
+    error code, payload, subscription), one entry per push. A read's pushes are added by extending each column
+    with the broker's own (:meth:`add_batch`): no Python object is made or kept per push. The numbers are
+    ``array`` s and the payloads :class:`_Payloads`, so that the request loop's packed columns are copied as
+    memory and taken by Arrow as they are."""
 
     #: the columns, in the order of a push's tuple
     FIELDS = ("at", "ids", "infos", "nodes", "sids", "terminating", "ctypes", "codes", "payloads", "subs")
     __slots__ = ("at", "codes", "ctypes", "ids", "infos", "nodes", "payloads", "sids", "subs", "terminating")
 
     def __init__(self) -> None:
-        self.at: list[int] = []
+        self.at = array.array("q")
         self.ids: list[bytes] = []
         self.infos: list[Any] = []
         self.nodes: list[int | str] = []
-        self.sids: list[int] = []
+        self.sids = array.array("i")
         self.terminating: list[bool] = []
         self.ctypes: list[int] = []
-        self.codes: list[int] = []
-        self.payloads: list[bytes | None] = []
+        self.codes = array.array("q")
+        self.payloads = _Payloads()
         self.subs: list[Any] = []
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def columns(self) -> tuple[list[Any], ...]:
+    def columns(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.FIELDS)
 
     def add(self, push: tuple[Any, ...]) -> None:
@@ -191,7 +288,7 @@ class _Pushes:
     def add_batch(self, batch: Any) -> None:
         """The pushes of a ``PushBatch``."""
         n = len(batch.client_instance_ids)
-        self.at.extend(itertools.repeat(batch.received_at_ms, n))
+        self.at.extend(array.array("q", [batch.received_at_ms]) * n)
         self.ids.extend(batch.client_instance_ids)
         self.infos.extend(batch.client_infos)
         self.nodes.extend(itertools.repeat(batch.node_id, n))
@@ -208,23 +305,15 @@ class _Pushes:
         if len(items) == 1 and type(items[0]) is cls:
             return items[0]
         out = cls()
-        run: list[tuple[Any, ...]] = []  # tuples, added a run at a time
-        for item in items + [None]:
+        for item in items:
             if type(item) is tuple:
-                run.append(item)
-                continue
-            if run:
-                out._extend(zip(*run))
-                run = []
-            if type(item) is cls:
-                out._extend(item.columns())
-            elif item is not None:
+                out.add(item)
+            elif type(item) is cls:
+                for column, values in zip(out.columns(), item.columns()):
+                    column.extend(values)
+            else:
                 out.add_batch(item)
         return out
-
-    def _extend(self, columns: Iterable[Iterable[Any]]) -> None:
-        for column, values in zip(self.columns(), columns):
-            column.extend(values)
 
     def tuples(self) -> list[tuple[Any, ...]]:
         return list(zip(*self.columns()))
@@ -357,18 +446,18 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
         return pa.array([v[field] for v in subs_values], schema.field(name).type).take(take_subs)
 
     columns = {
-        "received_at_ms": pa.array(pushes.at, pa.int64()),
+        "received_at_ms": pa.array(np.frombuffer(pushes.at, np.int64), pa.int64()),
         "client_instance_id": instance_ids,
         **{
             c: pa.array([labels[c] for labels in label_values], pa.string()).take(take_who)
             for c in LABEL_COLUMNS
             if c != "client_instance_id"
         },
-        "subscription_id": pa.array(pushes.sids, pa.int32()),
+        "subscription_id": pa.array(np.frombuffer(pushes.sids, np.int32), pa.int32()),
         "terminating": pa.array(pushes.terminating, pa.bool_()),
         "compression_type": pa.array(pushes.ctypes, pa.int8()),
-        "error_code": pa.array(pushes.codes, pa.int16()),
-        "payload": pa.array(pushes.payloads, pa.binary()),
+        "error_code": pa.array(_int16(pushes.codes), pa.int16()),
+        "payload": pushes.payloads.array(),
         **{c: per_subscription(c, k) for k, c in enumerate(SUBSCRIPTION_COLUMNS)},
         REPLICA_COLUMN: pa.repeat(pa.scalar(replica, pa.string()), n),
     }
@@ -376,6 +465,16 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def _int16(codes: array.array[int]) -> Any:
+    """Error codes (int64) as int16, OverflowError for one out of its range (as pyarrow's conversion raises)."""
+    import numpy as np
+
+    values = np.frombuffer(codes, np.int64)
+    if len(values) and (values.min() < -32768 or values.max() > 32767):
+        raise OverflowError("an error code out of int16's range")
+    return values.astype(np.int16)
 
 
 def _fsync_dir(folder: pathlib.Path) -> None:
@@ -664,7 +763,8 @@ class ParquetRecorder:
         the buffered ones, no Python object kept per push."""
         payloads = batch.payloads
         if payloads:
-            self._buffer(batch, sum(map(len, payloads)), len(payloads))
+            size = payloads.nbytes if type(payloads) is PackedBytes else sum(map(len, payloads))
+            self._buffer(batch, size, len(payloads))
 
     def instance_closed(self, context: Any, client_instance_id: Any, at_ms: int, reason: str = "client") -> None:
         """Record that the client connection ``client_instance_id`` used closed (the broker calls this).
