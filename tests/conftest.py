@@ -31,6 +31,7 @@ import os
 import pathlib
 
 import pytest
+from suite_jvm import SUITE_JVM_OPTIONS
 
 #: The tests allocate millions of short-lived objects (Hypothesis' draws, decoded messages, Arrow rows), and with
 #: CPython's default thresholds (700, 10, 10) the cyclic collector took ~10 % of a worker's CPU: 9.3 of ~94
@@ -43,11 +44,7 @@ TIER_NAMES = ("unit", "integration", "spark", "java", "dist", "bench", "image")
 OPT_IN_TIERS = ("image",)
 
 #: The suite's Spark JVMs (the session below, ``kip714 pipeline`` children, spark-submit, a standalone cluster's
-#: daemons) live seconds, not hours: JIT-compiled with C1 only, a Spark start costs 13 CPU-seconds instead of 23
-#: (``local_session`` + one job, measured here); with the serial collector (no GC threads competing for the two
-#: cores) the session's tests take 86 CPU-seconds instead of 96; the longest job (test_spark_scale's small-heap
-#: pipeline) 48 instead of 61. Users' JVMs keep the JDK's defaults. Set either variable to choose otherwise.
-SUITE_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: daemons) take the suite's JVM options (tests/suite_jvm.py says why). Set either variable to choose otherwise.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUITE_JVM_OPTIONS)  # every driver started by spark-submit / pyspark
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", SUITE_JVM_OPTIONS)  # standalone Master and Worker
 

@@ -21,6 +21,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from suite_jvm import JAVA_OPTIONS, JAVAC_OPTIONS
 
 import kip714
 from kip714.errors import CorruptPayloadError
@@ -170,13 +171,18 @@ def java_oracle(tmp_path_factory):
         pytest.skip("javac/java not found: the gzip differential test needs a JDK (17+) on PATH")
     out = tmp_path_factory.mktemp("gzip-oracle")
     proc = subprocess.run(
-        [javac, "--release", "17", "-d", str(out), str(JAVA_SOURCE)], capture_output=True, text=True, timeout=180
+        [javac, *JAVAC_OPTIONS, "--release", "17", "-d", str(out), str(JAVA_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
 
     def run(cases: list[bytes]) -> list[str]:
         stdin = b"".join(struct.pack(">i", len(c)) + c for c in cases) + struct.pack(">i", -1)
-        res = subprocess.run([java, "-cp", str(out), "GzipOracle"], input=stdin, capture_output=True, timeout=300)
+        res = subprocess.run(
+            [java, *JAVA_OPTIONS, "-cp", str(out), "GzipOracle"], input=stdin, capture_output=True, timeout=300
+        )
         assert res.returncode == 0, res.stderr.decode()[-2000:]
         lines = res.stdout.decode().splitlines()
         assert len(lines) == len(cases)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from suite_jvm import JAVA_OPTIONS, JAVAC_OPTIONS
 
 from kip714._crc import compute_subscription_id
 from kip714.broker.javaorder import JavaConcurrentHashMap, JavaHashSet, java_string_hash, resolve_order
@@ -464,7 +465,10 @@ def oracle_classes(tmp_path_factory) -> Path:
         pytest.skip("javac not found: the JDK differential test needs a JDK (17+) on PATH")
     out = tmp_path_factory.mktemp("java-oracle")
     proc = subprocess.run(
-        [javac, "--release", "17", "-d", str(out), str(JAVA_SOURCE)], capture_output=True, text=True, timeout=180
+        [javac, *JAVAC_OPTIONS, "--release", "17", "-d", str(out), str(JAVA_SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
     return out
@@ -494,7 +498,7 @@ def test_against_real_jdk(oracle_classes, java, major):
     cases = generate(seed=714_000 + major, count=600, jdk=jdk)
     stdin = "\n".join(line for case in cases for line in case.lines) + "\n"
     proc = subprocess.run(
-        [java, "-Xss8m", "-cp", str(oracle_classes), "SubscriptionOrder"],
+        [java, *JAVA_OPTIONS, "-Xss8m", "-cp", str(oracle_classes), "SubscriptionOrder"],
         input=stdin,
         capture_output=True,
         text=True,

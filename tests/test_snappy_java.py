@@ -26,6 +26,7 @@ from pathlib import Path
 
 import cramjam
 import pytest
+from suite_jvm import JAVA_OPTIONS, JAVAC_OPTIONS
 
 import kip714
 from kip714 import Kip714Error
@@ -224,7 +225,7 @@ def snappy_oracle(tmp_path_factory):
         _snappy_java_missing(str(jar))
     out = tmp_path_factory.mktemp("snappy-oracle")
     proc = subprocess.run(
-        [javac, "--release", "17", "-cp", str(jar), "-d", str(out), str(JAVA_SOURCE)],
+        [javac, *JAVAC_OPTIONS, "--release", "17", "-cp", str(jar), "-d", str(out), str(JAVA_SOURCE)],
         capture_output=True,
         text=True,
         timeout=180,
@@ -235,7 +236,7 @@ def snappy_oracle(tmp_path_factory):
         stdin = b"".join(struct.pack(">i", len(c)) + c for c in cases) + struct.pack(">i", -1)
         # a small heap: a preamble declaring a huge length fails at once (OutOfMemoryError is a refusal)
         res = subprocess.run(
-            [java, "-Xmx256m", "-cp", f"{out}{os.pathsep}{jar}", "SnappyOracle"],
+            [java, *JAVA_OPTIONS, "-Xmx256m", "-cp", f"{out}{os.pathsep}{jar}", "SnappyOracle"],
             input=stdin,
             capture_output=True,
             timeout=300,

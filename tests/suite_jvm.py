@@ -1,0 +1,17 @@
+"""The JVM options of the suite's short-lived JVMs: Spark's (set by tests/conftest.py) and the JDK oracles'
+(``javac`` and ``java`` in test_javaorder_jdk, test_gzip_jdk and test_snappy_java).
+
+They live seconds, not hours: JIT-compiled with C1 only, a Spark start costs 13 CPU-seconds instead of 23
+(``local_session`` + one job, measured here); with the serial collector (no GC threads competing for the two
+cores) the session's tests take 86 CPU-seconds instead of 96; the longest job (test_spark_scale's small-heap
+pipeline) 48 instead of 61. The three JDK oracle modules take 24 CPU-seconds instead of 31 (``javac`` alone
+1.6 instead of 2.8). Neither option changes what a JVM computes: only when and how its code is compiled and
+its heap collected. Users' JVMs keep the JDK's defaults."""
+
+from __future__ import annotations
+
+SUITE_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: for ``java``: the options as arguments
+JAVA_OPTIONS = SUITE_JVM_OPTIONS.split()
+#: for ``javac``, which hands its own JVM the options given with ``-J``
+JAVAC_OPTIONS = [f"-J{option}" for option in JAVA_OPTIONS]
