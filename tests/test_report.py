@@ -250,6 +250,14 @@ class _NotingRecorder(ParquetRecorder):
         if not request.terminating:
             self.last_push[context.client_info.client_id] = time.monotonic()
 
+    def pushes_completed(self, batch):
+        """The pushes the broker's request loop decided (all but an instance's first): noted as above."""
+        super().pushes_completed(batch)
+        now = time.monotonic()
+        for info, terminating in zip(batch.client_infos, batch.terminating):
+            if not terminating:
+                self.last_push[info.client_id] = now
+
     def just_answered(self, client_id: str) -> bool:
         """The client's last push was answered a moment ago (its answer has arrived, the next push is most of
         an interval away): a close now finds the push scheduled, not in flight."""
