@@ -170,6 +170,11 @@ class ServeProcess(EndpointProcess):
         self.proc.wait(30)
 
 
+def windows(quick: bool) -> tuple[float, int]:
+    """The seconds of each round's push load, and the rounds of each mode: a full run, or a ``--quick`` one."""
+    return (1.5, 2) if quick else (5.0, 4)
+
+
 def run(bench: Bench) -> None:
     """Accepted pushes/s of ``kip714 serve --record`` with and without ``--record-sync`` (rounds alternate):
     8 clients with 4 pushes in flight each, and (full run) 64 clients with 8 each — a group commit holds the
@@ -185,8 +190,7 @@ def run(bench: Bench) -> None:
     except ImportError as exc:
         bench.skip(G, "pyarrow", f"not installed ({exc})")
         return
-    seconds = 1.5 if bench.quick else 5.0
-    rounds = 2 if bench.quick else 4
+    seconds, rounds = windows(bench.quick)
     for clients, depth in [(8, 4)] + ([] if bench.quick else [(64, 8)]):
         rates: dict[bool, list[float]] = {False: [], True: []}
         latency: dict[bool, list[float]] = {False: [], True: []}
