@@ -132,8 +132,13 @@ def test_interleaved_summaries_and_goal_checks():
     )["met"]
 
 
-def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
+def test_quick_proxy_group_measures_against_direct(tmp_path, monkeypatch, capsys):
+    """``--only proxy --quick`` on a quarter of the quick run's bytes (its produce runs and the floor's splice
+    are most of this test's CPU time; the figures are not checked, only that there are some)."""
     pytest.importorskip("confluent_kafka")
+    from kip714.tools.bench.groups import proxy
+
+    monkeypatch.setattr(proxy, "sizes", lambda quick: (2, {100: 1_000_000, 10240: 10_000_000}, 100, 64))
     json_path, plot_dir = tmp_path / "p.json", tmp_path / "plots"
     allowed = os.sched_getaffinity(0)
     rc, out, err = _run(["--quick", "--only", "proxy", "--json", str(json_path), "--plot", str(plot_dir)], capsys)
@@ -153,6 +158,7 @@ def test_quick_proxy_group_measures_against_direct(tmp_path, capsys):
             assert rows[f"proxy.pinned.10240.{producers}"]["ratio"] > 0
     assert os.sched_getaffinity(0) == allowed  # this process unpinned again
     assert rows["proxy.latency"]["kip714"]["median"] > 0 and rows["proxy.latency"]["peer"]["median"] > 0
+    assert rows["proxy.latency"]["note"].startswith("100 records each")
     assert rows["proxy.cpu"]["kip714"]["value"] > 0
     floor = rows["proxy.floor"]  # raw bytes through a splice forwarder: the machine's floor, measured
     assert floor["ratio"] > 0 and floor["forwarder_cpu_ms_per_mb"] >= 0

@@ -225,6 +225,15 @@ def hold_connections(port: int, n: int, wave: int = 5) -> int:
     return answered
 
 
+def sizes(quick: bool) -> tuple[int, dict[int, int], int, int]:
+    """What a full run, or a ``--quick`` one, measures: the rounds of each row, the bytes of record values each
+    produce run sends (by record size: 100 B and 10 KB), the records of the latency rows, and the MB of the
+    floor's forwarded bytes."""
+    if quick:
+        return 2, {100: 4_000_000, 10240: 40_000_000}, 300, 256
+    return 4, {100: 12_000_000, 10240: 120_000_000}, 1500, 2048
+
+
 def run(bench: Bench) -> None:
     """Measure and add the rows and curves of the ``proxy`` group to ``bench``: librdkafka producers through
     ``kip714 proxy`` vs direct to librdkafka's mock cluster (same run)."""
@@ -235,11 +244,9 @@ def run(bench: Bench) -> None:
         return
     from kip714.tools.mock_cluster import MockCluster
 
-    quick = bench.quick
-    rounds = 2 if quick else 4
+    rounds, volume, n_lat, floor_mb = sizes(bench.quick)
     many = 4
     configs = [(100, 1), (100, many), (10240, 1), (10240, many)]
-    volume = {100: 4_000_000 if quick else 12_000_000, 10240: 40_000_000 if quick else 120_000_000}
     with MockCluster(3) as mc:
         mc.create_topic("bench", 6)
         proxy = ProxyProcess(mc.bootstraps)
@@ -312,7 +319,6 @@ def run(bench: Bench) -> None:
                 kind="bars",
             )
             # latency
-            n_lat = 300 if quick else 1500
             lat_d, lat_p = [], []
             for _ in range(rounds):
                 lat_d += latency_run(mc.bootstraps, "bench", n_lat // rounds)
@@ -355,7 +361,7 @@ def run(bench: Bench) -> None:
                 note=f"{cpu_total:.2f} CPU s for {mb_total:.0f} MB (Kroxylicious publishes ~35)",
             )
             _loop_rows(bench, mc, proxy, rounds, volume[10240] // 2)
-            _floor_row(bench, rounds, 256 if quick else 2048)
+            _floor_row(bench, rounds, floor_mb)
             _pinned_rows(bench, mc, proxy, rounds, volume[10240], many)
             # connections
             n_conn = 1000
