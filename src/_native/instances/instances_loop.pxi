@@ -420,7 +420,7 @@ cdef class RequestLoop:
         self.decides = decides
         self._cid_raw = None
         self._cid = None
-        self._new_batch()
+        self._clear_batch()                         # the batch's columns: made with its first push
 
     def __dealloc__(self):
         kip714_held_free(self.buf, <size_t>self.bcap)
@@ -437,7 +437,14 @@ cdef class RequestLoop:
         self.blen = 0
         self.bcap = 0
 
-    cdef void _new_batch(self):
+    cdef int _clear_batch(self) except -1:
+        """No columns held (none made yet, or handed over with their pushes): made again with the next push."""
+        self._c_ids = self._c_term = self._c_ctype = self._c_data = self._c_cid = None
+        self._c_sids = self._c_codes = self._c_at = None
+        self._c_raw = None
+        return 0
+
+    cdef int _new_batch(self) except -1:
         self._c_ids = []
         self._c_sids = _carray.clone(_I32, 0, False)
         self._c_term = []
@@ -447,6 +454,7 @@ cdef class RequestLoop:
         self._c_data = []
         self._c_cid = []
         self._c_at = _carray.clone(_I64, 0, False)
+        return 0
 
     cdef int _append(self, const unsigned char* p, Py_ssize_t n) except -1:
         cdef Py_ssize_t need = self.blen + n, cap
@@ -585,7 +593,7 @@ cdef class RequestLoop:
             self._c_raw._seal()
             batch = (self._c_ids, self._c_sids, self._c_term, self._c_ctype, self._c_codes, self._c_raw,
                      self._c_data, self._c_cid, self._c_at)
-            self._new_batch()
+            self._clear_batch()
         return batch
 
     cdef tuple _run(self, const unsigned char* p, Py_ssize_t n, Py_ssize_t* consumed, bint prefix, int64_t now_ms,
@@ -657,6 +665,8 @@ cdef class RequestLoop:
             kb_store_be32(a + 4, <uint32_t>m.correlation_id)
             kb_store_be16(a + 13, <uint16_t><int16_t>code)
             if records:
+                if self._c_ids is None:
+                    self._new_batch()
                 PyList_Append(self._c_ids, _id_bytes(m.msb, m.lsb))
                 _put_i32(self._c_sids, m.subscription_id)
                 PyList_Append(self._c_term, m.terminating)
