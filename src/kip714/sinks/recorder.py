@@ -403,9 +403,9 @@ def _identities(objects: list[Any]) -> Any:
 def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
     """The table of buffered pushes, column by column: the instance ids base64-encoded in one call, the label
     columns made once per distinct client connection (ClientInfo and node) and the subscription columns once
-    per distinct value, each taken for every row by index, the scalars and payloads converted by pyarrow, a
-    list each. The same table as ``pa.Table.from_pydict`` of their :func:`push_row` rows
-    (tests/test_recorder_rows.py checks it)."""
+    per distinct value, each taken for every row by index, the numbers' arrays and the packed payloads given to
+    pyarrow as buffers (the rest converted by it, a list each). The same table as ``pa.Table.from_pydict`` of
+    their :func:`push_row` rows (tests/test_recorder_rows.py checks it)."""
     import binascii
 
     import numpy as np
@@ -456,7 +456,7 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
         "subscription_id": pa.array(np.frombuffer(pushes.sids, np.int32), pa.int32()),
         "terminating": pa.array(pushes.terminating, pa.bool_()),
         "compression_type": pa.array(pushes.ctypes, pa.int8()),
-        "error_code": pa.array(_int16(pushes.codes), pa.int16()),
+        "error_code": pa.array(np.frombuffer(pushes.codes, np.int64), pa.int16()),  # (pyarrow checks the range)
         "payload": pushes.payloads.array(),
         **{c: per_subscription(c, k) for k, c in enumerate(SUBSCRIPTION_COLUMNS)},
         REPLICA_COLUMN: pa.repeat(pa.scalar(replica, pa.string()), n),
@@ -465,16 +465,6 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
-
-
-def _int16(codes: array.array[int]) -> Any:
-    """Error codes (int64) as int16, OverflowError for one out of its range (as pyarrow's conversion raises)."""
-    import numpy as np
-
-    values = np.frombuffer(codes, np.int64)
-    if len(values) and (values.min() < -32768 or values.max() > 32767):
-        raise OverflowError("an error code out of int16's range")
-    return values.astype(np.int16)
 
 
 def _fsync_dir(folder: pathlib.Path) -> None:
