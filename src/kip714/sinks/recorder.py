@@ -251,53 +251,86 @@ def _packed_array(run: list[PackedBytes]) -> Any:
 
 
 class _Pushes:
-    """Pushes buffered as columns: one per field of :meth:`ParquetRecorder.push_completed`'s tuple (when
+    """Pushes buffered as columns, one entry per push, in the order of a push's tuple (:meth:`add`: when
     received, the instance id's 16 bytes, ClientInfo, node id, SubscriptionId, terminating, compression type,
-    error code, payload, subscription), one entry per push. A read's pushes are added by extending each column
-    with the broker's own (:meth:`add_batch`): no Python object is made or kept per push. The numbers are
-    ``array`` s and the payloads :class:`_Payloads`, so that the request loop's packed columns are copied as
-    memory and taken by Arrow as they are."""
+    error code, payload, subscription). A read's pushes are added by extending each column with the broker's
+    own (:meth:`add_batch`), and the columns hold no Python object per push but the subscriptions: the ids
+    end to end in one ``bytearray``, the numbers in ``array`` s, the payloads in :class:`_Payloads`, and when
+    received, the ClientInfo and the node id as runs (``who``: one ``(received, ClientInfo, node id)`` per run
+    of pushes that share them, ``run_lengths`` its pushes; a read is one run). So the request loop's packed
+    columns are copied as memory, Arrow takes them as they are, and the collector has one list entry per push
+    to walk, not seven."""
 
-    #: the columns, in the order of a push's tuple
-    FIELDS = ("at", "ids", "infos", "nodes", "sids", "terminating", "ctypes", "codes", "payloads", "subs")
-    __slots__ = ("at", "codes", "ctypes", "ids", "infos", "nodes", "payloads", "sids", "subs", "terminating")
+    __slots__ = ("codes", "ctypes", "ids", "payloads", "run_lengths", "sids", "subs", "terminating", "who")
 
     def __init__(self) -> None:
-        self.at = array.array("q")
-        self.ids: list[bytes] = []
-        self.infos: list[Any] = []
-        self.nodes: list[int | str] = []
+        self.ids = bytearray()
+        self.who: list[tuple[int, Any, int | str]] = []
+        self.run_lengths = array.array("q")
         self.sids = array.array("i")
-        self.terminating: list[bool] = []
-        self.ctypes: list[int] = []
+        self.terminating = array.array("b")
+        self.ctypes = array.array("b")
         self.codes = array.array("q")
         self.payloads = _Payloads()
         self.subs: list[Any] = []
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.sids)
 
-    def columns(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.FIELDS)
+    def _run(self, at: int, info: Any, node: int | str, n: int) -> None:
+        """``n`` more pushes received at ``at`` of ``info`` on ``node`` (one run with the last when it is theirs
+        too)."""
+        last = self.who[-1] if self.who else None
+        if last is not None and last[1] is info and last[0] == at and last[2] == node:
+            self.run_lengths[-1] += n
+        else:
+            self.who.append((at, info, node))
+            self.run_lengths.append(n)
 
     def add(self, push: tuple[Any, ...]) -> None:
         """One push's tuple."""
-        for column, value in zip(self.columns(), push):
-            column.append(value)
+        at, id16, info, node, sid, terminating, ctype, code, payload, sub = push
+        self.ids += id16
+        self._run(at, info, node, 1)
+        self.sids.append(sid)
+        self.terminating.append(terminating)
+        self.ctypes.append(ctype)
+        self.codes.append(code)
+        self.payloads.append(payload)
+        self.subs.append(sub)
 
     def add_batch(self, batch: Any) -> None:
         """The pushes of a ``PushBatch``."""
-        n = len(batch.client_instance_ids)
-        self.at.extend(array.array("q", [batch.received_at_ms]) * n)
-        self.ids.extend(batch.client_instance_ids)
-        self.infos.extend(batch.client_infos)
-        self.nodes.extend(itertools.repeat(batch.node_id, n))
+        ids = batch.client_instance_ids
+        n = len(ids)
+        if not n:
+            return
+        self.ids += b"".join(ids)
+        at, infos, node = batch.received_at_ms, batch.client_infos, batch.node_id
+        if infos.count(infos[0]) == n:  # one connection: one ClientInfo (the same object, found at once)
+            self._run(at, infos[0], node, n)
+        else:
+            for _, run in itertools.groupby(infos, id):
+                same = list(run)
+                self._run(at, same[0], node, len(same))
         self.sids.extend(batch.subscription_ids)
-        self.terminating.extend(batch.terminating)
-        self.ctypes.extend(batch.compression_types)
+        _extend_bytes(self.terminating, batch.terminating, n)
+        _extend_bytes(self.ctypes, batch.compression_types, n)
         self.codes.extend(batch.error_codes)
         self.payloads.extend(batch.payloads)
         self.subs.extend(batch.subscriptions)
+
+    def extend(self, other: _Pushes) -> None:
+        """The pushes of another ``_Pushes``, after these."""
+        self.ids += other.ids
+        for (at, info, node), n in zip(other.who, other.run_lengths):
+            self._run(at, info, node, n)
+        self.sids.extend(other.sids)
+        self.terminating.extend(other.terminating)
+        self.ctypes.extend(other.ctypes)
+        self.codes.extend(other.codes)
+        self.payloads.extend(other.payloads)
+        self.subs.extend(other.subs)
 
     @classmethod
     def of(cls, items: list[Any]) -> _Pushes:
@@ -309,14 +342,30 @@ class _Pushes:
             if type(item) is tuple:
                 out.add(item)
             elif type(item) is cls:
-                for column, values in zip(out.columns(), item.columns()):
-                    column.extend(values)
+                out.extend(item)
             else:
                 out.add_batch(item)
         return out
 
     def tuples(self) -> list[tuple[Any, ...]]:
-        return list(zip(*self.columns()))
+        """Each push's tuple, as :meth:`add` takes it."""
+        who = itertools.chain.from_iterable(itertools.repeat(w, n) for w, n in zip(self.who, self.run_lengths))
+        ids = [bytes(self.ids[k : k + 16]) for k in range(0, len(self.ids), 16)]
+        return [
+            (at, id16, info, node, sid, bool(term), ctype, code, payload, sub)
+            for id16, (at, info, node), sid, term, ctype, code, payload, sub in zip(
+                ids, who, self.sids, self.terminating, self.ctypes, self.codes, self.payloads, self.subs
+            )
+        ]
+
+
+def _extend_bytes(column: array.array[int], values: Any, n: int) -> None:
+    """``column`` (an ``array('b')``) extended with the ``n`` ``values`` (ints in -128..127, or bools): when all
+    are one value (a read's pushes: not terminating, one compression type), as that byte repeated."""
+    if type(values) is list and values.count(values[0]) == n:
+        column.frombytes(bytes((values[0] & 0xFF,)) * n)
+    else:
+        column.extend(values)
 
 
 def _tuple_row(t: tuple[Any, ...]) -> dict[str, Any]:
@@ -418,20 +467,22 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
     # first 22 characters of each are the unpadded text.
     padded = np.zeros((n, 18), dtype=np.uint8)
     if n:
-        padded[:, :16] = np.frombuffer(b"".join(pushes.ids), dtype=np.uint8).reshape(n, 16)
+        padded[:, :16] = np.frombuffer(pushes.ids, dtype=np.uint8).reshape(n, 16)
     text = np.frombuffer(binascii.b2a_base64(padded.tobytes(), newline=False), dtype=np.uint8).reshape(n, 24)
     ids_data = np.ascontiguousarray(text[:, :22]).tobytes().translate(_URLSAFE)
     offsets = np.arange(0, 22 * n + 1, 22, dtype=np.int32)
     instance_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids_data)])
-    # the other labels, once per (ClientInfo, node id) pair
-    infos, nodes = pushes.infos, pushes.nodes
+    # the other labels, once per (ClientInfo, node id) pair: grouped over the runs (a read each), not the pushes
+    who, run_lengths = pushes.who, np.frombuffer(pushes.run_lengths, np.int64)
+    infos = [w[1] for w in who]
+    nodes = [w[2] for w in who]
     _, info_group = _groups(_identities(infos))
-    if n and nodes.count(nodes[0]) == n:  # one node: almost always
+    if nodes and nodes.count(nodes[0]) == len(nodes):  # one node: almost always
         who_first, who_group = _groups(info_group)
     else:
         node_first, node_group = _groups(_identities(nodes))
         who_first, who_group = _groups(info_group.astype(np.int64) * len(node_first) + node_group)
-    take_who = pa.array(who_group)
+    take_who = pa.array(np.repeat(who_group, run_lengths))
     label_values = [infos[k].labels(nodes[k], bytes(16)) for k in who_first.tolist()]
     # the subscription columns, once per distinct value
     subs = pushes.subs
@@ -446,7 +497,7 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
         return pa.array([v[field] for v in subs_values], schema.field(name).type).take(take_subs)
 
     columns = {
-        "received_at_ms": pa.array(np.frombuffer(pushes.at, np.int64), pa.int64()),
+        "received_at_ms": pa.array(np.repeat(np.fromiter((w[0] for w in who), np.int64, len(who)), run_lengths)),
         "client_instance_id": instance_ids,
         **{
             c: pa.array([labels[c] for labels in label_values], pa.string()).take(take_who)
@@ -454,8 +505,8 @@ def _push_table(pushes: _Pushes, replica: str | None = None) -> Any:
             if c != "client_instance_id"
         },
         "subscription_id": pa.array(np.frombuffer(pushes.sids, np.int32), pa.int32()),
-        "terminating": pa.array(pushes.terminating, pa.bool_()),
-        "compression_type": pa.array(pushes.ctypes, pa.int8()),
+        "terminating": pa.array(np.frombuffer(pushes.terminating, np.int8).astype(np.bool_), pa.bool_()),
+        "compression_type": pa.array(np.frombuffer(pushes.ctypes, np.int8), pa.int8()),
         "error_code": pa.array(np.frombuffer(pushes.codes, np.int64), pa.int16()),  # (pyarrow checks the range)
         "payload": pushes.payloads.array(),
         **{c: per_subscription(c, k) for k, c in enumerate(SUBSCRIPTION_COLUMNS)},
