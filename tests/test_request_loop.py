@@ -470,6 +470,72 @@ def test_a_receiver_taking_columns_gets_the_accepted_pushes_and_may_refuse_them(
     assert len(seen) == 2 and broker.metrics()["plugin-error-count"] == 2
 
 
+@pytest.mark.parametrize("clients", [3, 70])
+def test_every_instance_of_a_connection_is_closed_once(clients):
+    """The loop tells the broker which pushes' instances are new to its connection (the broker then notes them
+    for ``instance_closed``, up to 64 a connection): over reads that repeat and interleave instances, and past
+    the 64 the loop notes itself, the instances closed are the Python path's, each once."""
+    twins = LoopTwins(receiver="batch", max_instances=256)
+    s = Session(twins, clients=clients)
+    first = b"".join(c.push() for c in s.clients)
+    again = b"".join(c.push() for c in reversed(s.clients))
+    third = b"".join(c.push() for c in s.clients[::2])
+    before = len(twins.receivers[0].closed)  # (the Session's probe connection's)
+    out = s.run(s.hello + first, again, third)
+    assert len(s.codes(out)) == 3 * clients + len(s.clients[::2])  # (the Gets, then every push answered)
+    closed = [c[0] for c in twins.receivers[0].closed[before:]]
+    assert len(closed) == len(set(closed)) == min(clients, 64)
+    assert set(closed) <= {c.instance.bytes for c in s.clients}
+
+
+def test_the_loop_names_the_pushes_of_instances_new_to_its_connection():
+    """The batch's last column: the pushes whose instance the loop has not seen on its connection (the first
+    push of each), and past the 64 instances it notes, every push of an instance it did not note."""
+    reg = kip714.SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    broker = kip714.TelemetryBroker(reg, clock=lambda: 1_000_000, max_instances=256)
+    info = kip714.ClientInfo(client_id="c")
+    gets = [broker.handle(GetTelemetrySubscriptionsRequest(), info)[0] for _ in range(70)]
+
+    def read(order):
+        return b"".join(
+            kip714.encode_request(
+                PushTelemetryRequest(gets[k].client_instance_id, gets[k].subscription_id, False, 0, b"\x0a"), k, "c", 0
+            )
+            for k in order
+        )
+
+    def new_here(loop, order):
+        _answers, frame, batch = loop.feed(read(order), 1_000_000, 0, broker._decompressor, True, 1)
+        assert frame is None and batch is not None and len(batch[0]) == len(order)
+        return list(batch[-1])
+
+    loop = broker.request_loop(1 << 20)
+    assert new_here(loop, [0, 1, 0, 2, 1]) == [0, 1, 3]
+    assert new_here(loop, [2, 0, 1]) == []
+    assert new_here(loop, [3, 0, 3]) == [0]
+    assert new_here(loop, range(70)) == list(range(4, 70))  # 64 noted in all: 0..63
+    assert new_here(loop, [69, 5, 64]) == [0, 2]  # not noted: new each time
+    assert new_here(broker.request_loop(1 << 20), [5, 5]) == [0]  # another connection's loop: its own set
+
+    class Closes:  # hears of the instances a connection carried
+        takes_payloads = False
+        heard: list[bytes] = []
+
+        def export_metrics(self, context, payload):
+            pass
+
+        def instance_closed(self, context, instance, at_ms, reason):
+            self.heard.append(instance.bytes)
+
+    broker.add_receiver(Closes())
+    connection, loop = object(), broker.request_loop(1 << 20)  # (the Gets came on another connection)
+    for order in ([7, 8, 7], [8, 9], [9, 7]):
+        broker.feed(loop, read(order), lambda client_id: info, connection)
+    broker.connection_closed(connection)
+    assert sorted(Closes.heard) == sorted(gets[k].client_instance_id.bytes for k in (7, 8, 9))
+
+
 def test_an_observer_taking_batches_gets_the_pushes_packed():
     """An observer with ``pushes_completed`` gets a read's pushes as the loop packed them: the payloads as
     received in one ``PackedBytes`` (Arrow's binary layout: pyarrow reads its buffers as the same strings), the

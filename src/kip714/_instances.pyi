@@ -162,7 +162,8 @@ class PayloadDecompressor:
 
 #: the columns of the pushes a RequestLoop decided: ids, subscription ids, terminating flags, compression types,
 #: codes (a ticket for an accepted push the caller finishes), payloads as received, payloads decompressed,
-#: client ids, and each answer's error-code offset in the answers buffer
+#: client ids, each answer's error-code offset in the answers buffer, and the pushes whose instance is new to
+#: the loop's connection
 LoopBatch = tuple[
     list[bytes],
     array[int],
@@ -172,6 +173,7 @@ LoopBatch = tuple[
     PackedBytes,
     list[bytes | None],
     list[str | None],
+    array[int],
     array[int],
 ]
 

@@ -12,6 +12,7 @@ from cpython.list cimport PyList_Append
 from cpython.object cimport Py_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint16_t
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, memcpy, memmove
 
 cdef extern from "kbuf_endian.h":
@@ -49,6 +50,8 @@ cdef enum:
     HELD_INITIAL = 1024             # the loop's buffer when it first holds something (then doubled as needed)
     HELD_KEPT = 16384               # a buffer larger than this is let go of once it is empty
     RESERVE_MAX = 65536             # the most a read's payload column is made room for at once (then doubled)
+    SEEN_FIRST = 16                 # slots of a loop's set of the instances seen on it, at first (then doubled)
+    SEEN_MAX = 64                   # the most instances that set holds (TelemetryBroker keeps as many a connection)
     K_PUSH = 72
 
 from zstandard import ZSTD_VERSION as _PORTABLE_ZSTD
@@ -388,7 +391,10 @@ cdef class RequestLoop:
     handed over (bytes without its size prefix, or None when every whole frame was decided) and, with
     ``records`` (1: every push decided, as columns; 2: and each accepted push's decompressed payload, for the
     receivers), the pushes decided or None. The columns a store takes whole are packed: the SubscriptionIds,
-    codes and answer offsets in ``array`` s, the payloads as received in one :class:`PackedBytes`. An accepted push's last error is set here, except with
+    codes and answer offsets in ``array`` s, the payloads as received in one :class:`PackedBytes`; the last
+    column (an ``array``) holds the indices of the pushes whose instance is new to this loop's connection (the
+    first of each; every one past the SEEN_MAX instances the loop notes), so that the broker looks up only those
+    among the instances it keeps per connection. An accepted push's last error is set here, except with
     ``records=2``: the caller then finishes each (``InstanceTable.finish_push`` with the ticket in its code
     column) once its receivers ran. A size prefix over ``max_frame_bytes`` raises FrameTooLargeError and a
     negative one MalformedFrameError, before anything is held for the frame, as ``split_frames`` does.
@@ -402,8 +408,11 @@ cdef class RequestLoop:
     cdef object _cid_raw          # the last client id's bytes and its str (one object per connection)
     cdef object _cid
     cdef list _c_ids, _c_term, _c_ctype, _c_data, _c_cid
-    cdef _carray.array _c_sids, _c_codes, _c_at
+    cdef _carray.array _c_sids, _c_codes, _c_at, _c_new
     cdef PackedBytes _c_raw
+    cdef uint64_t* _seen          # the instances seen on this connection: (msb, lsb) pairs, open addressing
+    cdef uint32_t _seen_cap       # its slots (a power of two; (0, 0), a reserved id the loop never decides, is empty)
+    cdef uint32_t _seen_n
     #: complete frames taken so far
     cdef readonly uint64_t frames
     #: False: every frame is handed back (the loop only cuts frames; an endpoint that sees every request)
@@ -420,10 +429,14 @@ cdef class RequestLoop:
         self.decides = decides
         self._cid_raw = None
         self._cid = None
+        self._seen = NULL
+        self._seen_cap = 0
+        self._seen_n = 0
         self._clear_batch()                         # the batch's columns: made with its first push
 
     def __dealloc__(self):
         kip714_held_free(self.buf, <size_t>self.bcap)
+        free(self._seen)
 
     @property
     def held(self):
@@ -440,7 +453,7 @@ cdef class RequestLoop:
     cdef int _clear_batch(self) except -1:
         """No columns held (none made yet, or handed over with their pushes): made again with the next push."""
         self._c_ids = self._c_term = self._c_ctype = self._c_data = self._c_cid = None
-        self._c_sids = self._c_codes = self._c_at = None
+        self._c_sids = self._c_codes = self._c_at = self._c_new = None
         self._c_raw = None
         return 0
 
@@ -454,7 +467,46 @@ cdef class RequestLoop:
         self._c_data = []
         self._c_cid = []
         self._c_at = _carray.clone(_I64, 0, False)
+        self._c_new = _carray.clone(_I32, 0, False)
         return 0
+
+    cdef bint _first_seen(self, uint64_t msb, uint64_t lsb) except -1:
+        """Whether the instance ``(msb, lsb)`` is new to this connection (then it is noted, while fewer than
+        SEEN_MAX are; past that, every instance not noted is new each time)."""
+        cdef uint32_t k, j, cap
+        cdef uint64_t* old
+        cdef uint64_t* grown
+        if self._seen_cap:
+            k = <uint32_t>((msb ^ (lsb * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (self._seen_cap - 1)
+            while self._seen[2 * k] or self._seen[2 * k + 1]:
+                if self._seen[2 * k] == msb and self._seen[2 * k + 1] == lsb:
+                    return False
+                k = (k + 1) & (self._seen_cap - 1)
+        if self._seen_n >= SEEN_MAX:
+            return True
+        if 2 * (self._seen_n + 1) > self._seen_cap:  # at most half full: the probes above end
+            cap = self._seen_cap * 2 if self._seen_cap else SEEN_FIRST
+            grown = <uint64_t*>calloc(2 * cap, sizeof(uint64_t))
+            if grown == NULL:
+                raise MemoryError("cannot grow a request loop's set of instances")
+            old = self._seen
+            for j in range(self._seen_cap):
+                if old[2 * j] or old[2 * j + 1]:
+                    k = <uint32_t>((old[2 * j] ^ (old[2 * j + 1] * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (cap - 1)
+                    while grown[2 * k] or grown[2 * k + 1]:
+                        k = (k + 1) & (cap - 1)
+                    grown[2 * k] = old[2 * j]
+                    grown[2 * k + 1] = old[2 * j + 1]
+            free(old)
+            self._seen = grown
+            self._seen_cap = cap
+            k = <uint32_t>((msb ^ (lsb * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (cap - 1)
+            while self._seen[2 * k] or self._seen[2 * k + 1]:
+                k = (k + 1) & (cap - 1)
+        self._seen[2 * k] = msb
+        self._seen[2 * k + 1] = lsb
+        self._seen_n += 1
+        return True
 
     cdef int _append(self, const unsigned char* p, Py_ssize_t n) except -1:
         cdef Py_ssize_t need = self.blen + n, cap
@@ -592,7 +644,7 @@ cdef class RequestLoop:
         if records and self._c_ids:
             self._c_raw._seal()
             batch = (self._c_ids, self._c_sids, self._c_term, self._c_ctype, self._c_codes, self._c_raw,
-                     self._c_data, self._c_cid, self._c_at)
+                     self._c_data, self._c_cid, self._c_at, self._c_new)
             self._clear_batch()
         return batch
 
@@ -679,6 +731,8 @@ cdef class RequestLoop:
                 PyList_Append(self._c_data, payload)
                 PyList_Append(self._c_cid, cid)
                 _put_i64(self._c_at, alen + 13)
+                if self._first_seen(m.msb, m.lsb):
+                    _put_i32(self._c_new, <int32_t>(Py_SIZE(self._c_sids) - 1))
             alen += PUSH_ANSWER
             pos = start + size
             consumed[0] = pos

@@ -373,7 +373,7 @@ class TelemetryBroker:
     ) -> None:
         """The receivers' and observers' part of the pushes a request loop decided (``batch``: its columns; the
         loop was called with ``records``, so that accepted pushes wait for the receivers only when it is 2)."""
-        ids, sids, terminating, ctypes, codes, raws, datas, client_ids, offsets = batch
+        ids, sids, terminating, ctypes, codes, raws, datas, client_ids, offsets, new_here = batch
         n = len(ids)
         if client_ids.count(client_ids[0]) == n:  # one connection: almost always one client id
             infos = [client_info(client_ids[0])] * n
@@ -405,10 +405,8 @@ class TelemetryBroker:
         if self._observers:
             self._observe_batch(ids, infos, sids, terminating, ctypes, codes, raws, node_id, now_ms)
         if self._closers and connection is not None:
-            seen = self._seen_on.get(connection)
-            if seen is None or not seen.keys() >= set(ids):  # (every push of an instance after its first one)
-                for k in range(n):
-                    self._seen(connection, ids[k], infos[k])
+            for k in new_here:  # (the loop knows the instances it saw on this connection: only new ones)
+                self._seen(connection, ids[k], infos[k])
 
     def _export_batch(
         self,
