@@ -610,6 +610,51 @@ def test_packed_bytes_is_a_sequence_of_its_strings():
         PackedBytes.of([1])
 
 
+def test_packs_join_once_each_string():
+    from kip714._instances import PackedBytes
+
+    pieces = [PackedBytes.of([b"ab", b""]), PackedBytes.of([]), PackedBytes.of([b"xyz", b"q" * 300])]
+    joined = PackedBytes.concat(pieces)
+    assert list(joined) == [b"ab", b"", b"xyz", b"q" * 300] and joined.nbytes == 305
+    assert list(joined.offsets) == [0, 2, 2, 5, 305] and joined.data == b"abxyz" + b"q" * 300
+    assert list(PackedBytes.concat([])) == [] and list(PackedBytes.concat([]).offsets) == [0]
+
+
+@pytest.mark.parametrize("payload", [b"\x0a" * 400, b"\x0a"])
+def test_a_reads_payloads_are_borrowed_from_it_when_they_are_most_of_it(payload):
+    """The loop's pack of a read's payloads borrows the read when it is ``bytes`` and the payloads are at least
+    half of it (the read is kept, the strings copied later, in the thread that asks for ``data``); otherwise, and
+    for a read that may change (a ``bytearray``), they are copied at once. Either way the strings read alike."""
+    from kip714._instances import PackedBytes
+
+    reg = kip714.SubscriptionRegistry()
+    reg.set("all", {"metrics": "*", "interval.ms": "100"})
+    broker = kip714.TelemetryBroker(reg, clock=lambda: 1_000_000)
+    gets = [broker.handle(GetTelemetrySubscriptionsRequest(), kip714.ClientInfo())[0] for _ in range(3)]
+    frames = [
+        kip714.encode_request(PushTelemetryRequest(g.client_instance_id, g.subscription_id, False, 0, payload), k, "c")
+        for k, g in enumerate(gets)
+    ]
+    borrows = 2 * 3 * len(payload) >= len(b"".join(frames))
+    for kind in (bytes, bytearray):
+        read = kind(b"".join(frames))
+        before = sys.getrefcount(read)
+        loop = broker.request_loop(1 << 20)
+        _answers, frame, batch = loop.feed(read, 1_000_000, 0, broker._decompressor, True, 1)
+        packed = batch[5]
+        assert type(packed) is PackedBytes and frame is None
+        assert sys.getrefcount(read) - before == (1 if kind is bytes and borrows else 0)
+        if kind is bytearray:
+            read[:] = bytes(len(read))  # (what a reused buffer would do)
+        assert list(packed) == [payload] * 3 and packed[1] == payload
+        assert PackedBytes.concat([packed, packed]).data == payload * 6
+        assert packed.data == payload * 3 and list(packed.offsets) == [0, *(len(payload) * k for k in (1, 2, 3))]
+        assert list(packed) == [payload] * 3  # (copied out now)
+        assert sys.getrefcount(read) == before or kind is bytearray
+        loop = batch = packed = None
+        assert sys.getrefcount(read) == before
+
+
 def test_a_receiver_taking_columns_gets_the_pushes_decided_one_by_one_as_columns_too():
     """A push the broker decides by itself (``handle``: an instance's first push, which makes the instance) reaches
     a receiver with ``export_batch`` as a batch of one, with what a read's batch would say of it: one path in."""

@@ -91,18 +91,27 @@ cdef class PackedBytes:
     Arrow's binary layout, which a column store takes without a copy. Both are read-only views (what they view
     never changes, so the bounds the loop wrote hold). A read-only sequence of ``bytes`` otherwise (``len``,
     indexing, iteration). The request loop hands a read's payloads this way: one buffer, not an object per
-    push. ``PackedBytes.of(strings)`` packs any byte strings."""
+    push. ``PackedBytes.of(strings)`` packs any byte strings; ``PackedBytes.concat(pieces)`` joins packs.
+
+    The loop's packs of a read it got as ``bytes`` (what an asyncio transport hands over) borrow it: the strings
+    stay where they lie in the read, which is kept, and are copied end to end the first time ``data`` is asked
+    for, or joined by ``concat``, in the thread that asks (the recorder's writer), not on the event loop. The
+    loop borrows only a read of which the strings are at least half, so a pack keeps at most twice its bytes."""
 
     cdef bytearray _data
     cdef Py_ssize_t _used          # bytes of _data in use while the loop fills it (its capacity is larger)
     cdef _carray.array _offsets
     cdef bint _sealed
+    cdef bytes _src                # borrowed: the read the strings lie in (None once copied into _data)
+    cdef _carray.array _starts     # borrowed: where each string starts in _src
 
     def __cinit__(self):
         self._data = PyByteArray_FromStringAndSize(NULL, 0)
         self._used = 0
         self._offsets = _carray.clone(_I32, 1, True)
         self._sealed = False
+        self._src = None
+        self._starts = None
 
     @staticmethod
     def of(strings) -> PackedBytes:
@@ -116,6 +125,49 @@ cdef class PackedBytes:
             finally:
                 PyBuffer_Release(&view)
         out._seal()
+        return out
+
+    @staticmethod
+    def concat(pieces) -> PackedBytes:
+        """The strings of ``pieces`` (PackedBytes), in order, in one pack: each copied once, from where it
+        lies (at most 2 GiB in all)."""
+        cdef PackedBytes out = PackedBytes(), piece
+        cdef Py_ssize_t total = 0, strings = 0, k, n, at, j
+        cdef char* dst
+        cdef const int* off
+        cdef int* out_off
+        cdef const int64_t* starts
+        cdef const char* src
+        pieces = list(pieces)
+        for piece in pieces:
+            total += piece._used
+            strings += Py_SIZE(piece._offsets) - 1
+        if total > 2147483647:
+            raise OverflowError("PackedBytes holds at most 2 GiB")
+        PyByteArray_Resize(out._data, total)
+        _carray.resize(out._offsets, strings + 1)
+        dst = PyByteArray_AS_STRING(out._data)
+        out_off = out._offsets.data.as_ints
+        out_off[0] = 0
+        at = 0
+        k = 0
+        for piece in pieces:
+            off = piece._offsets.data.as_ints
+            n = Py_SIZE(piece._offsets) - 1
+            if piece._src is None:
+                if piece._used:
+                    memcpy(dst + at, PyByteArray_AS_STRING(piece._data), <size_t>piece._used)
+            else:
+                src = PyBytes_AS_STRING(piece._src)
+                starts = <const int64_t*>piece._starts.data.as_longlongs
+                for j in range(n):
+                    memcpy(dst + at + off[j], src + starts[j], <size_t>(off[j + 1] - off[j]))
+            for j in range(n):
+                out_off[k + 1 + j] = <int>(at + off[j + 1])
+            at += piece._used
+            k += n
+        out._used = total
+        out._sealed = True
         return out
 
     cdef int _add(self, const unsigned char* p, Py_ssize_t n) except -1:
@@ -134,6 +186,20 @@ cdef class PackedBytes:
         _put_i32(self._offsets, <int32_t>need)
         return 0
 
+    cdef int _add_in(self, bytes src, Py_ssize_t start, Py_ssize_t n) except -1:
+        """Append one string that lies at ``start`` in ``src`` (the loop, before ``_seal``; every string of a
+        pack lies in one ``src``), borrowed: not copied."""
+        cdef Py_ssize_t need = self._used + n
+        if need > 2147483647:
+            raise OverflowError("PackedBytes holds at most 2 GiB")
+        if self._src is None:
+            self._src = src
+            self._starts = _carray.clone(_I64, 0, False)
+        _put_i64(self._starts, start)
+        self._used = need
+        _put_i32(self._offsets, <int32_t>need)
+        return 0
+
     cdef int _reserve(self, Py_ssize_t n) except -1:
         """Room for ``n`` more bytes (the loop: the rest of a read, which bounds its payloads), so that a read's
         payloads are copied once."""
@@ -143,9 +209,29 @@ cdef class PackedBytes:
         return 0
 
     cdef int _seal(self) except -1:
-        """Cut the buffer to what is used (no copy: at least half of it is) and stop adding."""
-        PyByteArray_Resize(self._data, self._used)
+        """Stop adding: cut the buffer to what is used (no copy: at least half of it is), or, borrowed, copy
+        the strings now when they are less than half of the read they lie in (not to keep the rest)."""
+        if self._src is not None:
+            if 2 * self._used < PyBytes_GET_SIZE(self._src):
+                self._copy_out()
+        else:
+            PyByteArray_Resize(self._data, self._used)
         self._sealed = True
+        return 0
+
+    cdef int _copy_out(self) except -1:
+        """Borrowed strings copied end to end into ``_data``; the read let go."""
+        cdef Py_ssize_t j, n = Py_SIZE(self._offsets) - 1
+        cdef const int* off = self._offsets.data.as_ints
+        cdef const int64_t* starts = <const int64_t*>self._starts.data.as_longlongs
+        cdef const char* src = PyBytes_AS_STRING(self._src)
+        cdef char* dst
+        PyByteArray_Resize(self._data, self._used)
+        dst = PyByteArray_AS_STRING(self._data)
+        for j in range(n):
+            memcpy(dst + off[j], src + starts[j], <size_t>(off[j + 1] - off[j]))
+        self._src = None
+        self._starts = None
         return 0
 
     @property
@@ -153,6 +239,8 @@ cdef class PackedBytes:
         """The strings end to end (a read-only view)."""
         if not self._sealed:
             raise RuntimeError("PackedBytes is still being filled")
+        if self._src is not None:
+            self._copy_out()
         return memoryview(self._data).toreadonly()
 
     @property
@@ -178,6 +266,9 @@ cdef class PackedBytes:
             k += n
         if k < 0 or k >= n:
             raise IndexError("PackedBytes index out of range")
+        if self._src is not None:
+            return PyBytes_FromStringAndSize(PyBytes_AS_STRING(self._src) + self._starts.data.as_longlongs[k],
+                                             off[k + 1] - off[k])
         return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self._data) + off[k], off[k + 1] - off[k])
 
     def __iter__(self):
@@ -589,7 +680,7 @@ cdef class RequestLoop:
             self._check_sizes(p, n)
         try:
             answers, frame = self._run(p, n, &pos, False, now_ms, subscription_version, zd, decompress_payloads,
-                                       records)
+                                       records, data if direct and type(data) is bytes else None)
         finally:
             if direct:
                 try:
@@ -634,7 +725,7 @@ cdef class RequestLoop:
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             answers, _ = self._run(<const unsigned char*>view.buf, view.len, &pos, True, now_ms, subscription_version,
-                                   zd, decompress_payloads, records)
+                                   zd, decompress_payloads, records, data if type(data) is bytes else None)
         finally:
             PyBuffer_Release(&view)
         return answers, pos, self._take_batch(records)
@@ -649,9 +740,11 @@ cdef class RequestLoop:
         return batch
 
     cdef tuple _run(self, const unsigned char* p, Py_ssize_t n, Py_ssize_t* consumed, bint prefix, int64_t now_ms,
-                    int64_t subscription_version, PayloadDecompressor zd, bint decompress_payloads, int records):
+                    int64_t subscription_version, PayloadDecompressor zd, bint decompress_payloads, int records,
+                    bytes src):
         """Decide the whole frames of ``p[0:n]`` in order (see feed and feed_prefix); ``consumed`` is advanced
-        past each frame taken. ``(answers, frame handed back)``."""
+        past each frame taken. ``(answers, frame handed back)``. ``src``: the ``bytes`` that ``p`` is the start
+        of, whose payloads the batch borrows (None: ``p`` may change, they are copied)."""
         cdef Py_ssize_t pos = consumed[0], start
         cdef int32_t size
         cdef Push m
@@ -724,10 +817,13 @@ cdef class RequestLoop:
                 PyList_Append(self._c_term, m.terminating)
                 PyList_Append(self._c_ctype, m.compression_type)
                 _put_i64(self._c_codes, r)
-                if not reserved:                        # the rest of the read bounds its payloads: one copy
-                    self._c_raw._reserve(n - start if n - start <= RESERVE_MAX else RESERVE_MAX)
-                    reserved = True
-                self._c_raw._add(m.metrics, m.metrics_len)
+                if src is not None:                     # the read is kept: its payloads stay where they are
+                    self._c_raw._add_in(src, m.metrics - p, m.metrics_len)
+                else:
+                    if not reserved:                    # the rest of the read bounds its payloads: one copy
+                        self._c_raw._reserve(n - start if n - start <= RESERVE_MAX else RESERVE_MAX)
+                        reserved = True
+                    self._c_raw._add(m.metrics, m.metrics_len)
                 PyList_Append(self._c_data, payload)
                 PyList_Append(self._c_cid, cid)
                 _put_i64(self._c_at, alen + 13)

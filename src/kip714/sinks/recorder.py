@@ -230,24 +230,13 @@ _BINARY_MAX = (1 << 31) - 1
 
 
 def _packed_array(run: list[PackedBytes]) -> Any:
-    """One Arrow ``binary`` array of the strings of ``run`` (at most 2 GiB in all): their buffers joined, each
-    one's offsets moved by the bytes before it, in one numpy pass."""
-    import numpy as np
+    """One Arrow ``binary`` array of the strings of ``run`` (at most 2 GiB in all): one pack of them all, each
+    string copied once from where it lies (a read the pack borrows, or its own buffer), given to Arrow as is."""
     import pyarrow as pa
 
-    data: bytes | memoryview
-    if len(run) == 1:
-        data, offsets = run[0].data, np.frombuffer(run[0].offsets, np.int32)
-    else:
-        data = b"".join([p.data for p in run])
-        counts = np.fromiter((len(p) for p in run), np.int64, len(run))  # strings per piece
-        sizes = np.fromiter((p.nbytes for p in run), np.int64, len(run))
-        ends = np.concatenate([np.frombuffer(p.offsets, np.int32)[1:] for p in run])  # each string's end
-        offsets = np.empty(len(ends) + 1, np.int32)
-        offsets[0] = 0
-        offsets[1:] = ends + np.repeat(np.cumsum(sizes) - sizes, counts)
-    n = len(offsets) - 1
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    packed = run[0] if len(run) == 1 else PackedBytes.concat(run)
+    data, offsets = packed.data, packed.offsets
+    return pa.Array.from_buffers(pa.binary(), len(packed), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 class _Pushes:
