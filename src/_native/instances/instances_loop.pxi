@@ -84,6 +84,15 @@ cdef inline int _put_i64(_carray.array a, int64_t v) except -1:
     return 0
 
 
+cdef inline uint32_t _seen_slot(const uint64_t* t, uint32_t cap, uint64_t msb, uint64_t lsb) noexcept nogil:
+    """Where the instance ``(msb, lsb)`` is in the open-addressing set ``t`` of ``cap`` slots (a power of two,
+    never full), or the empty slot where it would go."""
+    cdef uint32_t k = <uint32_t>((msb ^ (lsb * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (cap - 1)
+    while (t[2 * k] or t[2 * k + 1]) and not (t[2 * k] == msb and t[2 * k + 1] == lsb):
+        k = (k + 1) & (cap - 1)
+    return k
+
+
 @cython.final
 cdef class PackedBytes:
     """Byte strings stored end to end: ``data`` holds them in order and ``offsets`` (int32, one entry more than
@@ -136,8 +145,6 @@ cdef class PackedBytes:
         cdef char* dst
         cdef const int* off
         cdef int* out_off
-        cdef const int64_t* starts
-        cdef const char* src
         pieces = list(pieces)
         for piece in pieces:
             total += piece._used
@@ -154,14 +161,7 @@ cdef class PackedBytes:
         for piece in pieces:
             off = piece._offsets.data.as_ints
             n = Py_SIZE(piece._offsets) - 1
-            if piece._src is None:
-                if piece._used:
-                    memcpy(dst + at, PyByteArray_AS_STRING(piece._data), <size_t>piece._used)
-            else:
-                src = PyBytes_AS_STRING(piece._src)
-                starts = <const int64_t*>piece._starts.data.as_longlongs
-                for j in range(n):
-                    memcpy(dst + at + off[j], src + starts[j], <size_t>(off[j + 1] - off[j]))
+            piece._write_to(dst + at)
             for j in range(n):
                 out_off[k + 1 + j] = <int>(at + off[j + 1])
             at += piece._used
@@ -219,17 +219,25 @@ cdef class PackedBytes:
         self._sealed = True
         return 0
 
-    cdef int _copy_out(self) except -1:
-        """Borrowed strings copied end to end into ``_data``; the read let go."""
+    cdef void _write_to(self, char* dst) noexcept:
+        """The strings end to end at ``dst`` (``_used`` bytes of room), from where they lie."""
         cdef Py_ssize_t j, n = Py_SIZE(self._offsets) - 1
         cdef const int* off = self._offsets.data.as_ints
-        cdef const int64_t* starts = <const int64_t*>self._starts.data.as_longlongs
-        cdef const char* src = PyBytes_AS_STRING(self._src)
-        cdef char* dst
-        PyByteArray_Resize(self._data, self._used)
-        dst = PyByteArray_AS_STRING(self._data)
+        cdef const int64_t* starts
+        cdef const char* src
+        if self._src is None:
+            if self._used:
+                memcpy(dst, PyByteArray_AS_STRING(self._data), <size_t>self._used)
+            return
+        src = PyBytes_AS_STRING(self._src)
+        starts = <const int64_t*>self._starts.data.as_longlongs
         for j in range(n):
             memcpy(dst + off[j], src + starts[j], <size_t>(off[j + 1] - off[j]))
+
+    cdef int _copy_out(self) except -1:
+        """Borrowed strings copied end to end into ``_data``; the read let go."""
+        PyByteArray_Resize(self._data, self._used)
+        self._write_to(PyByteArray_AS_STRING(self._data))
         self._src = None
         self._starts = None
         return 0
@@ -564,18 +572,16 @@ cdef class RequestLoop:
     cdef bint _first_seen(self, uint64_t msb, uint64_t lsb) except -1:
         """Whether the instance ``(msb, lsb)`` is new to this connection (then it is noted, while fewer than
         SEEN_MAX are; past that, every instance not noted is new each time)."""
-        cdef uint32_t k, j, cap
+        cdef uint32_t k = 0, j, cap
         cdef uint64_t* old
         cdef uint64_t* grown
         if self._seen_cap:
-            k = <uint32_t>((msb ^ (lsb * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (self._seen_cap - 1)
-            while self._seen[2 * k] or self._seen[2 * k + 1]:
-                if self._seen[2 * k] == msb and self._seen[2 * k + 1] == lsb:
-                    return False
-                k = (k + 1) & (self._seen_cap - 1)
+            k = _seen_slot(self._seen, self._seen_cap, msb, lsb)
+            if self._seen[2 * k] or self._seen[2 * k + 1]:
+                return False
         if self._seen_n >= SEEN_MAX:
             return True
-        if 2 * (self._seen_n + 1) > self._seen_cap:  # at most half full: the probes above end
+        if 2 * (self._seen_n + 1) > self._seen_cap:  # at most half full: every probe ends
             cap = self._seen_cap * 2 if self._seen_cap else SEEN_FIRST
             grown = <uint64_t*>calloc(2 * cap, sizeof(uint64_t))
             if grown == NULL:
@@ -583,17 +589,13 @@ cdef class RequestLoop:
             old = self._seen
             for j in range(self._seen_cap):
                 if old[2 * j] or old[2 * j + 1]:
-                    k = <uint32_t>((old[2 * j] ^ (old[2 * j + 1] * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (cap - 1)
-                    while grown[2 * k] or grown[2 * k + 1]:
-                        k = (k + 1) & (cap - 1)
+                    k = _seen_slot(grown, cap, old[2 * j], old[2 * j + 1])
                     grown[2 * k] = old[2 * j]
                     grown[2 * k + 1] = old[2 * j + 1]
             free(old)
             self._seen = grown
             self._seen_cap = cap
-            k = <uint32_t>((msb ^ (lsb * <uint64_t>0x9E3779B97F4A7C15)) >> 32) & (cap - 1)
-            while self._seen[2 * k] or self._seen[2 * k + 1]:
-                k = (k + 1) & (cap - 1)
+            k = _seen_slot(grown, cap, msb, lsb)
         self._seen[2 * k] = msb
         self._seen[2 * k + 1] = lsb
         self._seen_n += 1

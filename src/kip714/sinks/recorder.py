@@ -200,8 +200,8 @@ class _Payloads:
             self.n += len(self.pieces[-1]) - before
 
     def array(self) -> Any:
-        """The ``binary`` column of the payloads: each run of packed reads joined into one buffer (their offsets
-        moved in numpy), taken by Arrow as it is; each run of single payloads converted by pyarrow."""
+        """The ``binary`` column of the payloads: each run of packed reads joined into one pack
+        (:func:`_packed_array`), taken by Arrow as it is; each run of single payloads converted by pyarrow."""
         import pyarrow as pa
 
         arrays: list[Any] = []
